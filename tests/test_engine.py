@@ -1,12 +1,15 @@
 """Engine invariants: aggregation, sampling, evaluation coverage, determinism, resume."""
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 import fedrepro
+from fedrepro.errors import ConfigError
 from fedrepro.fl import sample_clients, weighted_average
-from fedrepro.store import RunStore
+from fedrepro.store import RunResult, RunStore
 from support import interrupt_at
 
 METRICS = ["acc_mean", "acc_weighted", "acc_std", "acc_min", "acc_max", "loss_mean", "train_loss"]
@@ -148,3 +151,26 @@ def test_meta_records_provenance(tiny):
         assert key in m
     assert res.config == tiny(**{"train.rounds": 1}).replace(runs_dir=res.config.runs_dir)
     assert np.isfinite(res.summary["time_train_s"])
+
+
+def test_run_grid_workers_match_sequential(tiny, tmp_path):
+    """Worker processes (1 thread each, like this test session) give the very numbers of a
+    sequential grid, and the parent reads every run back from the store."""
+    grid = {"method.name": ["fedavg", "fedper"]}
+    par = fedrepro.run_grid(tiny(), grid, seeds=[0, 1], workers=2, progress=False)
+    seq = fedrepro.run_grid(tiny(runs_dir=str(tmp_path / "seq")), grid, seeds=[0, 1], workers=1,
+                            progress=False)
+    assert list(par["final"]) == list(seq["final"]) and list(par["best"]) == list(seq["best"])
+    assert all(RunResult(Path(p)).meta["torch_threads"] == 1 for p in par["path"])
+
+
+def test_default_workers(tiny, monkeypatch):
+    monkeypatch.setenv("FEDREPRO_WORKERS", "3")
+    assert fedrepro.experiment.default_workers(tiny()) == 3
+    monkeypatch.setenv("FEDREPRO_WORKERS", "zero")
+    with pytest.raises(ConfigError, match="FEDREPRO_WORKERS"):
+        fedrepro.experiment.default_workers(tiny())
+    monkeypatch.delenv("FEDREPRO_WORKERS")
+    assert fedrepro.experiment.default_workers(tiny()) == 1  # smoke profile
+    with pytest.raises(ConfigError, match="workers"):
+        fedrepro.run_grid(tiny(), {"method.name": ["fedavg"]}, workers=0)
