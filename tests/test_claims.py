@@ -98,3 +98,57 @@ def test_fedpft_partial_participation_claim_bounds_the_drop():
     assert out["verdict"].iloc[0] == "FAIL" and "gap -1.00" in out["evidence"].iloc[0]
     rows[2]["best"] = 0.797
     assert evaluate_claims(pd.DataFrame(rows), ids=["fedpft.partial_participation"])["verdict"].iloc[0] == "PASS"
+
+
+def _acc(rows):
+    return pd.DataFrame([{"method.name": m, A: a, "seed": s, "best": b, "final": b} for m, a, s, b in rows])
+
+
+def verdict(t, cid):
+    return evaluate_claims(t, ids=[cid])["verdict"].iloc[0]
+
+
+def test_fedpft_partial_personalisation_claim_needs_higher_origin_and_smaller_positive_gap():
+    # rows: (method, α, seed, origin, probe, match)
+    good = probe_table([("fedavg", 0.5, 0, 0.70, 0.80, 0.80), ("fedper", 0.5, 0, 0.76, 0.80, 0.79)])
+    assert verdict(good, "fedpft.partial_personalisation_gap") == "PASS"
+    no_gap = probe_table([("fedavg", 0.5, 0, 0.70, 0.80, 0.80), ("fedper", 0.5, 0, 0.79, 0.80, 0.79)])
+    assert verdict(no_gap, "fedpft.partial_personalisation_gap") == "FAIL"
+    lower = probe_table([("fedavg", 0.5, 0, 0.70, 0.80, 0.80), ("fedbn", 0.5, 0, 0.69, 0.80, 0.72)])
+    assert verdict(lower, "fedpft.partial_personalisation_gap") == "FAIL"
+
+
+def test_fedpft_local_and_alpha_trend_claims():
+    t = _acc([("local", 0.1, 0, 0.90), ("fedavg", 0.1, 0, 0.70), ("local", 1.0, 0, 0.60), ("fedavg", 1.0, 0, 0.72),
+              ("fedper", 0.1, 0, 0.92), ("fedper", 1.0, 0, 0.75), ("fedpft", 0.1, 0, 0.93), ("fedpft", 1.0, 0, 0.78)])
+    assert verdict(t, "fedpft.local_vs_fedavg") == "PASS"
+    assert verdict(t, "fedpft.fedavg_flat_personalised_drop") == "PASS"
+    t.loc[(t["method.name"] == "local") & (t[A] == 1.0), "best"] = 0.8
+    assert verdict(t, "fedpft.local_vs_fedavg") == "FAIL"
+    t.loc[(t["method.name"] == "fedavg") & (t[A] == 1.0), "best"] = 0.95  # FedAvg moves more than FedPer drops
+    assert verdict(t, "fedpft.fedavg_flat_personalised_drop") == "FAIL"
+
+
+def test_fedpft_pairwise_claims():
+    t = _acc([("fedpft", 0.1, 0, 0.90), ("fedper", 0.1, 0, 0.88), ("fedbn", 0.1, 0, 0.91)])
+    assert verdict(t, "fedpft.beats_fedper_fedrep_fedbn") == "FAIL"
+    assert "fedbn" in evaluate_claims(t, ids=["fedpft.beats_fedper_fedrep_fedbn"])["evidence"].iloc[0]
+    t = _acc([("fedpft", 0.5, 0, 0.80), ("fedpft_con", 0.5, 0, 0.81), ("fedavg", 0.5, 0, 0.70),
+              ("fedavg_linear", 0.5, 0, 0.715)])
+    assert verdict(t, "fedpft.con_beats_fedpft") == "PASS"
+    assert verdict(t, "fedpft.fedavg_linear_beats_fedavg") == "FAIL"  # +1.5 < the 2-point margin
+
+
+def test_fedpft_rf_sweep_claim():
+    rows = [{"method.args.r_f": rf, "seed": 0, "best": b} for rf, b in [(0, 0.70), (1, 0.78), (4, 0.80), (5, 0.79)]]
+    assert verdict(pd.DataFrame(rows), "fedpft.rf_sweep_rises") == "PASS"
+    rows = [{"method.args.r_f": rf, "seed": 0, "best": b} for rf, b in [(0, 0.80), (1, 0.78), (4, 0.79)]]
+    assert verdict(pd.DataFrame(rows), "fedpft.rf_sweep_rises") == "FAIL"
+    assert verdict(pd.DataFrame(rows[:2]), "fedpft.rf_sweep_rises") == "NOT RUN"
+
+
+def test_fedpft_separability_claim():
+    t = pd.DataFrame([{"method.name": "fedpft_con", A: 0.5, "seed": 0, "probe": 0.80, "probe_phi": 0.805}])
+    assert verdict(t, "fedpft.prompts_keep_separability") == "PASS"
+    t["probe_phi"] = 0.75
+    assert verdict(t, "fedpft.prompts_keep_separability") == "FAIL"

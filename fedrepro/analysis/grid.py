@@ -15,7 +15,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..store import RunResult, atomic_write_json
-from .probe import ProbeConfig, mismatch_probe, summarize_probe
+from .probe import ProbeConfig, linear_probe, mismatch_probe, summarize_probe
 
 
 def _key(run_path: Path, cfg: ProbeConfig) -> str:
@@ -23,18 +23,34 @@ def _key(run_path: Path, cfg: ProbeConfig) -> str:
     return f"{run_path.name}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
 
-def probe_run(result: RunResult, cfg: ProbeConfig = ProbeConfig()) -> dict:
-    """:func:`summarize_probe` of one run's mismatch probe, computed once and cached."""
-    cache = result.path.parent / "_analysis" / "mismatch_probe" / f"{_key(result.path, cfg)}.json"
+def _cached(result: RunResult, kind: str, cfg: ProbeConfig, compute) -> dict:
+    cache = result.path.parent / "_analysis" / kind / f"{_key(result.path, cfg)}.json"
     if cache.is_file():
         try:
             return json.loads(cache.read_text())
         except json.JSONDecodeError:
             cache.unlink()  # a torn write from an interrupted session; recompute
-    summary = summarize_probe(mismatch_probe(result, cfg))
+    summary = compute()
     cache.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(cache, summary)
     return summary
+
+
+def probe_run(result: RunResult, cfg: ProbeConfig = ProbeConfig()) -> dict:
+    """:func:`summarize_probe` of one run's mismatch probe, computed once and cached."""
+    return _cached(result, "mismatch_probe", cfg, lambda: summarize_probe(mismatch_probe(result, cfg)))
+
+
+def linear_probe_run(result: RunResult, on: str = "features", cfg: ProbeConfig = ProbeConfig()) -> dict:
+    """Mean over participating clients of :func:`linear_probe` on ``on`` (and the weighted mean),
+    computed once and cached."""
+    def compute() -> dict:
+        df = linear_probe(result, on, cfg)
+        df = df[~df["held_out"]]
+        return {"on": on, "probe": float(df["probe"].mean()),
+                "probe_weighted": float((df["probe"] * df["n_test"]).sum() / df["n_test"].sum())}
+
+    return _cached(result, f"linear_probe_{on}", cfg, compute)
 
 
 def probe_grid(table: pd.DataFrame, cfg: ProbeConfig = ProbeConfig(), progress: bool = True) -> pd.DataFrame:
@@ -45,3 +61,13 @@ def probe_grid(table: pd.DataFrame, cfg: ProbeConfig = ProbeConfig(), progress: 
         s = probe_run(RunResult(Path(row["path"])), cfg)
         rows.append({k: s[k] for k in ("origin", "probe", "match", "mismatch", "probe_minus_match")})
     return pd.concat([table.reset_index(drop=True), pd.DataFrame(rows)], axis=1)
+
+
+def linear_probe_grid(table: pd.DataFrame, on: str = "phi", cfg: ProbeConfig = ProbeConfig(),
+                      column: str | None = None, progress: bool = True) -> pd.DataFrame:
+    """Add the mean linear-probe accuracy on representation ``on`` (``"phi"``, ``"features"``,
+    ``"features_rho"``) as column ``column`` (default ``probe_<on>``) to a run table."""
+    column = column or f"probe_{on}"
+    vals = [linear_probe_run(RunResult(Path(p)), on, cfg)["probe"]
+            for p in tqdm(list(table["path"]), desc=f"probes on {on}", disable=not progress, leave=False)]
+    return table.reset_index(drop=True).assign(**{column: vals})

@@ -147,3 +147,158 @@ def _partial(r: pd.DataFrame):
         verdicts.append(ok)
         lines.append(ev)
     return all(verdicts), "; ".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------
+# §10 items 3, 5, 6, 7 (second half), 8, 10, 11, 15
+# ------------------------------------------------------------------------------------------------
+def _mean(r: pd.DataFrame, where: dict, metric: str) -> float:
+    from .core import select
+
+    return float(select(r, where, metric).mean())
+
+
+def _partial_personalisation(r: pd.DataFrame):
+    """Each of FedPer/FedBN/FedCAC present: Origin above FedAvg's Origin, and a positive gap smaller than FedAvg's."""
+    if M not in r or ALPHA not in r:
+        raise MissingResults("needs a probe table with method.name and alpha")
+    verdicts, lines = [], []
+    for alpha in sorted(r[ALPHA].unique()):
+        try:
+            avg_o = _mean(r, {M: "fedavg", ALPHA: alpha}, "origin")
+            avg_gap = _mean(r, {M: "fedavg", ALPHA: alpha}, "match") - avg_o
+        except MissingResults:
+            continue
+        for method in ("fedper", "fedbn", "fedcac"):
+            try:
+                o = _mean(r, {M: method, ALPHA: alpha}, "origin")
+                gap = _mean(r, {M: method, ALPHA: alpha}, "match") - o
+            except MissingResults:
+                continue
+            ok = o > avg_o and 0 < gap < avg_gap
+            verdicts.append(ok)
+            lines.append(f"[α={alpha} {method}: {'pass' if ok else 'FAIL'}] Origin {100 * o:.2f} vs FedAvg "
+                         f"{100 * avg_o:.2f}; gap {100 * gap:+.2f} vs FedAvg's {100 * avg_gap:+.2f}")
+    if not verdicts:
+        raise MissingResults("needs fedavg and at least one of fedper/fedbn/fedcac")
+    return all(verdicts), "; ".join(lines)
+
+
+register_claim(Claim(
+    id="fedpft.partial_personalisation_gap", paper="fedpft", source="Table 1; §10 item 3",
+    statement="FedPer, FedBN and FedCAC: Origin above FedAvg's, but a positive (smaller) Match − Origin gap remains",
+    check=_partial_personalisation,
+))
+
+
+def _local_vs_fedavg(r: pd.DataFrame):
+    lo, hi = (min(r[ALPHA]), max(r[ALPHA])) if ALPHA in r else (None, None)
+    if lo is None or lo == hi:
+        raise MissingResults("needs at least two values of α")
+    ok1, ev1 = compare(r, {M: "local", ALPHA: lo}, {M: "fedavg", ALPHA: lo}, label_a="Local", label_b="FedAvg")
+    ok2, ev2 = compare(r, {M: "fedavg", ALPHA: hi}, {M: "local", ALPHA: hi}, label_a="FedAvg", label_b="Local")
+    return ok1 and ok2, f"[α={lo}] {ev1}; [α={hi}] {ev2}"
+
+
+register_claim(Claim(
+    id="fedpft.local_vs_fedavg", paper="fedpft", source="Tables 2 and 8; §10 item 5",
+    statement="Local beats FedAvg at the smallest α (0.1) and loses to it at the largest (1.0)",
+    check=_local_vs_fedavg,
+))
+
+
+def _fedavg_flat(r: pd.DataFrame):
+    if ALPHA not in r or r[ALPHA].nunique() < 2:
+        raise MissingResults("needs at least two values of α")
+    lo, hi = min(r[ALPHA]), max(r[ALPHA])
+    avg = _mean(r, {M: "fedavg", ALPHA: hi}, "best") - _mean(r, {M: "fedavg", ALPHA: lo}, "best")
+    verdicts, lines = [], [f"FedAvg α={lo}→{hi}: {100 * avg:+.2f} pts"]
+    for method in ("fedper", "fedpft"):
+        try:
+            d = _mean(r, {M: method, ALPHA: hi}, "best") - _mean(r, {M: method, ALPHA: lo}, "best")
+        except MissingResults:
+            continue
+        ok = d < 0 and abs(avg) < abs(d)
+        verdicts.append(ok)
+        lines.append(f"{method}: {100 * d:+.2f} pts ({'pass' if ok else 'FAIL'})")
+    if not verdicts:
+        raise MissingResults("needs fedper or fedpft at both ends of the α range")
+    return all(verdicts), "; ".join(lines)
+
+
+register_claim(Claim(
+    id="fedpft.fedavg_flat_personalised_drop", paper="fedpft", source="Table 8 (C10); §10 item 6",
+    statement="From α = 0.1 to 1.0, personalised methods (FedPer, FedPFT) lose accuracy, by more than "
+              "FedAvg's accuracy changes",
+    check=_fedavg_flat,
+))
+
+
+def _beats_each(r: pd.DataFrame, a: str, others: tuple[str, ...], margin: float = 0.0):
+    if M not in r:
+        raise MissingResults(f"column {M!r} absent")
+    verdicts, lines = [], []
+    for b in others:
+        if b not in set(r[M]):
+            continue
+        ok, ev = compare_each(r, {M: a}, {M: b}, ALPHA, margin=margin, label_a=a, label_b=b)
+        verdicts.append(ok)
+        lines.append(ev)
+    if not verdicts:
+        raise MissingResults(f"none of {others} present")
+    return all(verdicts), " || ".join(lines)
+
+
+register_claim(Claim(
+    id="fedpft.beats_fedper_fedrep_fedbn", paper="fedpft", source="Tables 2 and 8; §10 item 7",
+    statement="FedPFT ≥ FedPer, FedRep and FedBN at every α (best-round mean client accuracy)",
+    check=lambda r: _beats_each(r, "fedpft", ("fedper", "fedrep", "fedbn")),
+))
+
+register_claim(Claim(
+    id="fedpft.con_beats_fedpft", paper="fedpft", source="Tables 2 and 8; §10 item 8 (optional)",
+    statement="FedPFT+Con ≥ FedPFT at every α",
+    check=lambda r: compare_each(r, {M: "fedpft_con"}, {M: "fedpft"}, ALPHA, label_a="FedPFT+Con",
+                                 label_b="FedPFT"),
+))
+
+RF = "method.args.r_f"
+RF_MARGIN = ALTER_MARGIN  # "R_f = 0 is much worse than R_f = 4": the same 3-point margin as item 9
+
+
+def _rf_sweep(r: pd.DataFrame):
+    if RF not in r:
+        raise MissingResults(f"column {RF!r} absent")
+    means = r.groupby(RF)["best"].mean().sort_index()
+    if 0 not in means.index or len(means) < 3:
+        raise MissingResults("needs R_f = 0 and at least two other values")
+    peak = int(means.idxmax())
+    rise = float(means.max() - means.loc[0])
+    ok = peak > 0 and rise > RF_MARGIN
+    curve = ", ".join(f"R_f={k}: {100 * v:.2f}" for k, v in means.items())
+    return ok, (f"{curve}; peak at R_f={peak}, {100 * rise:+.2f} pts over R_f=0 "
+                f"(required: peak at R_f > 0 and > {100 * RF_MARGIN:.0f} pts)")
+
+
+register_claim(Claim(
+    id="fedpft.rf_sweep_rises", paper="fedpft", source="Fig. 6 (R_f sweep); §10 items 9-10",
+    statement=f"The R_f sweep (R_a = 5 − R_f) rises from R_f = 0 by more than {100 * RF_MARGIN:.0f} points, "
+              "then plateaus or falls slightly",
+    check=_rf_sweep,
+))
+
+register_claim(Claim(
+    id="fedpft.prompts_keep_separability", paper="fedpft", source="Table 6 (ICLR) / 5 (arXiv); §10 item 11",
+    statement=f"Prompts do not change linear separability: probe on φ ≈ probe on f′ (|Δ| ≤ {100 * PROBE_TOL:.0f} "
+              "point; paper: about 0.2)",
+    check=lambda r: _all_methods_within(r, "probe_phi", "probe", PROBE_TOL),
+))
+
+LINEAR_MARGIN = 0.02  # "clearly": 2 points (paper: +25 / +11 / +7 on C10)
+
+register_claim(Claim(
+    id="fedpft.fedavg_linear_beats_fedavg", paper="fedpft", source="ICLR Table 9; §10 item 15 (optional)",
+    statement=f"FedAvg+Linear (a personalised m×m layer) beats FedAvg by > {100 * LINEAR_MARGIN:.0f} points at every α",
+    check=lambda r: compare_each(r, {M: "fedavg_linear"}, {M: "fedavg"}, ALPHA, margin=LINEAR_MARGIN,
+                                 label_a="FedAvg+Linear", label_b="FedAvg"),
+))
