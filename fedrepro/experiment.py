@@ -200,9 +200,33 @@ def _run_in_worker(cfg: RunConfig, threads: int) -> str:
     return str(run(cfg).path)
 
 
-def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | None = None, seeds: Iterable[int] = (0,),
-             progress: bool = True, workers: int | None = None, **kw: Any) -> pd.DataFrame:
-    """Run the Cartesian product of ``grid`` (dotted keys -> values) × ``seeds``.
+def grid_points(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]] | None,
+                seeds: Iterable[int] = (0,)) -> list[tuple[dict[str, Any], int]]:
+    """``(point, seed)`` pairs of a grid: the Cartesian product of each mapping's values × seeds.
+
+    ``grid`` may be one mapping (dotted config keys -> values) or a list of them, whose points are
+    concatenated (like scikit-learn's ``ParameterGrid``); a mapping may carry its own ``"seed"``
+    list, e.g. 3 seeds for the methods a claim rests on and 1 for the rest of a table.
+    """
+    subgrids = [dict(grid or {})] if grid is None or isinstance(grid, Mapping) else [dict(g) for g in grid]
+    points = []
+    for g in subgrids:
+        sub_seeds = [int(s) for s in g.pop("seed", seeds)]
+        keys = list(g)
+        for values in itertools.product(*(g[k] for k in keys)):
+            points += [(dict(zip(keys, values)), seed) for seed in sub_seeds]
+    return points
+
+
+def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]] | None = None,
+             seeds: Iterable[int] = (0,), progress: bool = True, workers: int | None = None,
+             variants: Mapping[str, Mapping[str, Any]] | None = None, variant_col: str = "variant",
+             **kw: Any) -> pd.DataFrame:
+    """Run every point of ``grid`` (see :func:`grid_points`) × ``seeds``.
+
+    ``variants`` names whole config overrides applied before the grid (e.g. Table 4's settings:
+    ``{"II": {"method.name": "fedpft", "method.args": {"alternate": False}}, ...}``); the table then
+    has a ``variant_col`` column with the name, and the grid runs once per variant.
 
     Returns a tidy table: one row per run with the grid values, ``seed``, the summary's best and
     final numbers, and ``path`` to the run folder.
@@ -211,12 +235,9 @@ def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | None = None, s
     :func:`default_workers`); each run is seeded on its own, so the order does not matter. A
     worker that fails re-raises its error here; finished runs stay in the store.
     """
-    grid = dict(grid or {})
-    keys = list(grid)
-    seeds = list(seeds)
-    points = [(dict(zip(keys, values)), seed) for values in itertools.product(*(grid[k] for k in keys))
-              for seed in seeds]
-    cfgs = [base.replace(**point, seed=int(seed)) for point, seed in points]
+    bases = {None: base} if variants is None else {name: base.replace(**dict(ov)) for name, ov in variants.items()}
+    points = [(name, point, seed) for name in bases for point, seed in grid_points(grid, seeds)]
+    cfgs = [bases[name].replace(**point, seed=int(seed)) for name, point, seed in points]
     workers = default_workers(base) if workers is None else int(workers)
     if workers < 1:
         raise ConfigError(f"run_grid(workers={workers}); valid: a positive integer")
@@ -225,10 +246,11 @@ def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | None = None, s
     if workers > 1 and len(pending) > 1 and not kw:
         _run_parallel(pending, min(workers, len(pending)), progress)
     rows = []
-    for (point, seed), cfg in zip(tqdm(points, desc="runs", disable=not progress, leave=False), cfgs):
+    for (name, point, seed), cfg in zip(tqdm(points, desc="runs", disable=not progress, leave=False), cfgs):
         res = run(cfg, **kw)
         s = res.summary
-        rows.append({**point, "seed": int(seed), "best": s["best_acc_mean"], "final": s["final_acc_mean"],
+        label = {} if variants is None else {variant_col: name}
+        rows.append({**label, **point, "seed": int(seed), "best": s["best_acc_mean"], "final": s["final_acc_mean"],
                      "best_weighted": s["best_acc_weighted"], "final_weighted": s["final_acc_weighted"],
                      "final_std_clients": s["final_acc_std"], "best_round": s["best_round"],
                      "time_train_s": s["time_train_s"], "path": str(res.path)})

@@ -174,3 +174,15 @@ def test_default_workers(tiny, monkeypatch):
     assert fedrepro.experiment.default_workers(tiny()) == 1  # smoke profile
     with pytest.raises(ConfigError, match="workers"):
         fedrepro.run_grid(tiny(), {"method.name": ["fedavg"]}, workers=0)
+
+
+def test_run_grid_subgrids_with_own_seeds_and_named_variants(tiny):
+    table = fedrepro.run_grid(tiny(), [{"method.name": ["fedavg"], "seed": [0, 1]}, {"method.name": ["local"]}],
+                              seeds=[0], progress=False)
+    assert list(zip(table["method.name"], table["seed"])) == [("fedavg", 0), ("fedavg", 1), ("local", 0)]
+    v = fedrepro.run_grid(tiny(), {"train.rounds": [2]}, seeds=[0], progress=False, variant_col="setting",
+                          variants={"A": {"method.name": "fedavg"}, "B": {"method.name": "fedprox",
+                                                                          "method.args": {"mu": 0.5}}})
+    assert list(v["setting"]) == ["A", "B"]
+    cfg_b = fedrepro.RunResult(Path(v["path"][1])).config
+    assert cfg_b.method.name == "fedprox" and cfg_b.method.args["mu"] == 0.5 and cfg_b.train.rounds == 2
