@@ -16,29 +16,102 @@ from .registry import Registry
 SETUPS: Registry = Registry("setup")
 
 
-def setup(paper: str, profile: str, **overrides) -> RunConfig:
-    """The base config of ``paper``'s experiments at ``profile``, with keyword overrides (``a__b=v``)."""
-    builder: Callable[[str], dict] = SETUPS.get(paper)
-    cfg = make_config(profile, overrides=builder(profile), progress=False)
+def setup(paper: str, profile: str, variant: str = "default", **overrides) -> RunConfig:
+    """The base config of ``paper``'s experiments at ``profile``, with keyword overrides (``a__b=v``).
+
+    ``variant`` picks one of the paper's other experimental setups (e.g. FedPFT's ``"pathological"``
+    or ``"feature_shift"``); :func:`variants` lists them.
+    """
+    builder: Callable[[str, str], dict] = SETUPS.get(paper)
+    cfg = make_config(profile, overrides=builder(profile, variant), progress=False)
     return cfg.replace(**{k.replace("__", "."): v for k, v in overrides.items()}) if overrides else cfg
 
 
-@SETUPS.register("fedpft")
-def _fedpft(profile: str) -> dict:
+def variants(paper: str) -> tuple[str, ...]:
+    return tuple(getattr(SETUPS.get(paper), "variants", ("default",)))
+
+
+def table_seeds(profile: str) -> list[int]:
+    """Seeds for the rows of a table that no claim rests on: 1 at smoke and laptop (to fit the time
+    budget), the paper's 3 at the paper profile. Claims use :func:`fedrepro.default_seeds`."""
+    return [0, 1, 2] if profile == "paper" else [0]
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
+    for k, v in extra.items():
+        out[k] = {**out.get(k, {}), **v} if isinstance(v, dict) and k != "model" else v
+    return out
+
+
+_FEDPFT_VARIANTS = ("default", "cifar100", "tiny_imagenet", "pathological", "feature_shift", "100_clients",
+                    "resnet18")
+
+
+def _fedpft(profile: str, variant: str = "default") -> dict:
     """specs/fedpft.md §3: fixed train/test counts per client (500/100), ResNet-8, R = 5 local epochs
     for every method, SGD lr 0.1 (0.05 at the laptop's smaller batch), best and final round reported.
 
     Laptop: Fashion-MNIST stands in for CIFAR-10 (10 classes), 10 clients × 200/100 images, a
-    width-8 ResNet-8 (m = 32) and 15 rounds, so that one run takes about 20-40 s on 2 cores.
+    width-8 ResNet-8 (m = 32) and 20 rounds, so that one run takes about 20-50 s on one core.
+
+    Variants (§3.1-3.2): ``cifar100`` / ``tiny_imagenet`` (paper: ResNet-10, Table 2; the laptop
+    has no stand-in and keeps Fashion-MNIST), ``pathological`` (2 classes per client; the 20/40
+    classes of C100/Tiny follow from the dataset at the paper profile via overrides),
+    ``feature_shift`` (one domain per client: DomainNet's 6 at paper, the 6 Fashion-MNIST styles at
+    laptop), ``100_clients`` and ``resnet18`` (ICLR App. J).
     """
-    if profile == "paper":
-        return {"data": {"dataset": "cifar10", "partition": "fixed_dirichlet", "num_clients": 40,
+    if variant not in _FEDPFT_VARIANTS:
+        from .errors import ConfigError
+
+        raise ConfigError(f"unknown fedpft setup variant {variant!r}; valid: {', '.join(_FEDPFT_VARIANTS)}")
+    paper = profile == "paper"
+    if paper:
+        base = {"data": {"dataset": "cifar10", "partition": "fixed_dirichlet", "num_clients": 40,
                          "partition_args": {"alpha": 0.5, "train_per_client": 500, "test_per_client": 100}},
                 "model": {"name": "resnet8", "args": {"width": 64}},
                 "train": {"rounds": 1000, "local_epochs": 5, "batch_size": 100, "lr": 0.1}}
-    if profile == "laptop":
-        return {"data": {"dataset": "fashion_mnist", "partition": "fixed_dirichlet", "num_clients": 10,
+    elif profile == "laptop":
+        base = {"data": {"dataset": "fashion_mnist", "partition": "fixed_dirichlet", "num_clients": 10,
                          "partition_args": {"alpha": 0.5, "train_per_client": 200, "test_per_client": 100}},
                 "model": {"name": "resnet8", "args": {"width": 8}},
-                "train": {"rounds": 15, "local_epochs": 5, "batch_size": 50, "lr": 0.05}}
-    return {"train": {"local_epochs": 2}}
+                "train": {"rounds": 20, "local_epochs": 5, "batch_size": 50, "lr": 0.05}}
+    else:
+        base = {"train": {"local_epochs": 2}}
+    width = 64 if paper else 8
+    resolved = make_config(profile, overrides=base).data  # the smoke profile's own sizes
+    n, per = resolved.num_clients, resolved.partition_args
+    extra: dict = {}
+    if variant in ("cifar100", "tiny_imagenet") and paper:
+        extra = {"data": {"dataset": variant, "partition_args": {
+                     "alpha": 0.5, "train_per_client": 500, "test_per_client": 100 if variant == "cifar100" else 200}},
+                 "model": {"name": "resnet10", "args": {"width": 64}}}
+    elif variant == "pathological":
+        # The partitioner splits each class among its holders; subsampling fixes the per-client count.
+        extra = {"data": {"partition": "pathological", "partition_args": {"classes_per_client": 2},
+                          "max_train": n * per["train_per_client"], "max_test": n * per["test_per_client"]}}
+    elif variant == "feature_shift":
+        counts = {"train_per_client": 1000, "test_per_client": 500} if paper else \
+            {k: per[k] for k in ("train_per_client", "test_per_client")}
+        extra = {"data": {"dataset": "domainnet" if paper else "fashion_mnist_domains", "partition": "domain",
+                          "num_clients": 6, "partition_args": counts},
+                 "model": {"name": "resnet10" if paper else "resnet8", "args": {"width": width}}}
+    elif variant == "100_clients":
+        counts = {"alpha": 0.5, "train_per_client": 500, "test_per_client": 100} if paper else \
+            {"alpha": 0.5, "train_per_client": 40, "test_per_client": 40}
+        # Laptop: 100 clients × 40 images is twice the base run's images per round; 15 rounds keep it
+        # near 2 base runs.
+        extra = {"data": {"num_clients": 100, "partition_args": counts}}
+        if profile == "laptop":
+            extra["train"] = {"rounds": 15}
+        if profile == "smoke":
+            extra = {"data": {"num_clients": 8}}
+    elif variant == "resnet18":
+        extra = {"model": {"name": "resnet18", "args": {"width": width}}}
+        if profile == "laptop":
+            extra["train"] = {"rounds": 15}  # about 2.5× the ResNet-8 cost per image
+    return _merge(base, extra)
+
+
+_fedpft.variants = _FEDPFT_VARIANTS  # type: ignore[attr-defined]
+SETUPS.register("fedpft")(_fedpft)

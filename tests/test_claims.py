@@ -152,3 +152,12 @@ def test_fedpft_separability_claim():
     assert verdict(t, "fedpft.prompts_keep_separability") == "PASS"
     t["probe_phi"] = 0.75
     assert verdict(t, "fedpft.prompts_keep_separability") == "FAIL"
+
+
+def test_fedpft_probe_claims_work_without_alpha_for_feature_shift():
+    t = probe_table([("fedavg", 0.5, 0, 0.60, 0.72, 0.725), ("fedpft", 0.5, 0, 0.74, 0.745, 0.742)]).drop(columns=[A])
+    out = evaluate_claims(t, ids=["fedpft.fedavg_match_gt_origin", "fedpft.fedpft_origin_approx_match",
+                                  "fedpft.probe_ge_fedavg"])
+    assert list(out["verdict"]) == ["PASS", "PASS", "PASS"]
+    t.loc[t["method.name"] == "fedpft", "probe"] = 0.70  # 2 points below FedAvg's Probe
+    assert verdict(t, "fedpft.probe_ge_fedavg") == "FAIL"

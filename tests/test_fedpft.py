@@ -1,5 +1,6 @@
 """FedPFT (Wu et al.; specs/fedpft.md): the FTM, prompt locality, the alternating schedule's gradient
 routing (§1.3, §1.4 table), the MoCo branch, the ablation map and the communication count."""
+import numpy as np
 import pytest
 import torch
 
@@ -372,3 +373,20 @@ def test_zero_out_init_starts_the_ftm_as_the_identity():
     ftm = FTM(16, heads=4, init="zero_out")
     f = torch.randn(3, 16)
     assert torch.allclose(ftm(f, torch.randn(5, 16)), f)
+
+
+def test_attention_rows_are_distributions_over_feature_and_prompts(tiny):
+    from fedrepro.analysis.attention import attention_rows, attention_summary, attention_table, plot_attention
+
+    res = fedrepro.run(tiny(**{"method.name": "fedpft", "method.args": {"r_f": 1, "r_a": 1, "n_prompts": 4}}))
+    rows = attention_rows(res, client=1, samples=5)
+    assert rows.shape == (5, 5)  # [f, p_1..p_4]
+    assert np.allclose(rows.sum(1), 1.0, atol=1e-5) and (rows >= 0).all()
+    s = attention_summary(rows)
+    assert s["self"] + s["prompts"] == pytest.approx(1.0, abs=1e-5)
+    assert list(attention_table({"a": rows}).columns) == ["self", "prompts", "spread_across_samples"]
+    assert len(plot_attention({"a": rows, "b": rows}).axes) == 3  # two panels and a colour bar
+    with pytest.raises(ConfigError, match="which"):
+        attention_rows(res, which="sigma")
+    with pytest.raises(ConfigError, match="no FTM"):
+        attention_rows(fedrepro.run(tiny(**{"method.name": "fedavg"})))

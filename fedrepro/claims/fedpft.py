@@ -19,6 +19,15 @@ ORIGIN_TOL = 0.01     # "≈" for FedPFT's Origin vs Match (paper: ≤ 0.1 point
 ALTER_MARGIN = 0.03   # "≫" for alternation (paper: +20 points on C100 α = 0.1)
 
 
+def _each(r: pd.DataFrame, a: dict, b: dict, **kw):
+    """:func:`compare_each` over α, or one :func:`compare` for tables without α (feature shift)."""
+    return compare_each(r, a, b, ALPHA, **kw) if ALPHA in r else compare(r, a, b, **kw)
+
+
+def _over(r: pd.DataFrame):
+    return ALPHA if ALPHA in r else None
+
+
 def _match_vs_origin(r, method: str):
     """Match − Origin > 0 for ``method`` at every α (paired over seeds)."""
     rows = r[r[M] == method] if M in r else r.iloc[0:0]
@@ -26,8 +35,7 @@ def _match_vs_origin(r, method: str):
         raise MissingResults(f"no probe rows for {method}")
     long = pd.concat([rows.assign(kind="match", value=rows["match"]),
                       rows.assign(kind="origin", value=rows["origin"])])
-    return compare_each(long, {"kind": "match"}, {"kind": "origin"}, ALPHA, metric="value", label_a="Match",
-                        label_b="Origin")
+    return _each(long, {"kind": "match"}, {"kind": "origin"}, metric="value", label_a="Match", label_b="Origin")
 
 
 register_claim(Claim(
@@ -48,7 +56,7 @@ def _all_methods_within(r, a: str, b: str, tol: float):
         raise MissingResults(f"column {M!r} absent")
     verdicts, lines = [], []
     for method in r[M].unique():
-        ok, ev = within(r, {M: method}, a, b, tol, over=ALPHA)
+        ok, ev = within(r, {M: method}, a, b, tol, over=_over(r))
         verdicts.append(ok)
         lines.append(f"{method}: {ev}")
     return all(verdicts), " | ".join(lines)
@@ -57,13 +65,13 @@ def _all_methods_within(r, a: str, b: str, tol: float):
 register_claim(Claim(
     id="fedpft.fedpft_origin_approx_match", paper="fedpft", source="Table 1; §10 item 4",
     statement=f"FedPFT removes the mismatch: Origin ≈ Match (|Δ| ≤ {100 * ORIGIN_TOL:.0f} point) at every α",
-    check=lambda r: within(r, {M: "fedpft"}, "match", "origin", ORIGIN_TOL, over=ALPHA),
+    check=lambda r: within(r, {M: "fedpft"}, "match", "origin", ORIGIN_TOL, over=_over(r)),
 ))
 
 register_claim(Claim(
     id="fedpft.beats_fedavg_every_alpha", paper="fedpft", source="Tables 2 and 8; §10 item 7",
     statement="FedPFT > FedAvg at every α (best-round mean client accuracy)",
-    check=lambda r: compare_each(r, {M: "fedpft"}, {M: "fedavg"}, ALPHA, label_a="FedPFT", label_b="FedAvg"),
+    check=lambda r: _each(r, {M: "fedpft"}, {M: "fedavg"}, label_a="FedPFT", label_b="FedAvg"),
 ))
 
 register_claim(Claim(
@@ -241,7 +249,7 @@ def _beats_each(r: pd.DataFrame, a: str, others: tuple[str, ...], margin: float 
     for b in others:
         if b not in set(r[M]):
             continue
-        ok, ev = compare_each(r, {M: a}, {M: b}, ALPHA, margin=margin, label_a=a, label_b=b)
+        ok, ev = _each(r, {M: a}, {M: b}, margin=margin, label_a=a, label_b=b)
         verdicts.append(ok)
         lines.append(ev)
     if not verdicts:
@@ -301,4 +309,12 @@ register_claim(Claim(
     statement=f"FedAvg+Linear (a personalised m×m layer) beats FedAvg by > {100 * LINEAR_MARGIN:.0f} points at every α",
     check=lambda r: compare_each(r, {M: "fedavg_linear"}, {M: "fedavg"}, ALPHA, margin=LINEAR_MARGIN,
                                  label_a="FedAvg+Linear", label_b="FedAvg"),
+))
+
+register_claim(Claim(
+    id="fedpft.probe_ge_fedavg", paper="fedpft", source="Tables 1 and 5; §10 item 4",
+    statement=f"FedPFT's extractor is at least as linearly separable as FedAvg's: its Probe ≥ FedAvg's "
+              f"(within {100 * PROBE_TOL:.0f} point) at every α",
+    check=lambda r: _each(r, {M: "fedpft"}, {M: "fedavg"}, metric="probe", margin=-PROBE_TOL,
+                          label_a="FedPFT Probe", label_b="FedAvg Probe"),
 ))
