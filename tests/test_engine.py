@@ -186,3 +186,16 @@ def test_run_grid_subgrids_with_own_seeds_and_named_variants(tiny):
     assert list(v["setting"]) == ["A", "B"]
     cfg_b = fedrepro.RunResult(Path(v["path"][1])).config
     assert cfg_b.method.name == "fedprox" and cfg_b.method.args["mu"] == 0.5 and cfg_b.train.rounds == 2
+
+
+def test_pivot_mean_std_marks_single_seed_cells():
+    t = pd.DataFrame([{"m": "a", "alpha": 0.1, "seed": s, "best": b} for s, b in [(0, 0.8), (1, 0.9)]]
+                     + [{"m": "b", "alpha": 0.1, "seed": 0, "best": 0.5}, {"m": "b", "alpha": 1.0, "seed": 0, "best": 0.6}])
+    p = fedrepro.pivot_mean_std(t, "m", "alpha", label=lambda a: f"α={a}")
+    assert list(p.columns) == ["α=0.1", "α=1.0"] and list(p.index) == ["a", "b"]
+    assert p.loc["a", "α=0.1"] == "85.00 ± 7.07" and p.loc["b", "α=1.0"] == "60.00¹" and p.loc["a", "α=1.0"] == ""
+    from fedrepro.reference import beside, paper_table
+
+    both = beside(p.rename(index={"a": "fedavg"}), paper_table("fedpft", "T-C10"))
+    assert both.loc["fedavg", ("paper", "α=0.1")] == 60.39 and both.loc["fedavg", ("ours", "α=0.1")] == "85.00 ± 7.07"
+    assert both.loc["local", ("ours", "α=0.1")] == ""

@@ -48,3 +48,18 @@ def paper_table(paper: str, name: str, with_std: bool = False) -> pd.DataFrame:
     df.index.name = t.get("index", "method")
     df.attrs["source"] = t["source"]
     return df
+
+
+def beside(ours: pd.DataFrame, paper: pd.DataFrame, ours_label: str = "ours", paper_label: str = "paper",
+           rename_columns: dict | None = None) -> pd.DataFrame:
+    """Our table and the paper's side by side, rows aligned on the index (methods, settings).
+
+    ``ours`` is typically :func:`fedrepro.pivot_mean_std` output; ``rename_columns`` maps our column
+    labels (e.g. α = 0.1) onto the paper's ("α=0.1") so that the two halves line up. Rows only one
+    side has are kept, with blanks on the other.
+    """
+    ours = ours.rename(columns=rename_columns or {})
+    ours.columns = [str(c) for c in ours.columns]
+    out = pd.concat({ours_label: ours, paper_label: paper.astype(object)}, axis=1)
+    order = list(dict.fromkeys([*ours.index, *paper.index]))
+    return out.reindex(order).fillna("")
