@@ -161,3 +161,22 @@ def test_fedpft_probe_claims_work_without_alpha_for_feature_shift():
     assert list(out["verdict"]) == ["PASS", "PASS", "PASS"]
     t.loc[t["method.name"] == "fedpft", "probe"] = 0.70  # 2 points below FedAvg's Probe
     assert verdict(t, "fedpft.probe_ge_fedavg") == "FAIL"
+
+
+def test_fedpft_appendix_claims():
+    t = _acc([("fedpft", 0.5, 0, 0.80), ("fedper", 0.5, 0, 0.78), ("fedrod", 0.5, 0, 0.81)])
+    assert verdict(t, "fedpft.best_with_100_clients") == "FAIL"
+    assert verdict(t[t["method.name"] != "fedrod"], "fedpft.best_with_resnet18") == "PASS"
+    fs = probe_table([("fedavg", 0.5, 0, 0.60, 0.72, 0.70), ("fedpft", 0.5, 0, 0.74, 0.745, 0.742),
+                      ("fedbn", 0.5, 0, 0.70, 0.72, 0.71)]).drop(columns=[A])
+    assert verdict(fs, "fedpft.feature_shift_mismatch") == "PASS"
+    assert verdict(fs, "fedpft.feature_shift_best") == "PASS"
+    t = _acc([("fedpft_con", 0.5, 0, 0.80), ("fedpft_two_stage", 0.5, 0, 0.82)])
+    assert verdict(t, "fedpft.joint_beats_two_stage") == "FAIL"
+    rows = [{"method.args.n_prompts": n, "seed": 0, "best": b} for n, b in [(1, 0.80), (10, 0.81), (40, 0.815)]]
+    assert verdict(pd.DataFrame(rows), "fedpft.n_kappa_robust") == "PASS"
+    rows[0]["best"] = 0.7
+    assert verdict(pd.DataFrame(rows), "fedpft.n_kappa_robust") == "FAIL"
+    att = pd.DataFrame([{A: 0.1, "spread_across_samples": 0.01}, {A: 1.0, "spread_across_samples": 0.03}])
+    assert verdict(att, "fedpft.attention_sample_level") == "PASS"
+    assert verdict(att.iloc[::-1].assign(**{A: [0.1, 1.0]}), "fedpft.attention_sample_level") == "FAIL"
