@@ -121,9 +121,13 @@ def environment_info() -> dict[str, Any]:
 
 @dataclass
 class RunResult:
-    """A finished run, read from its folder. Tables come as pandas DataFrames."""
+    """A finished run, read from its folder (a path or a string, e.g. a ``run_grid`` table's
+    ``path`` column). Tables come as pandas DataFrames."""
 
     path: Path
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
 
     @cached_property
     def config(self) -> RunConfig:
