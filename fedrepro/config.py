@@ -98,6 +98,7 @@ class RunConfig:
         d = self.to_dict()
         for k in _UNHASHED:
             d.pop(k)
+        d["method"]["args"] = _non_default_method_args(self.method.name, self.method.args)
         from . import __version__
 
         d["fedrepro_version"] = __version__
@@ -116,6 +117,20 @@ class RunConfig:
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+def _non_default_method_args(name: str, args: Mapping[str, Any]) -> dict:
+    """``args`` without entries equal (same value and type) to the method's own defaults, so that
+    ``method.args={"r_f": 4}`` and ``{}`` name the same resolved config and share one run folder."""
+    from .methods import METHODS
+
+    try:
+        params = METHODS.get(name).Params
+    except Exception:  # noqa: BLE001  (validation reports unknown methods; hashing must not)
+        return dict(args)
+    defaults = {f.name: f.default for f in dataclasses.fields(params) if f.default is not dataclasses.MISSING}
+    return {k: v for k, v in args.items()
+            if not (k in defaults and type(v) is type(defaults[k]) and v == defaults[k])}
 
 
 # --------------------------------------------------------------------------------------------

@@ -103,3 +103,14 @@ def test_paper_profile_matches_the_fedpft_protocol():
     assert p.data.partition_args == {"alpha": 0.5, "train_per_client": 500, "test_per_client": 100}
     t = p.train
     assert (t.rounds, t.local_epochs, t.batch_size, t.lr) == (1000, 5, 100, 0.1)
+
+
+def test_explicit_default_method_args_hash_like_the_defaults():
+    """The run folder is keyed by the *resolved* config: spelling out a default changes nothing,
+    a different value (or type) does."""
+    base = fedrepro.make_config("smoke", method__name="fedprox")
+    assert base.replace(**{"method.args": {"mu": 0.01}}).hash() == base.hash()
+    assert base.replace(**{"method.args": {"mu": 0.1}}).hash() != base.hash()
+    pft = fedrepro.make_config("smoke", method__name="fedpft")
+    assert pft.replace(**{"method.args": {"r_f": 4, "r_a": 1}}).hash() == pft.hash()
+    assert pft.replace(**{"method.args": {"r_f": 3}}).hash() != pft.hash()
