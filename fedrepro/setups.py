@@ -5,6 +5,9 @@ one thing at a time (method, α, ...) with ``run_grid``. The ``paper`` profile i
 protocol; ``laptop`` keeps its shape (fixed train/test counts per client, same local-epoch budget
 for every method) at a size that fits the notebook time budgets on 2 CPU cores; ``smoke`` is the
 profile's smoke size.
+
+A paper's builder returns override layers for ``make_config``: the profile's base, then the
+variant's changes; ``setup`` applies them in order with the config system's own merge.
 """
 from __future__ import annotations
 
@@ -22,9 +25,14 @@ def setup(paper: str, profile: str, variant: str = "default", **overrides) -> Ru
     ``variant`` picks one of the paper's other experimental setups (e.g. FedPFT's ``"pathological"``
     or ``"feature_shift"``); :func:`variants` lists them.
     """
-    builder: Callable[[str, str], dict] = SETUPS.get(paper)
-    cfg = make_config(profile, overrides=builder(profile, variant), progress=False)
-    return cfg.replace(**{k.replace("__", "."): v for k, v in overrides.items()}) if overrides else cfg
+    builder: Callable[[str, str], list[dict]] = SETUPS.get(paper)
+    base, *layers = builder(profile, variant)
+    cfg = make_config(profile, overrides=base, progress=False)
+    # Each layer goes through the config's own merge, which also resets the arguments of a
+    # dataset/partition/model whose name the layer changes.
+    for layer in [*layers, {k.replace("__", "."): v for k, v in overrides.items()}]:
+        cfg = cfg.replace(**layer) if layer else cfg
+    return cfg
 
 
 def variants(paper: str) -> tuple[str, ...]:
@@ -37,18 +45,11 @@ def table_seeds(profile: str) -> list[int]:
     return [0, 1, 2] if profile == "paper" else [0]
 
 
-def _merge(base: dict, extra: dict) -> dict:
-    out = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
-    for k, v in extra.items():
-        out[k] = {**out.get(k, {}), **v} if isinstance(v, dict) and k != "model" else v
-    return out
-
-
 _FEDPFT_VARIANTS = ("default", "cifar100", "tiny_imagenet", "pathological", "feature_shift", "100_clients",
                     "resnet18")
 
 
-def _fedpft(profile: str, variant: str = "default") -> dict:
+def _fedpft(profile: str, variant: str = "default") -> list[dict]:
     """specs/fedpft.md §3: fixed train/test counts per client (500/100), ResNet-8, R = 5 local epochs
     for every method, SGD lr 0.1 (0.05 at the laptop's smaller batch), best and final round reported.
 
@@ -110,7 +111,7 @@ def _fedpft(profile: str, variant: str = "default") -> dict:
         extra = {"model": {"name": "resnet18", "args": {"width": width}}}
         if profile == "laptop":
             extra["train"] = {"rounds": 15}  # about 2.5× the ResNet-8 cost per image
-    return _merge(base, extra)
+    return [base, extra]
 
 
 _fedpft.variants = _FEDPFT_VARIANTS  # type: ignore[attr-defined]
