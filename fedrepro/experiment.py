@@ -277,16 +277,16 @@ def pivot_mean_std(table: pd.DataFrame, index: str, columns: str | None = None, 
     ``¹`` mark, so it is never mistaken for a 3-seed mean. ``label`` maps column values to text
     (e.g. ``lambda a: f"α={a}"``, the paper tables' column names)."""
     keys = [index] if columns is None else [index, columns]
-    g = table.groupby(keys, sort=False)[metric].agg(["mean", "std", "size"])
-    cells = {k: (f"{scale * r['mean']:.2f} ± {scale * r['std']:.2f}" if r["size"] > 1 else f"{scale * r['mean']:.2f}¹")
-             for k, r in g.iterrows()}
+    ms = mean_std(table, keys, [metric])
+    text = [f"{scale * m:.2f} ± {scale * sd:.2f}" if n > 1 else f"{scale * m:.2f}¹"
+            for m, sd, n in zip(ms[f"{metric}_mean"], ms[f"{metric}_std"], ms["seeds"])]
     if columns is None:
-        return pd.DataFrame({metric: cells.values()}, index=pd.Index([k for k in cells], name=index))
+        return pd.DataFrame({metric: text}, index=pd.Index(ms[index], name=index))
+    cells = dict(zip(zip(ms[index], ms[columns]), text))
     rows = list(dict.fromkeys(table[index]))
     cols = list(dict.fromkeys(table[columns]))
-    out = pd.DataFrame([[cells.get((r, c), "") for c in cols] for r in rows],
-                       index=pd.Index(rows, name=index), columns=[label(c) if label else c for c in cols])
-    return out
+    return pd.DataFrame([[cells.get((r, c), "") for c in cols] for r in rows],
+                        index=pd.Index(rows, name=index), columns=[label(c) if label else c for c in cols])
 
 
 def results_by(table: pd.DataFrame, by: str | Sequence[str]) -> dict[Any, list[RunResult]]:
