@@ -15,9 +15,9 @@ import torch
 from tqdm.auto import tqdm
 
 from .config import RunConfig, make_config
-from .errors import ConfigError
 from .data import ImageDataset, load_dataset
 from .data.partition import Partition, make_partition
+from .errors import ConfigError
 from .fl.client_data import ClientData
 from .fl.device import resolve_device
 from .fl.engine import SimState, simulate, summarize_run
@@ -122,8 +122,8 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
         cfg, {"seed": cfg.seed, "partition_hash": part.hash(), "device": str(device),
               "num_clients": part.num_clients, "held_out": list(part.held_out),
               "num_classes": ds.num_classes, "dataset": ds.name,
-                 # CPU kernels sum in a thread-count-dependent order: same config, other last bits.
-                 "torch_threads": torch.get_num_threads()})
+              # CPU kernels sum in a thread-count-dependent order: same config, other last bits.
+              "torch_threads": torch.get_num_threads()})
     state = None
     ckpt = store.load_checkpoint(path) if status == "partial" else None
     if ckpt is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .core import Claim, MissingResults, compare, compare_each, register_claim, within
+from .core import Claim, MissingResults, compare, compare_each, register_claim, select, within
 
 ALPHA = "data.partition_args.alpha"
 M = "method.name"
@@ -161,8 +161,6 @@ def _partial(r: pd.DataFrame):
 # §10 items 3, 5, 6, 7 (second half), 8, 10, 11, 15
 # ------------------------------------------------------------------------------------------------
 def _mean(r: pd.DataFrame, where: dict, metric: str) -> float:
-    from .core import select
-
     return float(select(r, where, metric).mean())
 
 
