@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
@@ -150,14 +151,16 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
     return store.finish(path, state.round_rows, state.client_rows, summary, final_state=final)
 
 
-def restore(result: RunResult, device: str | torch.device = "auto"):
-    """Rebuild a finished run for analysis: ``(method, clients, final_state)`` on ``device``.
+def restore(result: RunResult | str | Path, device: str | torch.device = "auto"):
+    """Rebuild a finished run (a :class:`RunResult` or its folder) for analysis:
+    ``(method, clients, final_state)`` on ``device``.
 
     The data and partition are re-derived from the stored config (and checked against the stored
     partition hash); the method gets the trained shared and per-client state.
     """
     from .errors import CorruptCacheError
 
+    result = result if isinstance(result, RunResult) else RunResult(result)
     cfg = result.config
     dev = resolve_device(device if isinstance(device, str) else str(device))
     ds, part = prepare_data(cfg)

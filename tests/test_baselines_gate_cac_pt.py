@@ -128,16 +128,35 @@ def test_pfedgate_gates_respect_the_sparsity_budget(tiny, block_split):
     # ...and the gated model is exactly zero on dropped blocks, the global weights on kept ones.
     gated = method.gated_params(method.gates(scores))
     for k, p in method.model.named_parameters():
+        if k not in lay.ids:  # the classifier, ungated by default
+            assert k.startswith("head.") and torch.equal(gated[k], p.detach()), k
+            continue
         kept = mask[lay.ids[k]]
         assert torch.all(gated[k][~kept] == 0) and torch.equal(gated[k][kept], p.detach()[kept]), k
 
 
 def test_pfedgate_per_channel_blocks_are_output_units(tiny):
     method, _, _ = setup(tiny(**BN_CNN, **{"method.name": "pfedgate", "method.args.block_split": None}))
-    for k, p in method.model.named_parameters():
-        rows = method.layout.ids[k].reshape(p.shape[0], -1)
+    params = dict(method.model.named_parameters())
+    for k, ids in method.layout.ids.items():
+        p = params[k]
+        rows = ids.reshape(p.shape[0], -1)
         assert torch.all(rows == rows[:, :1]), k  # a row (output unit/channel) is one block
         assert rows[:, 0].unique().numel() == p.shape[0], k  # and rows are different blocks
+
+
+@pytest.mark.parametrize("gate_head", [False, True])
+def test_pfedgate_gates_the_classifier_only_when_asked(tiny, gate_head):
+    method, _, _ = setup(tiny(**BN_CNN, **{"method.name": "pfedgate", "method.args.gate_head": gate_head}))
+    names = set(dict(method.model.named_parameters()))
+    heads = {k for k in names if k.startswith("head.")}
+    assert heads and (heads <= set(method.layout.ids)) == gate_head
+    assert names - heads <= set(method.layout.ids)  # the extractor is always gated
+    # An all-zero gate vector switches off every gated entry and nothing else.
+    gated = method.gated_params(torch.zeros(method.layout.num_blocks))
+    w = method.model.head.weight.detach()
+    assert torch.equal(gated["head.weight"], torch.zeros_like(w) if gate_head else w)
+    assert all(torch.all(gated[k] == 0) for k in names - heads)
 
 
 def test_pfedgate_without_sparsity_and_with_binary_gates_is_fedavg(tiny):
