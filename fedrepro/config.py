@@ -65,6 +65,9 @@ class TrainConfig:
     participation: float = 1.0
     eval_every: int = 1
     checkpoint_every: int = 1
+    # Also evaluate the method's *global* model (if it has one) on the dataset's whole test split
+    # every evaluated round (``global_acc``; pFedCSPC's ACC_global, specs/pfedcspc.md §1.8).
+    global_eval: bool = False
 
 
 @dataclass
@@ -77,6 +80,9 @@ class MethodConfig:
 
 # Fields that change where or how fast a run happens, never its result: left out of the hash.
 _UNHASHED = ("device", "runs_dir", "progress")
+# Fields added after results were first stored: hashed only when set away from this value, so
+# older run folders keep their keys.
+_HASHED_IF_NOT = {("train", "global_eval"): False}
 
 
 @dataclass
@@ -98,6 +104,9 @@ class RunConfig:
         d = self.to_dict()
         for k in _UNHASHED:
             d.pop(k)
+        for (section, key), default in _HASHED_IF_NOT.items():
+            if d[section].get(key) == default:
+                d[section].pop(key)
         d["method"]["args"] = _non_default_method_args(self.method.name, self.method.args)
         from . import __version__
 
@@ -342,5 +351,6 @@ def validate(cfg: RunConfig) -> None:
     _check(_is_num(t.weight_decay) and t.weight_decay >= 0, "train.weight_decay", t.weight_decay, "a number >= 0")
     _check(_is_num(t.participation) and 0 < t.participation <= 1, "train.participation", t.participation,
            "a number in (0, 1]")
+    _check(isinstance(t.global_eval, bool), "train.global_eval", t.global_eval, "true or false")
     _check(cfg.method.name in METHODS, "method.name", cfg.method.name, ", ".join(METHODS.names()))
     METHODS.get(cfg.method.name).parse_params(cfg.method.args)

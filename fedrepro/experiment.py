@@ -66,6 +66,18 @@ def build_clients(ds: ImageDataset, part: Partition, device: torch.device) -> li
     return clients
 
 
+def global_test_split(ds: ImageDataset, device: torch.device) -> ClientData:
+    """The dataset's whole (possibly subsampled) test split as one pseudo-client, for the global
+    model's accuracy (``train.global_eval``). It has no training data."""
+    mean, std = ds.norm_stats
+    c = ds.in_channels
+    return ClientData(
+        cid=-1, train_x=ds.train_x[:0].to(device), train_y=ds.train_y[:0].to(device),
+        test_x=ds.test_x.to(device), test_y=ds.test_y.to(device),
+        mean=torch.tensor(mean, dtype=torch.float32, device=device).view(1, c, 1, 1),
+        std=torch.tensor(std, dtype=torch.float32, device=device).view(1, c, 1, 1))
+
+
 def make_method(cfg: RunConfig, ds: ImageDataset, device: torch.device):
     return make_method_for(cfg, ds.num_classes, ds.in_channels, ds.image_size, device)
 
@@ -143,7 +155,8 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
     state = simulate(method, clients, seed=cfg.seed, rounds=t.rounds, participation=t.participation,
                      eval_every=t.eval_every, state=state, checkpoint=checkpoint,
                      checkpoint_every=t.checkpoint_every, progress=progress,
-                     desc=f"{cfg.method.name} s{cfg.seed}", on_round_end=on_round_end)
+                     desc=f"{cfg.method.name} s{cfg.seed}", on_round_end=on_round_end,
+                     global_test=global_test_split(ds, device) if t.global_eval else None)
     summary = summarize_run(state.round_rows)
     summary.update(method=cfg.method.name, seed=cfg.seed, config_hash=cfg.hash(), partition_hash=part.hash())
     final = _to_cpu({"shared": state.shared, "server_state": state.server_state,
@@ -221,6 +234,10 @@ def grid_points(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequen
     return points
 
 
+# Summary entries a grid table carries when the run logged them (pFedCSPC's metrics).
+_OPTIONAL_SUMMARY = tuple(f"{w}_{k}" for k in ("i_local_mean", "global_acc", "hm") for w in ("best", "final"))
+
+
 def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]] | None = None,
              seeds: Iterable[int] = (0,), progress: bool = True, workers: int | None = None,
              variants: Mapping[str, Mapping[str, Any]] | None = None, variant_col: str = "variant",
@@ -253,9 +270,10 @@ def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mappi
         res = run(cfg, **kw)
         s = res.summary
         label = {} if variants is None else {variant_col: name}
+        extra = {k: s[k] for k in _OPTIONAL_SUMMARY if k in s}
         rows.append({**label, **point, "seed": int(seed), "best": s["best_acc_mean"], "final": s["final_acc_mean"],
                      "best_weighted": s["best_acc_weighted"], "final_weighted": s["final_acc_weighted"],
-                     "final_std_clients": s["final_acc_std"], "best_round": s["best_round"],
+                     "final_std_clients": s["final_acc_std"], "best_round": s["best_round"], **extra,
                      "time_train_s": s["time_train_s"], "path": str(res.path)})
     return pd.DataFrame(rows)
 

@@ -8,7 +8,12 @@ Evaluation protocol (stated once, used for every method):
   aggregation and download — on its own test split;
 - a round's score is the unweighted mean over participating clients (``acc_mean``); the
   sample-weighted mean, the std across clients and min/max are logged beside it, and held-out
-  clients are averaged separately (``heldout_acc_mean``);
+  clients are averaged separately (``heldout_acc_mean``); each client also logs its macro-F1 over
+  the classes of its test split and pFedCSPC's I_local (their harmonic mean), averaged as
+  ``i_local_mean``;
+- with a ``global_test`` split, the method's global model (if it has one) is also scored on it
+  (``global_acc``), and ``hm`` is the harmonic mean of ``global_acc`` and ``i_local_mean``
+  (specs/pfedcspc.md §1.8);
 - the summary reports both the **best round** (max of ``acc_mean`` over evaluated rounds, the
   FedPFT papers' rule, specs/fedpft.md §3.3) and the **final round**, named as such.
 """
@@ -22,11 +27,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .client_data import ClientData
-from .method import Method, State
+from .local import evaluate_model
+from .method import Method, State, harmonic_mean
 from .seeding import derive_seed, numpy_rng, seeded_scope, torch_gen
 
 METRIC_COLUMNS = ("acc_mean", "acc_weighted", "acc_std", "acc_min", "acc_max", "heldout_acc_mean",
-                  "loss_mean", "train_loss")
+                  "loss_mean", "train_loss", "i_local_mean", "global_acc", "hm")
 
 
 @dataclass
@@ -66,8 +72,20 @@ def evaluate_all(method: Method, state: SimState, clients: Sequence[ClientData],
             res = method.evaluate(state.shared, state.client_states[data.cid], data,
                                   torch_gen(seed, "eval", rnd, data.cid))
         rows.append({"round": rnd, "client": data.cid, "acc": res.acc, "loss": res.loss,
-                     "n_test": res.total, "held_out": data.held_out})
+                     "f1": res.f1_macro, "i_local": res.i_local, "n_test": res.total, "held_out": data.held_out})
     return rows
+
+
+def evaluate_global(method: Method, state: SimState, test: ClientData, seed: int, rnd: int) -> float | None:
+    """The method's global model on the whole test split, or None when it has no global model."""
+    with seeded_scope(derive_seed(seed, "eval_global", rnd)):
+        model = method.global_model(state.shared, state.server_state)
+        return None if model is None else evaluate_model(model, test).acc
+
+
+def _nanmean(values: list[float]) -> float:
+    v = [x for x in values if x == x]
+    return float(np.mean(v)) if v else float("nan")
 
 
 def summarize_round(rows: list[dict]) -> dict[str, float]:
@@ -83,6 +101,7 @@ def summarize_round(rows: list[dict]) -> dict[str, float]:
         "acc_max": float(acc.max()),
         "heldout_acc_mean": float(np.mean([r["acc"] for r in held])) if held else float("nan"),
         "loss_mean": float(np.mean([r["loss"] for r in part])),
+        "i_local_mean": _nanmean([r.get("i_local", float("nan")) for r in part]),
     }
 
 
@@ -90,7 +109,8 @@ def simulate(method: Method, clients: Sequence[ClientData], *, seed: int, rounds
              participation: float = 1.0, eval_every: int = 1, state: SimState | None = None,
              checkpoint: Callable[[SimState], None] | None = None, checkpoint_every: int = 1,
              progress: bool = True, desc: str = "rounds",
-             on_round_end: Callable[[SimState], Any] | None = None) -> SimState:
+             on_round_end: Callable[[SimState], Any] | None = None,
+             global_test: ClientData | None = None) -> SimState:
     """Run rounds ``state.next_round .. rounds-1`` and return the final state.
 
     Randomness per (round, client) comes from generators derived from ``seed``, so resuming from a
@@ -123,6 +143,11 @@ def simulate(method: Method, clients: Sequence[ClientData], *, seed: int, rounds
             rows = evaluate_all(method, state, clients, seed, rnd + 1)
             state.client_rows.extend(rows)
             row.update(summarize_round(rows))
+            if global_test is not None:
+                g = evaluate_global(method, state, global_test, seed, rnd + 1)
+                if g is not None:
+                    row["global_acc"] = g
+                    row["hm"] = harmonic_mean(g, row["i_local_mean"])
             row["time_eval_s"] = time.perf_counter() - t1
             bar.set_postfix(acc=f"{row['acc_mean']:.3f}")
         row["time_train_s"] = t_train
@@ -148,6 +173,12 @@ def summarize_run(round_rows: list[dict]) -> dict[str, Any]:
     for k in ("acc_mean", "acc_weighted", "acc_std", "heldout_acc_mean"):
         out[f"best_{k}"] = best[k]
         out[f"final_{k}"] = final[k]
+    # pFedCSPC's metrics: each one's own best round (max over rounds) and its final value.
+    for k in ("i_local_mean", "global_acc", "hm"):
+        vals = [r[k] for r in evaluated if k in r and r[k] == r[k]]
+        if vals:
+            out[f"best_{k}"] = float(max(vals))
+            out[f"final_{k}"] = float(final.get(k, float("nan")))
     out["time_train_s"] = float(sum(r["time_train_s"] for r in round_rows))
     out["time_eval_s"] = float(sum(r.get("time_eval_s", 0.0) for r in round_rows))
     return out

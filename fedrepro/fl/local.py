@@ -60,17 +60,37 @@ def train_epochs(model: nn.Module, data: ClientData, opt: torch.optim.Optimizer,
     return total / max(count, 1)
 
 
+def macro_f1(y_true: torch.Tensor, y_pred: torch.Tensor) -> float:
+    """Macro-F1 over the classes present in ``y_true`` (specs/pfedcspc.md §1.8: a local test split
+    may lack classes; predicting an absent class still costs precision of nothing and recall of
+    the true class). NaN for an empty split."""
+    if y_true.numel() == 0:
+        return float("nan")
+    n = int(max(int(y_true.max()), int(y_pred.max()))) + 1
+    tp = torch.bincount(y_true[y_true == y_pred], minlength=n).double()
+    true_n = torch.bincount(y_true, minlength=n).double()
+    pred_n = torch.bincount(y_pred, minlength=n).double()
+    present = true_n > 0
+    f1 = 2 * tp[present] / (true_n[present] + pred_n[present])
+    return float(f1.mean())
+
+
 @torch.no_grad()
 def evaluate_model(model: nn.Module, data: ClientData, batch_size: int = 500) -> EvalResult:
-    """Accuracy and summed cross-entropy on the client's own test split."""
+    """Accuracy, summed cross-entropy and macro-F1 on the client's own test split."""
     model.eval()
     correct, total, loss_sum = 0, 0, 0.0
+    preds, labels = [], []
     for x, y in data.test_batches(batch_size):
         out = model(x)
         loss_sum += float(F.cross_entropy(out, y, reduction="sum"))
-        correct += int((out.argmax(1) == y).sum())
+        pred = out.argmax(1)
+        correct += int((pred == y).sum())
         total += y.numel()
-    return EvalResult(correct=correct, total=total, loss_sum=loss_sum)
+        preds.append(pred.cpu())
+        labels.append(y.cpu())
+    f1 = macro_f1(torch.cat(labels), torch.cat(preds)) if labels else float("nan")
+    return EvalResult(correct=correct, total=total, loss_sum=loss_sum, f1_macro=f1)
 
 
 def set_trainable(module: nn.Module, flag: bool) -> None:

@@ -39,6 +39,8 @@ class EvalResult:
     correct: int
     total: int
     loss_sum: float
+    # Macro-F1 over the classes present in the test split (NaN when the method did not compute it).
+    f1_macro: float = float("nan")
 
     @property
     def acc(self) -> float:
@@ -47,6 +49,18 @@ class EvalResult:
     @property
     def loss(self) -> float:
         return self.loss_sum / max(self.total, 1)
+
+    @property
+    def i_local(self) -> float:
+        """pFedCSPC's I_local (Eq. 20): the harmonic mean of accuracy and macro-F1."""
+        return harmonic_mean(self.acc, self.f1_macro)
+
+
+def harmonic_mean(a: float, b: float) -> float:
+    """2ab/(a+b); 0 when both are 0, NaN when either is NaN."""
+    if a != a or b != b:
+        return float("nan")
+    return 0.0 if a + b == 0 else 2 * a * b / (a + b)
 
 
 @dataclass
@@ -115,6 +129,11 @@ class Method:
 
     def evaluate(self, shared: State, state: State, data: ClientData, gen: torch.Generator) -> EvalResult:
         raise NotImplementedError
+
+    def global_model(self, shared: State, server_state: State):
+        """The server's global model (a module, inputs -> logits) for ``train.global_eval``, or None
+        when the method has none (Local, or methods whose every model is personal)."""
+        return None
 
     # For analyses (mismatch probe, linear probe, t-SNE) -------------------------------------
     def personalized_model(self, shared: State, state: State):

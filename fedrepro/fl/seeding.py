@@ -12,7 +12,8 @@ from typing import Iterator
 import numpy as np
 import torch
 
-_PURPOSES = {"partition": 1, "sample": 2, "client": 3, "init": 4, "eval": 5, "subset": 6, "server": 7}
+_PURPOSES = {"partition": 1, "sample": 2, "client": 3, "init": 4, "eval": 5, "subset": 6, "server": 7,
+             "eval_global": 8}
 
 
 def derive_seed(seed: int, purpose: str, *keys: int) -> int:

@@ -79,3 +79,9 @@ class ModelMethod(Method):
 
     def personalized_model(self, shared: State, state: State):
         return self.load(shared, state)
+
+    def global_model(self, shared: State, server_state: State):
+        """The averaged model itself; None when part of the model is personal (no global model)."""
+        if self.personal:
+            return None
+        return self.load(shared, {})
