@@ -68,6 +68,9 @@ class TrainConfig:
     # Also evaluate the method's *global* model (if it has one) on the dataset's whole test split
     # every evaluated round (``global_acc``; pFedCSPC's ACC_global, specs/pfedcspc.md §1.8).
     global_eval: bool = False
+    # Before each client's evaluation, fine-tune a copy of its model for this many epochs with CE
+    # (``ModelMethod`` baselines): pFedCSPC's "Local" score of a global method (§1.8, FedAvg-FT).
+    eval_finetune_epochs: int = 0
 
 
 @dataclass
@@ -82,7 +85,7 @@ class MethodConfig:
 _UNHASHED = ("device", "runs_dir", "progress")
 # Fields added after results were first stored: hashed only when set away from this value, so
 # older run folders keep their keys.
-_HASHED_IF_NOT = {("train", "global_eval"): False}
+_HASHED_IF_NOT = {("train", "global_eval"): False, ("train", "eval_finetune_epochs"): 0}
 
 
 @dataclass
@@ -352,5 +355,7 @@ def validate(cfg: RunConfig) -> None:
     _check(_is_num(t.participation) and 0 < t.participation <= 1, "train.participation", t.participation,
            "a number in (0, 1]")
     _check(isinstance(t.global_eval, bool), "train.global_eval", t.global_eval, "true or false")
+    _check(_is_int(t.eval_finetune_epochs) and t.eval_finetune_epochs >= 0, "train.eval_finetune_epochs",
+           t.eval_finetune_epochs, "an integer >= 0")
     _check(cfg.method.name in METHODS, "method.name", cfg.method.name, ", ".join(METHODS.names()))
     METHODS.get(cfg.method.name).parse_params(cfg.method.args)

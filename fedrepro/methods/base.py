@@ -75,7 +75,16 @@ class ModelMethod(Method):
         return new, server_state
 
     def evaluate(self, shared: State, state: State, data: ClientData, gen: torch.Generator) -> EvalResult:
-        return evaluate_model(self.load(shared, state), data)
+        """The client's model on its test split; with ``train.eval_finetune_epochs`` > 0, after that
+        many epochs of plain CE fine-tuning on its train split (a throw-away copy: training is
+        unaffected)."""
+        model = self.load(shared, state)
+        t = self.ctx.cfg.train
+        ft = getattr(t, "eval_finetune_epochs", 0)
+        if ft:
+            opt = make_sgd(model.parameters(), t.lr, t.momentum, t.weight_decay)
+            train_epochs(model, data, opt, ft, t.batch_size, gen)
+        return evaluate_model(model, data)
 
     def personalized_model(self, shared: State, state: State):
         return self.load(shared, state)

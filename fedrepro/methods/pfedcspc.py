@@ -1,0 +1,604 @@
+"""pFedCSPC (Meng, Qi et al., IEEE TNNLS 2025): personalised FL via cross-silo prototypical
+calibration. specs/pfedcspc.md; the paper has no algorithm box, so this module follows the spec's
+reconstruction (§1.9). Each choice carries the spec's provenance tag: **[paper]** stated in the
+text, **[code]** read from the predecessor FedCSPC's code, **[inferred]** the spec's reading.
+
+The model is encoder E → projection head H (2-layer MLP) → classifier F [paper §1.1]. With ``moon_cnn``
+and its ``projection_dim`` (the paper's CIFAR-10 model, §2.3) these are the model's own parts; for
+another backbone, E is its feature extractor, H is ``Linear(m, m) → ReLU → Linear(m, proj_dim)``
+[code, ``proj_dim`` 256] and F is ``Linear(proj_dim, C)``.
+
+One round (client k, then the server):
+
+1. **PMI** (§1.2) [paper]: client k starts from ``E_k^p ⊙ Ĥ_g ⊙ F̂_g``: its personalised encoder
+   ``E_k^p = Σ_k' p_k^k' E_k'`` with ``p_k^· = softmax(−L_sup(U_k; M_k') / τ_p)`` over the local
+   models uploaded last round, and the *calibrated* global head and classifier. ``tau_p`` is not in
+   the paper: 1.0 [inferred, the spec's guess]. BN buffers are mixed like weights [inferred]. The
+   round-1 init (and ``pmi=False``) is the global model.
+2. **PTA** (§1.3) [paper]: E epochs of ``CE(F(H(E(x))), y) + κ · L_align``, ``L_align = w_N L_N +
+   w_A L_A + w_E L_E`` against last round's global prototypes U_g (dropped while there are none
+   [inferred]):
+   - ``L_N``: InfoNCE of the L2-normalised feature against the normalised prototypes, τ_l = 0.5
+     [paper; cosine from code];
+   - ``L_A``: L1 distance between the in-batch angle tensors of the features and of their classes'
+     prototypes, over triplets with three distinct labels [paper Eq. 6];
+   - ``L_E``: squared difference of pairwise feature and prototype distances [paper Eq. 7, ℓ = L2].
+   Weights ``align_weights`` (1, 1, 1) [paper: equal; code 1, 0.2, 0.2 and node only by default].
+3. **CPM** (§1.4) [paper]: encoder features of the local training set (eval mode [code]); per
+   class, scikit-learn ``KMeans`` into ``clusters`` groups (the paper's value was lost: 2, the
+   spec's suggestion), then ``n_repeat`` means of random ``ratio``-subsets per cluster (5 and 0.8
+   [code]; drawn with replacement [code], ``subsample_replace``). A class with fewer samples than
+   clusters uses one cluster per sample. ``prototypes="tpg"`` is the ablations' TPG: one class mean.
+   **Only these prototypes, their labels and the model leave the client.**
+4. **Server** (§1.5): FedAvg of the models (Eq. 2) → M_g; then **CSPC** (``calibrate``) retrains
+   only H_g and F_g on the pooled prototypes, minimising ``CE + η · (WCL + ACL)`` [paper Eq. 17]:
+   - CE on real prototypes [inferred];
+   - ``ca``: the σ-weighted supervised contrastive loss over real prototypes (σ = 1 for same
+     class/other client and other class/same client, else 0.5), τ_g = 0.5 [paper Eq. 12];
+   - ``pa``: in-client augmentation [paper Eq. 10], ``n_aug`` = 5 per prototype, λ drawn from
+     {0.1, 0.3, 0.5}; u⁺ = u + λ(u − u₂) with u₂ a same-class prototype of the same client (may be u
+     itself [code]); u⁻ = u + λ(u₃ − u) with u₃ another class's prototype of the same client; the
+     triplet loss ``max(0, d(H u, H u⁺) − d(H u, H u⁻) + α)``, α = 1 [paper], d squared L2 [paper,
+     with the hinge the printed equation lacks; ``triplet_distance="euclidean"`` is the code's];
+   - optimiser [code]: ``server_epochs`` = 100 over the prototypes, batch 100, SGD without momentum,
+     weight decay 1e-5, lr 0.1 / 0.01 / 0.001 for rounds ≤ 5 / ≤ 40 / later, × 0.1 every 30
+     epochs (``server_lr`` fixes one lr instead).
+   Then the exemplars ``e^i`` = mean of Ĥ_g(u) over class i's prototypes [inferred Eq. 14] and the
+   global prototypes ``u_g^i`` = mean over the clients holding class i of their class-i prototype
+   mean [inferred Eq. 16], and PMI's weights and encoders for next round.
+5. **Global model** (``global_model``, ACC_global): ``E_g ⊙ Ĥ_g ⊙ F̂_g``; with ``kp`` its softmax is
+   fused with the knowledge-based prediction ``softmax(cos(Ĥ_g E_g x, e^i) / kp_temperature)`` as
+   ``(1 − kp_weight) · net + kp_weight · knowledge`` [paper Eq. 15; Norm = softmax and the weight
+   0.5 are the spec's suggestion, temperature 0.5 from the code's exp(cos/0.5)].
+6. **Personalised model** (``evaluate``, I_local): client k's model after this round's local
+   training (§1.8); before its first round, the global model.
+
+Ablation switches (Tables IV, V): ``prototypes`` ("cpm" | "tpg"), ``calibrate``, ``ca``, ``pa``,
+``kp``, ``align`` (PTA), ``pmi``. Table VI's orthogonality: ``base="fedprox"`` (μ ``prox_mu``) or
+``base="moon"`` (μ ``moon_mu``, τ ``moon_tau``) replaces the CE-only local objective.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..errors import ConfigError
+from ..fl.aggregate import weighted_average
+from ..fl.client_data import ClientData
+from ..fl.local import evaluate_model, make_sgd
+from ..fl.method import ClientUpdate, EvalResult, Method, State
+from .registry import register_method
+
+PROTOTYPE_MODES = ("cpm", "tpg")
+BASES = ("ce", "fedprox", "moon")
+TRIPLET_DISTANCES = ("squared", "euclidean")
+G = "g."  # global model entries in ``shared``
+PMI = "pmi{}."  # client k's personalised initial encoder in ``shared``
+MODEL = "m."  # the client's own trained model in its state
+
+
+@dataclass
+class PFedCSPCParams:
+    # PTA (client) ---------------------------------------------------------------------------
+    kappa: float = 0.1  # weight of L_align [paper: from {0.01, 0.05, 0.1, 0.5}; spec suggests 0.1]
+    align: bool = True  # PTA's alignment loss
+    align_weights: tuple = (1.0, 1.0, 1.0)  # node, angle, edge [paper: equal]
+    tau_l: float = 0.5  # [paper]
+    # CPM --------------------------------------------------------------------------------------
+    prototypes: str = "cpm"  # "cpm" (K-means clusters) | "tpg" (one class mean, FedProto)
+    clusters: int = 2  # j, lost in OCR [inferred: spec suggests 2-3]
+    n_repeat: int = 5  # [code; Fig. 6]
+    ratio: float = 0.8  # r [code]
+    subsample_replace: bool = True  # [code: np.random.choice default]
+    # CSPC (server) ----------------------------------------------------------------------------
+    calibrate: bool = True
+    eta: float = 0.1  # [paper: from {0.01, 0.05, 0.1, 0.5}]
+    ca: bool = True  # cross-client weighted contrastive loss
+    pa: bool = True  # in-client prototype augmentation + triplet loss
+    n_aug: int = 5  # [paper]
+    pa_lambdas: tuple = (0.1, 0.3, 0.5)  # [paper]
+    margin: float = 1.0  # α [paper]
+    triplet_distance: str = "squared"  # [paper]; "euclidean" [code]
+    tau_g: float = 0.5  # [paper]; the code's SupCon uses 0.07
+    server_epochs: int = 100  # [code]
+    server_batch: int = 100  # [code]
+    server_lr: float | None = None  # None: the code's round schedule
+    server_weight_decay: float = 1e-5  # [code]
+    proj_dim: int = 256  # [code]
+    # KP ----------------------------------------------------------------------------------------
+    kp: bool = True
+    kp_weight: float = 0.5  # [inferred; code effectively 0.9 without normalisation]
+    kp_temperature: float = 0.5  # [code]
+    exemplars: str = "all"  # "all" | "correct" (code: prototypes the classifier gets right)
+    # PMI ---------------------------------------------------------------------------------------
+    pmi: bool = True
+    tau_p: float = 1.0  # not in the paper [inferred]
+    # Base algorithm (Table VI) ------------------------------------------------------------------
+    base: str = "ce"  # "ce" | "fedprox" | "moon"
+    prox_mu: float = 0.01
+    moon_mu: float = 1.0
+    moon_tau: float = 0.5
+
+    def validate(self) -> None:
+        def bad(key: str, valid: str) -> None:
+            raise ConfigError(f"method.args.{key}={getattr(self, key)!r}; valid: {valid}")
+
+        def num(v: Any) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+        for key in ("kappa", "eta", "margin", "server_weight_decay", "prox_mu", "moon_mu"):
+            if not num(getattr(self, key)) or getattr(self, key) < 0:
+                bad(key, "a number >= 0")
+        for key in ("tau_l", "tau_g", "tau_p", "kp_temperature", "moon_tau"):
+            if not num(getattr(self, key)) or getattr(self, key) <= 0:
+                bad(key, "a number > 0")
+        for key in ("clusters", "n_repeat", "n_aug", "server_epochs", "server_batch", "proj_dim"):
+            v = getattr(self, key)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                bad(key, "an integer >= 1")
+        if not num(self.ratio) or not 0 < self.ratio <= 1:
+            bad("ratio", "a number in (0, 1]")
+        if not num(self.kp_weight) or not 0 <= self.kp_weight <= 1:
+            bad("kp_weight", "a number in [0, 1]")
+        if self.server_lr is not None and (not num(self.server_lr) or self.server_lr <= 0):
+            bad("server_lr", "null (the code's schedule) or a number > 0")
+        if len(tuple(self.align_weights)) != 3 or not all(num(w) and w >= 0 for w in self.align_weights):
+            bad("align_weights", "three numbers >= 0 (node, angle, edge)")
+        if not self.pa_lambdas or not all(num(v) and v > 0 for v in self.pa_lambdas):
+            bad("pa_lambdas", "a non-empty list of numbers > 0")
+        for key, valid in (("prototypes", PROTOTYPE_MODES), ("base", BASES),
+                           ("triplet_distance", TRIPLET_DISTANCES), ("exemplars", ("all", "correct"))):
+            if getattr(self, key) not in valid:
+                bad(key, ", ".join(valid))
+        for key in ("align", "calibrate", "ca", "pa", "kp", "pmi", "subsample_replace"):
+            if not isinstance(getattr(self, key), bool):
+                bad(key, "true or false")
+
+
+# ------------------------------------------------------------------------------------------------
+# The model: encoder, projection head, classifier
+# ------------------------------------------------------------------------------------------------
+class CSPCNet(nn.Module):
+    """E → H → F. ``features`` (for analyses) is H∘E, the classifier's input; ``head`` is F.
+
+    A backbone whose φ already has ``encoder`` and ``projection`` parts (``moon_cnn`` with
+    ``projection_dim``, the model every method of the paper's tables shares, §2.3) lends both, and
+    its classifier; any other backbone's φ is E, with H and F built here (``proj_dim``).
+    """
+
+    def __init__(self, base: nn.Module, proj_dim: int, num_classes: int):
+        super().__init__()
+        phi = base.features
+        if getattr(phi, "projection", None) is not None:
+            self.encoder, self.proj, self.cls = phi.encoder, phi.projection, base.head
+            m, proj_dim = self.proj[0].in_features, base.feature_dim
+        else:
+            m = base.feature_dim
+            self.encoder = phi
+            self.proj = nn.Sequential(nn.Linear(m, m), nn.ReLU(inplace=True), nn.Linear(m, proj_dim))
+            self.cls = nn.Linear(proj_dim, num_classes)
+        self.enc_dim = m
+        self.feature_dim = proj_dim
+        self.num_classes = num_classes
+
+    def features(self, x: Tensor) -> Tensor:
+        return self.proj(self.encoder(x))
+
+    @property
+    def head(self) -> nn.Module:
+        return self.cls
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.cls(self.proj(self.encoder(x)))
+
+
+class _KPModel(nn.Module):
+    """The global model with knowledge-based prediction: log of the fused probabilities (Eq. 15)."""
+
+    def __init__(self, net: CSPCNet, exemplars: Tensor, has: Tensor, weight: float, temperature: float):
+        super().__init__()
+        self.net = net
+        self.exemplars = F.normalize(exemplars, dim=1)
+        self.has = has
+        self.weight, self.temperature = weight, temperature
+
+    def forward(self, x: Tensor) -> Tensor:
+        z = self.net.features(x)
+        p_net = F.softmax(self.net.cls(z), dim=1)
+        sim = F.normalize(z, dim=1) @ self.exemplars.t() / self.temperature
+        sim = sim.masked_fill(~self.has, float("-inf"))  # a class no client holds has no exemplar
+        p_kp = F.softmax(sim, dim=1)
+        return torch.log((1 - self.weight) * p_net + self.weight * p_kp + 1e-12)
+
+
+# ------------------------------------------------------------------------------------------------
+# PTA: the three alignment losses (§1.3)
+# ------------------------------------------------------------------------------------------------
+def node_loss(f: Tensor, y: Tensor, protos: Tensor, has: Tensor, tau: float) -> Tensor:
+    """L_N (Eq. 5): cosine InfoNCE of each feature against all global prototypes; its own class is
+    the positive. Samples whose class has no global prototype are skipped."""
+    keep = has[y]
+    if not keep.any():
+        return f.sum() * 0
+    logits = F.normalize(f[keep], dim=1) @ F.normalize(protos, dim=1).t() / tau
+    logits = logits.masked_fill(~has, float("-inf"))
+    return F.cross_entropy(logits, y[keep])
+
+
+def _angles(v: Tensor) -> Tensor:
+    """cos∠(v_i, v_j, v_k) for all (i, j, k): ⟨(v_i − v_j)/‖·‖, (v_k − v_j)/‖·‖⟩, shape [j, i, k]."""
+    d = F.normalize(v.unsqueeze(0) - v.unsqueeze(1), dim=2)  # d[j, i] = (v_i − v_j)/‖·‖
+    return d @ d.transpose(1, 2)
+
+
+def angle_loss(f: Tensor, y: Tensor, protos: Tensor) -> Tensor:
+    """L_A (Eq. 6): L1 between the angle tensors of the features and of their class prototypes,
+    over triplets whose three labels differ."""
+    t = protos[y]
+    ne = y.unsqueeze(0) != y.unsqueeze(1)
+    mask = ne.unsqueeze(2) & ne.unsqueeze(1) & ne.unsqueeze(0)  # [j, i, k]: all three labels differ
+    if not mask.any():
+        return f.sum() * 0
+    return (_angles(f) - _angles(t).detach())[mask].abs().mean()
+
+
+def edge_loss(f: Tensor, y: Tensor, protos: Tensor) -> Tensor:
+    """L_E (Eq. 7): squared difference of pairwise feature and prototype distances (pairs i < j)."""
+    n = len(y)
+    if n < 2:
+        return f.sum() * 0
+    iu = torch.triu_indices(n, n, 1, device=f.device)
+    df = (f[iu[0]] - f[iu[1]]).norm(dim=1)
+    t = protos[y]
+    dt = (t[iu[0]] - t[iu[1]]).norm(dim=1)
+    return ((df - dt.detach()) ** 2).mean()
+
+
+# ------------------------------------------------------------------------------------------------
+# CSPC: the server's losses (§1.5)
+# ------------------------------------------------------------------------------------------------
+def weighted_supcon(z: Tensor, y: Tensor, cid: Tensor, tau: float) -> Tensor:
+    """L_WCL (Eq. 12) over a batch of real prototypes' projections ``z`` (normalised here)."""
+    z = F.normalize(z, dim=1)
+    n = len(y)
+    same_y = y.unsqueeze(0) == y.unsqueeze(1)
+    same_c = cid.unsqueeze(0) == cid.unsqueeze(1)
+    sigma = torch.where(same_y != same_c, 1.0, 0.5).to(z.dtype)  # hard pairs weigh 1
+    eye = torch.eye(n, dtype=torch.bool, device=z.device)
+    logits = z @ z.t() / tau + sigma.log()
+    logits = logits.masked_fill(eye, float("-inf"))
+    log_prob = logits - torch.logsumexp(logits, dim=1, keepdim=True)
+    pos = same_y & ~eye
+    has_pos = pos.any(1)
+    if not has_pos.any():
+        return z.sum() * 0
+    per = -(log_prob.masked_fill(~pos, 0).sum(1)[has_pos] / pos.sum(1)[has_pos])
+    return per.mean()
+
+
+def pa_partners(y: Tensor, cid: Tensor) -> tuple[Tensor, Tensor]:
+    """Row i: which pool prototypes may be u₂ (same class, same client, i included [code]) and u₃
+    (other class, same client) for anchor i, as float masks for ``torch.multinomial``."""
+    same_c = cid.unsqueeze(0) == cid.unsqueeze(1)
+    same_y = y.unsqueeze(0) == y.unsqueeze(1)
+    return (same_c & same_y).float().cpu(), (same_c & ~same_y).float().cpu()
+
+
+def augment_prototypes(u: Tensor, idx: Tensor, partners: tuple[Tensor, Tensor], n_aug: int, lambdas: Tensor,
+                       gen: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+    """PA (Eq. 10) for the pool prototypes ``idx``: ``(anchor index, u⁺, u⁻)``, ``n_aug`` per anchor
+    whose client holds another class (there is no hard negative otherwise)."""
+    same, other = partners
+    idx = idx[other[idx].sum(1) > 0]
+    if len(idx) == 0:
+        return idx, u[:0], u[:0]
+    p = torch.multinomial(same[idx], n_aug, replacement=True, generator=gen).flatten()
+    q = torch.multinomial(other[idx], n_aug, replacement=True, generator=gen).flatten()
+    lam = lambdas[torch.randint(len(lambdas), (len(p),), generator=gen)].to(u.device).unsqueeze(1)
+    a = idx.repeat_interleave(n_aug)
+    ua, dev = u[a.to(u.device)], u.device
+    return a, ua + lam * (ua - u[p.to(dev)]), ua + lam * (u[q.to(dev)] - ua)
+
+
+def triplet(a: Tensor, p: Tensor, n: Tensor, margin: float, distance: str) -> Tensor:
+    dp, dn = (a - p).pow(2).sum(1), (a - n).pow(2).sum(1)
+    if distance == "euclidean":
+        dp, dn = dp.sqrt(), dn.sqrt()
+    return F.relu(dp - dn + margin).mean()
+
+
+# ------------------------------------------------------------------------------------------------
+# CPM (§1.4)
+# ------------------------------------------------------------------------------------------------
+def cluster_prototypes(feats: Tensor, labels: Tensor, mode: str, clusters: int, n_repeat: int, ratio: float,
+                       replace: bool, rng: np.random.Generator) -> tuple[Tensor, Tensor]:
+    """Per present class: K-means (scikit-learn) into ``clusters`` groups, then ``n_repeat`` means of
+    random ``ratio``-subsets per cluster. ``mode="tpg"``: one plain class mean."""
+    from sklearn.cluster import KMeans
+
+    x = feats.detach().cpu().double().numpy()
+    yv = labels.cpu().numpy()
+    protos, ys = [], []
+    for c in np.unique(yv):
+        xc = x[yv == c]
+        if mode == "tpg":
+            protos.append(xc.mean(0, keepdims=True))
+            ys.append(c)
+            continue
+        k = min(clusters, len(xc))
+        if k > 1:
+            km = KMeans(n_clusters=k, n_init=1, random_state=int(rng.integers(2**31 - 1)))
+            assign = km.fit_predict(xc)
+        else:
+            assign = np.zeros(len(xc), dtype=int)
+        for j in range(k):
+            members = xc[assign == j]
+            if len(members) == 0:  # K-means can leave a cluster empty on duplicate points
+                members = xc
+            size = max(1, math.ceil(ratio * len(members)))
+            for _ in range(n_repeat):
+                pick = rng.choice(len(members), size=size, replace=replace) if (replace or size < len(members)) \
+                    else np.arange(len(members))
+                protos.append(members[pick].mean(0, keepdims=True))
+                ys.append(c)
+    return (torch.tensor(np.concatenate(protos), dtype=feats.dtype, device=feats.device),
+            torch.tensor(ys, dtype=torch.long, device=feats.device))
+
+
+# ------------------------------------------------------------------------------------------------
+# The method
+# ------------------------------------------------------------------------------------------------
+@register_method("pfedcspc")
+class PFedCSPC(Method):
+    """pFedCSPC: PMI, prototype-aligned local training, clustered prototypes, and server-side
+    cross-silo calibration of the global head and classifier."""
+
+    name = "pfedcspc"
+    Params = PFedCSPCParams
+
+    def __init__(self, ctx, params):
+        super().__init__(ctx, params)
+        self.net = self._build(0)
+        self.enc_keys = [k for k in self.net.state_dict() if k.startswith("encoder.")]
+        self.head_keys = [k for k in self.net.state_dict() if not k.startswith("encoder.")]
+
+    def _build(self, seed: int) -> CSPCNet:
+        base = self.ctx.create_model(seed)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            net = CSPCNet(base, self.p.proj_dim, self.ctx.num_classes)
+        return net.to(self.ctx.device)
+
+    def _load(self, sd: dict[str, Tensor]) -> CSPCNet:
+        self.net.load_state_dict(sd, strict=True)
+        for p in self.net.parameters():
+            p.requires_grad_(True)
+        return self.net
+
+    @staticmethod
+    def _sub(d: State, prefix: str) -> dict[str, Tensor]:
+        return {k[len(prefix):]: v for k, v in d.items() if k.startswith(prefix)}
+
+    # Steps ----------------------------------------------------------------------------------
+    def init_server(self, seed: int) -> tuple[State, State]:
+        sd = self._build(seed).state_dict()
+        c, m = self.ctx.num_classes, self.net.enc_dim
+        shared = {G + k: v.clone() for k, v in sd.items()}
+        shared.update({"U_g": torch.zeros(c, m, device=self.ctx.device),
+                       "U_has": torch.zeros(c, dtype=torch.bool, device=self.ctx.device),
+                       "exemplars": torch.zeros(c, self.net.feature_dim, device=self.ctx.device)})
+        return shared, {}
+
+    def init_client(self, cid: int, seed: int) -> State:
+        return {}
+
+    def initial_model(self, shared: State, cid: int) -> dict[str, Tensor]:
+        """M_k^p: the PMI encoder (when there is one) with the calibrated global head (§1.2)."""
+        sd = self._sub(shared, G)
+        pmi = self._sub(shared, PMI.format(cid))
+        if self.p.pmi and pmi:
+            sd.update({"encoder." + k: v for k, v in pmi.items()})
+        return sd
+
+    def client_update(self, shared: State, state: State, data: ClientData, gen: torch.Generator,
+                      rnd: int) -> ClientUpdate:
+        p, t = self.p, self.ctx.cfg.train
+        net = self._load(self.initial_model(shared, data.cid))
+        anchor = None
+        if p.base == "fedprox":
+            anchor = [v.detach().clone() for v in net.parameters()]
+        if p.base == "moon":
+            glob = self._build(0)
+            glob.load_state_dict(self._sub(shared, G))
+            prev = self._build(0)
+            prev.load_state_dict(self._sub(state, MODEL) or self._sub(shared, G))
+            for mdl in (glob, prev):
+                mdl.eval()
+        protos, has = shared["U_g"], shared["U_has"]
+        use_align = p.align and p.kappa > 0 and bool(has.any())
+        opt = make_sgd(net.parameters(), t.lr, t.momentum, t.weight_decay)
+        net.train()
+        total, count = 0.0, 0
+        for _ in range(t.local_epochs):
+            for x, y in data.train_batches(t.batch_size, gen):
+                f = net.encoder(x)
+                z = net.proj(f)
+                loss = F.cross_entropy(net.cls(z), y)
+                if use_align:
+                    wn, wa, we = p.align_weights
+                    la = wn * node_loss(f, y, protos, has, p.tau_l)
+                    if wa:
+                        la = la + wa * angle_loss(f, y, protos)
+                    if we:
+                        la = la + we * edge_loss(f, y, protos)
+                    loss = loss + p.kappa * la
+                if p.base == "moon":
+                    with torch.no_grad():
+                        zg, zp = glob.features(x), prev.features(x)
+                    pos = F.cosine_similarity(z, zg, dim=1) / p.moon_tau
+                    neg = F.cosine_similarity(z, zp, dim=1) / p.moon_tau
+                    loss = loss + p.moon_mu * F.cross_entropy(torch.stack([pos, neg], 1),
+                                                              torch.zeros(len(y), dtype=torch.long, device=y.device))
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if anchor is not None and p.prox_mu > 0:
+                    with torch.no_grad():
+                        for v, a in zip(net.parameters(), anchor):
+                            if v.grad is not None:
+                                v.grad.add_(v.detach() - a, alpha=p.prox_mu)
+                opt.step()
+                total += float(loss.detach()) * len(y)
+                count += len(y)
+        u, uy = self.local_prototypes(net, data, gen)
+        sd = {k: v.detach().clone() for k, v in net.state_dict().items()}
+        upload = {**{MODEL + k: v for k, v in sd.items()}, "protos": u, "proto_y": uy,
+                  "cid": torch.tensor(data.cid)}
+        return ClientUpdate(upload=upload, state={MODEL + k: v for k, v in sd.items()},
+                            num_samples=data.num_train, metrics={"train_loss": total / max(count, 1)})
+
+    @torch.no_grad()
+    def local_prototypes(self, net: CSPCNet, data: ClientData, gen: torch.Generator) -> tuple[Tensor, Tensor]:
+        """CPM (§1.4) on the client's training set, encoder in eval mode."""
+        net.eval()
+        feats, labels = [], []
+        for x, y in data.eval_train_batches(500):
+            feats.append(net.encoder(x))
+            labels.append(y)
+        rng = np.random.default_rng(int(torch.randint(2**62, (1,), generator=gen)))
+        p = self.p
+        return cluster_prototypes(torch.cat(feats), torch.cat(labels), p.prototypes, p.clusters, p.n_repeat,
+                                  p.ratio, p.subsample_replace, rng)
+
+    def aggregate(self, shared: State, updates: list[ClientUpdate], server_state: State,
+                  rnd: int) -> tuple[State, State]:
+        if not updates:
+            return shared, server_state
+        p = self.p
+        models = [self._sub(u.upload, MODEL) for u in updates]
+        g = weighted_average(models, [u.num_samples for u in updates])
+        u = torch.cat([up.upload["protos"] for up in updates])
+        y = torch.cat([up.upload["proto_y"] for up in updates])
+        cid = torch.cat([up.upload["cid"].expand(len(up.upload["proto_y"])) for up in updates])
+        net = self._load(g)
+        gen = torch.Generator().manual_seed(int(torch.randint(2**62, (1,))))  # seeded by the engine's scope
+        if p.calibrate:
+            self.calibrate(net, u, y, cid, rnd, gen)
+        new = {G + k: v.detach().clone() for k, v in net.state_dict().items()}
+        c = self.ctx.num_classes
+        has = torch.zeros(c, dtype=torch.bool, device=u.device)
+        has[y.unique()] = True
+        new["U_g"], new["U_has"] = global_prototypes(u, y, cid, c), has
+        new["exemplars"] = self.exemplars(net, u, y, c)
+        weights = None
+        if p.pmi:
+            weights = self.pmi_weights(models, [(up.upload["protos"], up.upload["proto_y"]) for up in updates])
+            for i, up in enumerate(updates):
+                mix = weighted_average([{k: m[k] for k in self.enc_keys} for m in models], weights[i].tolist())
+                new.update({PMI.format(int(up.upload["cid"])) + k[len("encoder."):]: v for k, v in mix.items()})
+            # Clients that were not sampled keep their last PMI encoder.
+            new.update({k: v for k, v in shared.items() if k.startswith("pmi") and k not in new})
+        server_state = {**server_state,
+                        "pmi_weights": weights if weights is not None else torch.empty(0),
+                        "pmi_clients": torch.tensor([int(up.upload["cid"]) for up in updates])}
+        return new, server_state
+
+    # Server parts --------------------------------------------------------------------------
+    def server_lr(self, rnd: int, epoch: int) -> float:
+        """The code's schedule by 1-based round, × 0.1 every 30 epochs, unless ``server_lr`` is set."""
+        if self.p.server_lr is not None:
+            return float(self.p.server_lr)
+        r = rnd + 1
+        base = 0.1 if r <= 5 else 0.01 if r <= 40 else 0.001
+        return base * 0.1 ** (epoch // 30)
+
+    def calibrate(self, net: CSPCNet, u: Tensor, y: Tensor, cid: Tensor, rnd: int, gen: torch.Generator) -> None:
+        """CSPC (§1.5): retrain only H_g and F_g on the pooled prototypes; E_g is untouched."""
+        p = self.p
+        for q in net.encoder.parameters():
+            q.requires_grad_(False)
+        params = list(net.proj.parameters()) + list(net.cls.parameters())
+        opt = torch.optim.SGD(params, lr=self.server_lr(rnd, 0), momentum=0.0, weight_decay=p.server_weight_decay)
+        lambdas = torch.tensor(p.pa_lambdas, dtype=u.dtype)
+        partners = pa_partners(y, cid) if p.pa else None
+        net.train()
+        n = len(y)
+        for epoch in range(p.server_epochs):
+            for group in opt.param_groups:
+                group["lr"] = self.server_lr(rnd, epoch)
+            order = torch.randperm(n, generator=gen).to(u.device)
+            for s in range(0, n, p.server_batch):
+                idx = order[s:s + p.server_batch]
+                z = net.proj(u[idx])
+                loss = F.cross_entropy(net.cls(z), y[idx])
+                extra = z.sum() * 0
+                if p.ca:
+                    extra = extra + weighted_supcon(z, y[idx], cid[idx], p.tau_g)
+                if p.pa:
+                    a, up, un = augment_prototypes(u, idx.cpu(), partners, p.n_aug, lambdas, gen)
+                    if len(a):
+                        za = net.proj(u[a.to(u.device)])
+                        extra = extra + triplet(za, net.proj(up), net.proj(un), p.margin, p.triplet_distance)
+                loss = loss + p.eta * extra
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+        for q in net.encoder.parameters():
+            q.requires_grad_(True)
+
+    @torch.no_grad()
+    def exemplars(self, net: CSPCNet, u: Tensor, y: Tensor, num_classes: int) -> Tensor:
+        """e^i: mean of Ĥ_g(u) over class i's prototypes (Eq. 14; ``"correct"``: only those F̂_g
+        classifies correctly [code], falling back to all when none is)."""
+        net.eval()
+        z = net.proj(u)
+        out = torch.zeros(num_classes, z.shape[1], device=z.device)
+        ok = net.cls(z).argmax(1) == y
+        for c in y.unique().tolist():
+            sel = y == c
+            if self.p.exemplars == "correct" and (sel & ok).any():
+                sel = sel & ok
+            out[c] = z[sel].mean(0)
+        return out
+
+    @torch.no_grad()
+    def pmi_weights(self, models: list[dict[str, Tensor]], protos: list[tuple[Tensor, Tensor]]) -> Tensor:
+        """p_k^k' (Eq. 4): row k is softmax over the uploaded models k' of −CE(F_k'(H_k'(U_k)))/τ_p."""
+        losses = torch.zeros(len(protos), len(models))
+        for j, sd in enumerate(models):
+            net = self._load(sd)
+            net.eval()
+            for i, (u, y) in enumerate(protos):
+                losses[i, j] = F.cross_entropy(net.cls(net.proj(u)), y)
+        return torch.softmax(-losses / self.p.tau_p, dim=1)
+
+    # Evaluation -----------------------------------------------------------------------------
+    def evaluate(self, shared: State, state: State, data: ClientData, gen: torch.Generator) -> EvalResult:
+        """I_local's model: the client's model after its latest local training (global before)."""
+        own = self._sub(state, MODEL)
+        return evaluate_model(self._load(own or self._sub(shared, G)), data)
+
+    def global_model(self, shared: State, server_state: State):
+        net = self._load(self._sub(shared, G))
+        if not self.p.kp or not bool(shared["U_has"].any()):
+            return net
+        return _KPModel(net, shared["exemplars"], shared["U_has"], self.p.kp_weight, self.p.kp_temperature)
+
+    def personalized_model(self, shared: State, state: State):
+        own = self._sub(state, MODEL)
+        return self._load(own or self._sub(shared, G))
+
+
+def global_prototypes(u: Tensor, y: Tensor, cid: Tensor, num_classes: int) -> Tensor:
+    """u_g^i (Eq. 16): per class, the mean over the clients holding it of their prototype mean."""
+    out = torch.zeros(num_classes, u.shape[1], device=u.device, dtype=u.dtype)
+    for c in y.unique().tolist():
+        sel = y == c
+        means = [u[sel & (cid == k)].mean(0) for k in cid[sel].unique().tolist()]
+        out[c] = torch.stack(means).mean(0)
+    return out
