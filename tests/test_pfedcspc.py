@@ -219,3 +219,54 @@ def test_moon_cnn_lends_its_encoder_projection_and_classifier(tiny):
     assert method.net.proj[2].out_features == 12 and method.net.cls.in_features == 12
     upd = update(method, st, clients[0])
     assert upd.upload["protos"].shape[1] == 84  # prototypes live in encoder space (Eq. 8)
+
+
+def test_pmi_analyses_on_a_finished_run(tiny):
+    from fedrepro.analysis.pfedcspc import pmi_finetune, pmi_start, pmi_start_table
+    from fedrepro.claims import evaluate_claims
+
+    table = fedrepro.run_grid(tiny(**{**CSPC, "train.rounds": 2}), seeds=[0], progress=False)
+    start = pmi_start(table["path"][0])
+    assert len(start) == 4 and start[["pmi_init_acc", "global_init_acc"]].stack().between(0, 1).all()
+    curves = pmi_finetune(table["path"][0], epochs=2)
+    assert set(curves["init"]) == {"pmi", "global"} and curves["epoch"].max() == 2
+    summary = pmi_start_table(table)
+    verdict = evaluate_claims(summary, ids=["pfedcspc.pmi_starts_better"])["verdict"].item()
+    assert verdict in ("PASS", "FAIL")
+
+
+def _table(rows):
+    import pandas as pd
+
+    return pd.DataFrame([{"setting": s, "seed": seed, "final_global_acc": g, "final_i_local_mean": g}
+                         for s, vals in rows.items() for seed, g in enumerate(vals)])
+
+
+def test_ablation_claims_pass_and_fail_on_the_numbers():
+    from fedrepro.claims import evaluate_claims
+
+    good = _table({"Base": [0.60, 0.61, 0.62], "+TPG+CA": [0.58] * 3, "+CPM+CA": [0.63] * 3,
+                   "+PTA+CPM+CA": [0.64] * 3, "+PTA+CPM+CA+KP": [0.65] * 3, "+CPM+PA+CA": [0.64] * 3,
+                   "+TPG+PA+CA": [0.59] * 3})
+    ids = ["pfedcspc.calibration_raises_global", "pfedcspc.clusters_beat_one_mean", "pfedcspc.ablation_adds_up"]
+    assert evaluate_claims(good, ids=ids)["verdict"].tolist() == ["PASS"] * 3
+    bad = good.assign(final_global_acc=lambda d: d["final_global_acc"].where(d["setting"] != "+CPM+CA", 0.55))
+    assert evaluate_claims(bad, ids=ids)["verdict"].tolist() == ["FAIL"] * 3
+    chain = _table({"FedAvg": [0.5] * 3, "FedAvg+FT_CE": [0.6] * 3, "FedAvg+PMI+FT_CE": [0.62] * 3,
+                    "FedAvg+PMI+FT_CE+Align": [0.61] * 3})
+    res = evaluate_claims(chain, ids=["pfedcspc.personalisation_chain"])
+    assert res["verdict"].item() == "FAIL" and "FAIL" in res["evidence"].item()
+
+
+def test_setting_overrides_keep_the_setups_arguments():
+    from fedrepro.methods.pfedcspc import ABLATION_GLOBAL, setting_overrides
+    from fedrepro.setups import setup
+
+    base = setup("pfedcspc", "laptop")
+    assert base.method.name == "pfedcspc" and base.method.args == {"server_epochs": 20}
+    tpg = base.replace(**setting_overrides(ABLATION_GLOBAL["+TPG+CA"]))
+    assert tpg.method.args["server_epochs"] == 20 and tpg.method.args["prototypes"] == "tpg"
+    fedavg = base.replace(**setting_overrides(ABLATION_GLOBAL["Base"]))
+    assert fedavg.method.name == "fedavg" and fedavg.method.args == {}
+    full = base.replace(**setting_overrides(ABLATION_GLOBAL["+PTA+CPM+PA+CA+KP"]))
+    assert full.hash() == base.hash()  # the full method is the setup itself, one run folder

@@ -6,7 +6,7 @@ as they are added. Importing this package registers them all.
 from .core import (CLAIMS, Claim, ClaimResult, MissingResults, claims_dir, claims_for, claims_table_style,
                    collect_claims, compare, compare_each, evaluate_claims, register_claim, save_claims, select,
                    within)
-from . import fedpft, tour  # noqa: F401,E402  (registration)
+from . import fedpft, pfedcspc, tour  # noqa: F401,E402  (registration)
 
 __all__ = ["CLAIMS", "Claim", "ClaimResult", "MissingResults", "claims_dir", "claims_for", "claims_table_style",
            "collect_claims", "compare", "compare_each", "evaluate_claims", "register_claim", "save_claims", "select",

@@ -119,6 +119,9 @@ class PFedCSPCParams:
     # PMI ---------------------------------------------------------------------------------------
     pmi: bool = True
     tau_p: float = 1.0  # not in the paper [inferred]
+    # I_local's model: the client's model after local training (True), or the global model on the
+    # client's test split (False: Table V's "FedCSPC" row, no personalisation)
+    personal_eval: bool = True
     # Base algorithm (Table VI) ------------------------------------------------------------------
     base: str = "ce"  # "ce" | "fedprox" | "moon"
     prox_mu: float = 0.01
@@ -156,7 +159,7 @@ class PFedCSPCParams:
                            ("triplet_distance", TRIPLET_DISTANCES), ("exemplars", ("all", "correct"))):
             if getattr(self, key) not in valid:
                 bad(key, ", ".join(valid))
-        for key in ("align", "calibrate", "ca", "pa", "kp", "pmi", "subsample_replace"):
+        for key in ("align", "calibrate", "ca", "pa", "kp", "pmi", "subsample_replace", "personal_eval"):
             if not isinstance(getattr(self, key), bool):
                 bad(key, "true or false")
 
@@ -579,9 +582,12 @@ class PFedCSPC(Method):
 
     # Evaluation -----------------------------------------------------------------------------
     def evaluate(self, shared: State, state: State, data: ClientData, gen: torch.Generator) -> EvalResult:
-        """I_local's model: the client's model after its latest local training (global before)."""
-        own = self._sub(state, MODEL)
-        return evaluate_model(self._load(own or self._sub(shared, G)), data)
+        """I_local's model: the client's model after its latest local training (the global model
+        before its first round, or always with ``personal_eval=False``)."""
+        own = self._sub(state, MODEL) if self.p.personal_eval else {}
+        if own:
+            return evaluate_model(self._load(own), data)
+        return evaluate_model(self.global_model(shared, {}), data)
 
     def global_model(self, shared: State, server_state: State):
         net = self._load(self._sub(shared, G))
@@ -602,3 +608,46 @@ def global_prototypes(u: Tensor, y: Tensor, cid: Tensor, num_classes: int) -> Te
         means = [u[sel & (cid == k)].mean(0) for k in cid[sel].unique().tolist()]
         out[c] = torch.stack(means).mean(0)
     return out
+
+
+# Tables IV and V's rows as method overrides (specs/pfedcspc.md §4). "Base" is FedAvg; every other
+# row is pFedCSPC with switches. TPG = one class-mean prototype per client (FedProto's), CPM =
+# clustered prototypes, CA = the cross-client weighted contrastive loss, PA = prototype
+# augmentation + triplet loss, PTA = local alignment, KP = knowledge-based prediction. Table IV
+# scores the global model, so PMI does not enter it (it only changes the clients' starting point:
+# it is left on, as in the full method).
+_OFF = {"kp": False, "align": False, "pa": False}
+ABLATION_GLOBAL: dict[str, dict[str, Any]] = {
+    "Base": {"method": "fedavg", "args": {}},
+    "+TPG+CA": {"method": "pfedcspc", "args": {**_OFF, "prototypes": "tpg"}},
+    "+CPM+CA": {"method": "pfedcspc", "args": {**_OFF}},
+    "+PTA+CPM+CA": {"method": "pfedcspc", "args": {**_OFF, "align": True}},
+    "+PTA+CPM+CA+KP": {"method": "pfedcspc", "args": {**_OFF, "align": True, "kp": True}},
+    "+TPG+PA+CA": {"method": "pfedcspc", "args": {**_OFF, "pa": True, "prototypes": "tpg"}},
+    "+CPM+PA+CA": {"method": "pfedcspc", "args": {**_OFF, "pa": True}},
+    "+PTA+CPM+PA+CA": {"method": "pfedcspc", "args": {**_OFF, "pa": True, "align": True}},
+    "+PTA+CPM+PA+CA+KP": {"method": "pfedcspc", "args": {}},
+}
+# Table V: I_local of the personalisation chain, from FedAvg's global model and from FedCSPC's
+# calibrated one. "+FT_CE" is the client's model after local CE training from the global model;
+# "+PMI" starts that training from the PMI encoder; "+Align" adds PTA's loss.
+_NO_CAL = {"calibrate": False, "kp": False, "ca": False, "pa": False}
+ABLATION_PERSONAL: dict[str, dict[str, Any]] = {
+    "FedAvg": {"method": "fedavg", "args": {}},
+    "FedAvg+FT_CE": {"method": "pfedcspc", "args": {**_NO_CAL, "pmi": False, "align": False}},
+    "FedAvg+PMI+FT_CE": {"method": "pfedcspc", "args": {**_NO_CAL, "align": False}},
+    "FedAvg+PMI+FT_CE+Align": {"method": "pfedcspc", "args": {**_NO_CAL}},
+    "FedCSPC": {"method": "pfedcspc", "args": {"pmi": False, "align": False, "personal_eval": False}},
+    "FedCSPC+FT_CE": {"method": "pfedcspc", "args": {"pmi": False, "align": False}},
+    "FedCSPC+PMI+FT_CE": {"method": "pfedcspc", "args": {"align": False}},
+    "FedCSPC+PMI+FT_CE+Align": {"method": "pfedcspc", "args": {}},
+}
+
+
+def setting_overrides(spec: dict[str, Any]) -> dict[str, Any]:
+    """A row of :data:`ABLATION_GLOBAL` / :data:`ABLATION_PERSONAL` as dotted config overrides.
+
+    Dotted ``method.args.<key>`` entries change only the named switches, so a setup's own method
+    arguments (e.g. the laptop profile's ``server_epochs``) stay; a row that names another method
+    (``"Base"`` = FedAvg) starts from that method's defaults."""
+    return {"method.name": spec["method"], **{f"method.args.{k}": v for k, v in spec["args"].items()}}

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..errors import ConfigError
 
-_PAPERS = ("fedpft",)
+_PAPERS = ("fedpft", "pfedcspc")
 _CELL = re.compile(r"^\s*(-?[\d.]+)\s*(?:±\s*([\d.]+))?\s*$")
 
 

@@ -1,0 +1,135 @@
+"""pFedCSPC's claims (specs/pfedcspc.md §9, "what a CPU-only reproduction should show"), checked on
+our results.
+
+Tables are :func:`fedrepro.run_grid` outputs; ablation tables carry a ``setting`` column with the
+row names of :data:`fedrepro.methods.pfedcspc.ABLATION_GLOBAL` / ``ABLATION_PERSONAL``. Metrics are
+the **final-round** values (``final_global_acc``: ACC_global; ``final_i_local_mean``: I_local;
+``final_hm``), the paper training every method for a fixed T. Comparisons are paired by seed; a
+strict ">" (margin 0) is required, since the paper's effects are 0.1-4 points (§9).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from .core import Claim, MissingResults, compare, register_claim, select
+
+S = "setting"
+M = "method.name"
+GLOBAL = "final_global_acc"
+LOCAL = "final_i_local_mean"
+
+
+def _chain(r: pd.DataFrame, names: list[str], metric: str):
+    """Each step of ``names`` beats the one before (paired by seed)."""
+    verdicts, lines = [], []
+    for a, b in zip(names[1:], names[:-1]):
+        ok, ev = compare(r, {S: a}, {S: b}, metric=metric, label_a=a, label_b=b)
+        verdicts.append(ok)
+        lines.append(f"[{'pass' if ok else 'FAIL'}] {ev}")
+    return all(verdicts), "; ".join(lines)
+
+
+def _calibration(r: pd.DataFrame):
+    return compare(r, {S: "+CPM+CA"}, {S: "Base"}, metric=GLOBAL, label_a="+CPM+CA (calibrated)",
+                   label_b="Base (FedAvg)")
+
+
+register_claim(Claim(
+    id="pfedcspc.calibration_raises_global", paper="pfedcspc", source="Table IV; §9 item 1",
+    statement="Calibrating the global head and classifier on clustered prototypes (CPM+CA) raises the "
+              "global model's accuracy over FedAvg (Base)",
+    check=_calibration,
+))
+
+
+def _cpm_vs_tpg(r: pd.DataFrame):
+    ok1, ev1 = compare(r, {S: "+CPM+CA"}, {S: "+TPG+CA"}, metric=GLOBAL, label_a="CPM+CA", label_b="TPG+CA")
+    try:
+        ok2, ev2 = compare(r, {S: "+CPM+PA+CA"}, {S: "+TPG+PA+CA"}, metric=GLOBAL, label_a="CPM+PA+CA",
+                           label_b="TPG+PA+CA")
+    except MissingResults:
+        return ok1, ev1
+    return ok1 and ok2, f"{ev1}; {ev2}"
+
+
+register_claim(Claim(
+    id="pfedcspc.clusters_beat_one_mean", paper="pfedcspc", source="Table IV; §9 item 2",
+    statement="Clustered prototypes (CPM) calibrate better than one mean prototype per class (TPG)",
+    check=_cpm_vs_tpg,
+))
+
+
+def _ablation_adds_up(r: pd.DataFrame):
+    ok1, ev1 = _chain(r, ["Base", "+CPM+CA", "+PTA+CPM+CA", "+PTA+CPM+CA+KP"], GLOBAL)
+    try:
+        ok2, ev2 = _chain(r, ["+CPM+CA", "+CPM+PA+CA"], GLOBAL)
+    except MissingResults:
+        return ok1, ev1
+    return ok1 and ok2, f"{ev1}; PA: {ev2}"
+
+
+register_claim(Claim(
+    id="pfedcspc.ablation_adds_up", paper="pfedcspc", source="Table IV; §9 item 3",
+    statement="Global accuracy rises at each ablation step: Base < CPM+CA < +PTA < +KP, and PA adds to CPM+CA",
+    check=_ablation_adds_up,
+))
+
+
+def _personal_chain(r: pd.DataFrame):
+    out, lines = [], []
+    for start in ("FedAvg", "FedCSPC"):
+        names = [start, f"{start}+FT_CE", f"{start}+PMI+FT_CE", f"{start}+PMI+FT_CE+Align"]
+        try:
+            ok, ev = _chain(r, names, LOCAL)
+        except MissingResults:
+            continue
+        out.append(ok)
+        lines.append(f"{start} chain: {ev}")
+    if not out:
+        raise MissingResults("no Table V chain in the results")
+    return all(out), " | ".join(lines)
+
+
+register_claim(Claim(
+    id="pfedcspc.personalisation_chain", paper="pfedcspc", source="Table V; §9 item 4",
+    statement="Local I_local rises along the chain global model < +FT_CE < +PMI+FT_CE < +PMI+FT_CE+Align",
+    check=_personal_chain,
+))
+
+
+def _pmi_start(r: pd.DataFrame):
+    """Rows of :func:`fedrepro.analysis.pfedcspc.pmi_start_table`: per seed, the mean over clients of
+    the PMI-initialised and the global-initialised models' local test accuracy, before training."""
+    for col in ("pmi_init_acc", "global_init_acc"):
+        if col not in r:
+            raise MissingResults(f"column {col!r} absent")
+    pmi, glob = select(r, {}, "pmi_init_acc"), select(r, {}, "global_init_acc")
+    seeds = sorted(set(pmi.index) & set(glob.index))
+    gap = float(pmi.loc[seeds].mean() - glob.loc[seeds].mean())
+    share = float(r["pmi_better_share"].mean()) if "pmi_better_share" in r else float("nan")
+    return gap > 0, (f"PMI init {100 * pmi.loc[seeds].mean():.2f} vs global init {100 * glob.loc[seeds].mean():.2f} "
+                     f"(local test acc %, mean over clients and seeds {seeds}); gap {100 * gap:+.2f} pts, "
+                     f"required > 0; PMI better for {100 * share:.0f}% of clients")
+
+
+register_claim(Claim(
+    id="pfedcspc.pmi_starts_better", paper="pfedcspc", source="Fig. 10(a); §9 item 6",
+    statement="Before local training, the PMI-initialised model scores higher on a client's local test "
+              "split than the global model does",
+    check=_pmi_start,
+))
+
+
+def _both_objectives(r: pd.DataFrame):
+    ok1, ev1 = compare(r, {M: "pfedcspc"}, {M: "fedavg"}, metric=GLOBAL, label_a="pFedCSPC Global",
+                       label_b="FedAvg Global")
+    ok2, ev2 = compare(r, {M: "pfedcspc"}, {M: "fedavg_ft"}, metric=LOCAL, label_a="pFedCSPC Local",
+                       label_b="FedAvg-FT Local")
+    return ok1 and ok2, f"{ev1}; {ev2}"
+
+
+register_claim(Claim(
+    id="pfedcspc.both_objectives", paper="pfedcspc", source="Tables II, III; §9 item 5",
+    statement="pFedCSPC beats FedAvg on the global test set and FedAvg-FT on the local test splits at once",
+    check=_both_objectives,
+))
