@@ -94,3 +94,34 @@ class ModelMethod(Method):
         if self.personal:
             return None
         return self.load(shared, {})
+
+
+class OwnModelMethod(ModelMethod):
+    """A ``ModelMethod`` whose clients also keep their own whole model in their state, under
+    ``OWN_PREFIX`` (FedSoup's interpolated model, GRACE's last local model).
+
+    With ``p.eval_model == "personal"`` a client is scored with that model once it has one; before
+    (and with ``"global"``) it is scored like any ``ModelMethod``. ``personalized_model`` returns the
+    own model whenever there is one.
+    """
+
+    OWN_PREFIX = "p."
+
+    def own_model(self, state: State) -> dict[str, torch.Tensor] | None:
+        n = len(self.OWN_PREFIX)
+        sd = {k[n:]: v for k, v in state.items() if k.startswith(self.OWN_PREFIX)}
+        return sd or None
+
+    def _load_own(self, sd: dict[str, torch.Tensor]):
+        self.model.load_state_dict(sd, strict=True)
+        return self.model
+
+    def evaluate(self, shared: State, state: State, data: ClientData, gen: torch.Generator) -> EvalResult:
+        own = self.own_model(state) if self.p.eval_model == "personal" else None
+        if own is None:
+            return super().evaluate(shared, state, data, gen)
+        return evaluate_model(self._load_own(own), data)
+
+    def personalized_model(self, shared: State, state: State):
+        own = self.own_model(state)
+        return self.load(shared, {}) if own is None else self._load_own(own)

@@ -50,12 +50,12 @@ from torch import Tensor
 from ..errors import ConfigError
 from ..fl.client_data import ClientData
 from ..fl.local import evaluate_model
-from ..fl.method import ClientUpdate, EvalResult, State
+from ..fl.method import ClientUpdate, State
 from ..fl.seeding import derive_seed
-from .base import ModelMethod
+from .base import OwnModelMethod
 from .registry import register_method
 
-PERSONAL = "p."  # the client's latest (interpolated) model
+PERSONAL = OwnModelMethod.OWN_PREFIX  # the client's own model in its state
 SOUP = "soup."  # running mean of the soup's global models
 SOUP_N = "soup_n"  # how many global models the soup holds
 SPLIT_SEED = "split_seed"  # seed of the client's validation split
@@ -120,7 +120,7 @@ def split_indices(n: int, fraction: float, gen: torch.Generator) -> tuple[Tensor
 
 
 @register_method("fedsoup")
-class FedSoup(ModelMethod):
+class FedSoup(OwnModelMethod):
     """FedSoup: clients greedily keep a soup of past global models and interpolate it with their own."""
 
     Params = FedSoupParams
@@ -168,20 +168,3 @@ class FedSoup(ModelMethod):
         upload = {k: final[k].clone() for k in self.shared_keys}
         return ClientUpdate(upload=upload, state=new_state, num_samples=train.num_train, metrics=metrics)
 
-    def personal_state(self, state: State) -> dict[str, Tensor] | None:
-        sd = {k[len(PERSONAL):]: v for k, v in state.items() if k.startswith(PERSONAL)}
-        return sd or None
-
-    def evaluate(self, shared: State, state: State, data: ClientData, gen: torch.Generator) -> EvalResult:
-        own = self.personal_state(state) if self.p.eval_model == "personal" else None
-        if own is None:
-            return super().evaluate(shared, state, data, gen)
-        self.model.load_state_dict(own, strict=True)
-        return evaluate_model(self.model, data)
-
-    def personalized_model(self, shared: State, state: State):
-        own = self.personal_state(state)
-        if own is None:
-            return self.load(shared, {})
-        self.model.load_state_dict(own, strict=True)
-        return self.model

@@ -57,12 +57,12 @@ from torch.func import functional_call
 from ..errors import ConfigError
 from ..fl.aggregate import weighted_average
 from ..fl.client_data import ClientData
-from ..fl.local import evaluate_model, make_sgd
-from ..fl.method import ClientUpdate, EvalResult, State
-from .base import ModelMethod
+from ..fl.local import make_sgd
+from ..fl.method import ClientUpdate, State
+from .base import OwnModelMethod
 from .registry import register_method
 
-PERSONAL = "p."
+PERSONAL = OwnModelMethod.OWN_PREFIX  # the client's own model in its state
 ALIGN_TYPES = ("coral", "mse")
 SIMILARITIES = ("total", "layer", "layer_reweight")
 EVAL_MODELS = ("personal", "global")
@@ -158,7 +158,7 @@ def cra_weights(cons: list[float], num_samples: list[int]) -> list[float]:
 
 
 @register_method("grace")
-class GRACE(ModelMethod):
+class GRACE(OwnModelMethod):
     """GRACE: meta-learned feature alignment to the global model locally; consistency-reweighted aggregation."""
 
     Params = GRACEParams
@@ -244,21 +244,3 @@ class GRACE(ModelMethod):
             new[k] = (shared[k].to(torch.float64) - eta * step).to(shared[k].dtype)
         return new, {**server_state, "cra_weights": torch.tensor(w, dtype=torch.float64)}
 
-    # Evaluation ---------------------------------------------------------------------------------
-    def personal_state(self, state: State) -> dict[str, Tensor] | None:
-        sd = {k[len(PERSONAL):]: v for k, v in state.items() if k.startswith(PERSONAL)}
-        return sd or None
-
-    def evaluate(self, shared: State, state: State, data: ClientData, gen: torch.Generator) -> EvalResult:
-        own = self.personal_state(state) if self.p.eval_model == "personal" else None
-        if own is None:
-            return super().evaluate(shared, state, data, gen)
-        self.model.load_state_dict(own, strict=True)
-        return evaluate_model(self.model, data)
-
-    def personalized_model(self, shared: State, state: State):
-        own = self.personal_state(state)
-        if own is None:
-            return self.load(shared, {})
-        self.model.load_state_dict(own, strict=True)
-        return self.model
