@@ -14,16 +14,10 @@ from fedrepro.methods.fedasam import sam_perturbation
 from fedrepro.methods.feddc import C, DC, H, effective_steps
 from fedrepro.methods.fedproc import (COUNT, G_MASK, G_PROTO, PROTO, aggregate_prototypes, class_prototypes,
                                       prototype_contrastive_loss)
-from support import BN_CNN, setup
+from support import BN_CNN, PLAIN_STEP, setup, update
 
 # One full-batch step of plain SGD: the local update is a single, hand-checkable gradient step.
-PLAIN_STEP = {"train.momentum": 0.0, "train.batch_size": 10_000, "train.local_epochs": 1}
 
-
-def update(method, st, client, rnd=0, state=None, shared=None):
-    return method.client_update(st.shared if shared is None else shared,
-                                st.client_states[client.cid] if state is None else state,
-                                client, torch_gen(0, "client", rnd, client.cid), rnd)
 
 
 def full_batch(client):

@@ -18,20 +18,12 @@ from fedrepro.methods.ccvr import STATS, class_statistics, merge_statistics, sam
 from fedrepro.methods.fedetf import ETF_KEY, balanced_feature_loss, simplex_etf
 from fedrepro.methods.fedsoup import PERSONAL, SOUP_N, soup_step
 from fedrepro.methods.grace import consistency, coral_loss, cra_weights
-from support import setup
+from support import PLAIN_STEP as ONE_STEP, first_batch, setup, update
 
 NAMES = ["ccvr", "fedetf", "fedsoup", "grace"]
-PLAIN_STEP = {"train.momentum": 0.0, "train.weight_decay": 0.0, "train.batch_size": 10_000, "train.local_epochs": 1}
+PLAIN_STEP = {**ONE_STEP, "train.weight_decay": 0.0}
 
 
-def update(method, st, client, rnd=0, shared=None, state=None):
-    return method.client_update(st.shared if shared is None else shared,
-                                st.client_states[client.cid] if state is None else state,
-                                client, torch_gen(0, "client", rnd, client.cid), rnd)
-
-
-def first_batch(client):
-    return next(client.eval_train_batches(10_000))
 
 
 @pytest.mark.parametrize("global_eval", [False, True])

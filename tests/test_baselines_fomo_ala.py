@@ -9,17 +9,11 @@ import torch.nn.functional as F
 import fedrepro
 from fedrepro.errors import ConfigError
 from fedrepro.fl.local import evaluate_model, make_sgd, train_epochs
-from fedrepro.fl.seeding import torch_gen
 from fedrepro.methods import METHODS
 from fedrepro.methods.fedala import top_parameters
 from fedrepro.methods.fedfomo import fomo_weights
-from support import BN_CNN, interrupt_at, setup
+from support import BN_CNN, interrupt_at, setup, update
 
-
-def update(method, st, client, rnd=0, state=None, shared=None):
-    return method.client_update(st.shared if shared is None else shared,
-                                st.client_states[client.cid] if state is None else state,
-                                client, torch_gen(0, "client", rnd, client.cid), rnd)
 
 
 def noisy(sd, scale, seed):

@@ -10,18 +10,13 @@ import torch
 from fedrepro.errors import ConfigError
 from fedrepro.fl.aggregate import weighted_average
 from fedrepro.fl.method import ClientUpdate
-from fedrepro.fl.seeding import torch_gen
 from fedrepro.methods.fedcac import MASK, collaborators, critical_mask, sensitivity
 from fedrepro.methods.pfedgate import select_blocks
 from fedrepro.methods.pfedpt import PROMPT
-from support import BN_CNN, setup
+from support import BN_CNN, setup, update
 
 
 
-
-def update(method, st, client, rnd=0):
-    return method.client_update(st.shared, st.client_states[client.cid], client,
-                                torch_gen(0, "client", rnd, client.cid), rnd)
 
 
 @pytest.mark.parametrize("name, bad", [("fedcac", {"beta": 0}), ("fedcac", {"tau": 1.5}), ("fedcac", {"buffers": "x"}),

@@ -5,24 +5,14 @@ import torch
 import fedrepro
 from fedrepro.errors import ConfigError
 from fedrepro.fl.local import evaluate_model
-from fedrepro.fl.seeding import torch_gen
 from fedrepro.methods import METHODS
 from fedrepro.methods.ditto import PERSONAL
 from fedrepro.methods.fedperpp import PROTO_COUNT, PROTO_MASK, PROTO_SUM, PROTOS
 from fedrepro.models import head_keys
-from support import BN_CNN, setup
-
-PLAIN_STEP = {"train.momentum": 0.0, "train.batch_size": 10_000, "train.local_epochs": 1}
+from support import BN_CNN, PLAIN_STEP, first_batch, setup, update
 
 
-def update(method, st, client, rnd=0, state=None, shared=None):
-    return method.client_update(st.shared if shared is None else shared,
-                                st.client_states[client.cid] if state is None else state,
-                                client, torch_gen(0, "client", rnd, client.cid), rnd)
 
-
-def first_batch(client):
-    return next(client.eval_train_batches(10_000))
 
 
 def perturbed(sd, scale=0.1, seed=3):

@@ -7,24 +7,14 @@ import torch.nn.functional as F
 
 import fedrepro
 from fedrepro.errors import ConfigError
-from fedrepro.fl.seeding import torch_gen
 from fedrepro.methods import METHODS
 from fedrepro.methods.feddecorr import decorrelation_loss
 from fedrepro.methods.fedntd import not_true_logits, ntd_loss
 from fedrepro.methods.moon import PREV, model_contrastive_loss
-from support import BN_CNN, interrupt_at, setup
-
-PLAIN_STEP = {"train.momentum": 0.0, "train.batch_size": 10_000, "train.local_epochs": 1}
+from support import BN_CNN, PLAIN_STEP, first_batch, interrupt_at, setup, update
 
 
-def update(method, st, client, rnd=0, state=None, shared=None):
-    return method.client_update(st.shared if shared is None else shared,
-                                st.client_states[client.cid] if state is None else state,
-                                client, torch_gen(0, "client", rnd, client.cid), rnd)
 
-
-def first_batch(client):
-    return next(client.eval_train_batches(10_000))
 
 
 def perturbed(sd, scale=0.3, seed=1):

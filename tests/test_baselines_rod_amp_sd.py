@@ -11,20 +11,11 @@ from fedrepro.methods import METHODS
 from fedrepro.methods.fedamp import attention_weights
 from fedrepro.methods.fedrod import P_HEAD, balanced_softmax_loss, log_class_prior
 from fedrepro.methods.pfedsd import PERSONAL, self_distillation_loss
-from support import BN_CNN, interrupt_at, setup
-
-PLAIN_STEP = {"train.momentum": 0.0, "train.batch_size": 10_000, "train.local_epochs": 1}
+from support import BN_CNN, PLAIN_STEP, first_batch, interrupt_at, setup, update
 
 
 
-def update(method, st, client, rnd=0, state=None, shared=None):
-    return method.client_update(st.shared if shared is None else shared,
-                                st.client_states[client.cid] if state is None else state,
-                                client, torch_gen(0, "client", rnd, client.cid), rnd)
 
-
-def first_batch(client):
-    return next(client.eval_train_batches(10_000))
 
 
 @pytest.mark.parametrize("name", ["fedrod", "fedamp", "pfedsd"])

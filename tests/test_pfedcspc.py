@@ -9,21 +9,16 @@ import torch.nn.functional as F
 
 import fedrepro
 from fedrepro.errors import ConfigError
-from fedrepro.fl.seeding import torch_gen
 from fedrepro.methods import METHODS
 from fedrepro.methods.pfedcspc import (
     MODEL, PMI, angle_loss, augment_prototypes, cluster_prototypes, edge_loss, global_prototypes, node_loss,
     pa_partners, weighted_supcon,
 )
-from support import BN_CNN, setup
+from support import BN_CNN, setup, update
 
 CSPC = {"method.name": "pfedcspc", **BN_CNN,
         "method.args": {"server_epochs": 5, "proj_dim": 16, "clusters": 2, "n_repeat": 3}}
 
-
-def update(method, st, client, rnd=0, shared=None):
-    return method.client_update(st.shared if shared is None else shared, st.client_states[client.cid], client,
-                                torch_gen(0, "client", rnd, client.cid), rnd)
 
 
 def test_learns_global_and_personalised(tiny):
