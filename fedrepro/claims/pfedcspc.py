@@ -42,14 +42,21 @@ register_claim(Claim(
 ))
 
 
-def _cpm_vs_tpg(r: pd.DataFrame):
-    ok1, ev1 = compare(r, {S: "+CPM+CA"}, {S: "+TPG+CA"}, metric=GLOBAL, label_a="CPM+CA", label_b="TPG+CA")
+def _also_if_run(first: tuple[bool, str], second, prefix: str = "") -> tuple[bool, str]:
+    """``first`` and, when its rows are in the table, ``second()`` (a check returning the same pair)."""
+    ok1, ev1 = first
     try:
-        ok2, ev2 = compare(r, {S: "+CPM+PA+CA"}, {S: "+TPG+PA+CA"}, metric=GLOBAL, label_a="CPM+PA+CA",
-                           label_b="TPG+PA+CA")
+        ok2, ev2 = second()
     except MissingResults:
         return ok1, ev1
-    return ok1 and ok2, f"{ev1}; {ev2}"
+    return ok1 and ok2, f"{ev1}; {prefix}{ev2}"
+
+
+def _cpm_vs_tpg(r: pd.DataFrame):
+    return _also_if_run(
+        compare(r, {S: "+CPM+CA"}, {S: "+TPG+CA"}, metric=GLOBAL, label_a="CPM+CA", label_b="TPG+CA"),
+        lambda: compare(r, {S: "+CPM+PA+CA"}, {S: "+TPG+PA+CA"}, metric=GLOBAL, label_a="CPM+PA+CA",
+                        label_b="TPG+PA+CA"))
 
 
 register_claim(Claim(
@@ -60,12 +67,8 @@ register_claim(Claim(
 
 
 def _ablation_adds_up(r: pd.DataFrame):
-    ok1, ev1 = _chain(r, ["Base", "+CPM+CA", "+PTA+CPM+CA", "+PTA+CPM+CA+KP"], GLOBAL)
-    try:
-        ok2, ev2 = _chain(r, ["+CPM+CA", "+CPM+PA+CA"], GLOBAL)
-    except MissingResults:
-        return ok1, ev1
-    return ok1 and ok2, f"{ev1}; PA: {ev2}"
+    return _also_if_run(_chain(r, ["Base", "+CPM+CA", "+PTA+CPM+CA", "+PTA+CPM+CA+KP"], GLOBAL),
+                        lambda: _chain(r, ["+CPM+CA", "+CPM+PA+CA"], GLOBAL), prefix="PA: ")
 
 
 register_claim(Claim(
