@@ -19,3 +19,8 @@ class CorruptCacheError(FedreproError, RuntimeError):
 
 class PartitionError(FedreproError, ValueError):
     """A partition request cannot be satisfied (too many clients, k > classes, bad alpha...)."""
+
+
+class TrainingDivergedError(FedreproError, FloatingPointError):
+    """Training produced NaN or infinite parameters or features (usually: the learning rate is too
+    high for this method and model)."""

@@ -199,3 +199,24 @@ def test_pivot_mean_std_marks_single_seed_cells():
     both = beside(p.rename(index={"a": "fedavg"}), paper_table("fedpft", "T-C10"))
     assert both.loc["fedavg", ("paper", "α=0.1")] == 60.39 and both.loc["fedavg", ("ours", "α=0.1")] == "85.00 ± 7.07"
     assert both.loc["local", ("ours", "α=0.1")] == ""
+
+
+def test_a_diverged_round_stops_with_a_clear_error(tiny):
+    from fedrepro.errors import TrainingDivergedError
+    from fedrepro.fl.engine import simulate
+    from support import setup
+
+    method, clients, st = setup(tiny(**{"method.name": "fedavg", "train.rounds": 3}))
+    aggregate = method.aggregate
+
+    def poisoned(shared, updates, server_state, rnd):
+        shared, server_state = aggregate(shared, updates, server_state, rnd)
+        if rnd == 1:
+            k = next(k for k, v in shared.items() if v.is_floating_point())
+            shared = {**shared, k: shared[k] * float("nan")}
+        return shared, server_state
+
+    method.aggregate = poisoned
+    with pytest.raises(TrainingDivergedError, match="round 2: .*NaN/inf.*Lower train.lr"):
+        simulate(method, clients, seed=0, rounds=3, state=st, progress=False)
+    assert len(st.round_rows) == 1  # round 1 is kept, round 2 is not recorded

@@ -265,3 +265,32 @@ def test_setting_overrides_keep_the_setups_arguments():
     assert fedavg.method.name == "fedavg" and fedavg.method.args == {}
     full = base.replace(**setting_overrides(ABLATION_GLOBAL["+PTA+CPM+PA+CA+KP"]))
     assert full.hash() == base.hash()  # the full method is the setup itself, one run folder
+
+
+def test_the_claim_settings_are_exactly_what_the_table_iv_claims_read():
+    from fedrepro.claims import evaluate_claims
+    from fedrepro.claims.pfedcspc import CLAIM_SETTINGS
+    from fedrepro.methods.pfedcspc import ABLATION_GLOBAL
+
+    assert set(CLAIM_SETTINGS) <= set(ABLATION_GLOBAL)
+    ids = ["pfedcspc.calibration_raises_global", "pfedcspc.clusters_beat_one_mean", "pfedcspc.ablation_adds_up"]
+    only = _table({k: [0.6 + 0.01 * i] * 3 for i, k in enumerate(ABLATION_GLOBAL) if k in CLAIM_SETTINGS})
+    res = evaluate_claims(only, ids=ids)
+    assert "NOT RUN" not in res["verdict"].tolist()
+    assert "PA: " in res.set_index("claim_id").loc["pfedcspc.ablation_adds_up", "evidence"]  # optional part ran
+    assert "TPG+PA+CA" in res.set_index("claim_id").loc["pfedcspc.clusters_beat_one_mean", "evidence"]
+
+
+def test_run_ablation_runs_claim_rows_over_the_claim_seeds_in_the_rows_order(tiny):
+    from fedrepro.analysis.pfedcspc import run_ablation
+    from fedrepro.methods.pfedcspc import ABLATION_PERSONAL
+
+    base = tiny(**{**CSPC, "train.rounds": 1, "train.global_eval": True})
+    settings = ["FedAvg", "FedAvg+FT_CE", "FedCSPC"]
+    t = run_ablation(base, ABLATION_PERSONAL, settings, seeds=[0, 1], table_seeds=[0],
+                     claim_settings=["FedCSPC"], progress=False)
+    assert list(dict.fromkeys(t["setting"])) == settings
+    assert t.groupby("setting", sort=False)["seed"].apply(sorted).to_dict() == \
+        {"FedAvg": [0], "FedAvg+FT_CE": [0], "FedCSPC": [0, 1]}
+    with pytest.raises(ConfigError, match="unknown ablation setting"):
+        run_ablation(base, ABLATION_PERSONAL, ["nope"], seeds=[0])

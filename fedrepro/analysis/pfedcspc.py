@@ -6,7 +6,9 @@
 - :func:`pmi_finetune`: per client, E epochs of local CE training from each init, with the
   per-epoch training loss and the final local test accuracy (Fig. 10b, c);
 - :func:`pmi_start_table`: :func:`pmi_start` summarised per run of a ``run_grid`` table, the
-  input of the ``pfedcspc.pmi_starts_better`` claim.
+  input of the ``pfedcspc.pmi_starts_better`` claim;
+- :func:`run_ablation`: the rows of Table IV or V, those a claim reads over the claim seeds and
+  the others over the table seeds, as one table in the rows' order.
 
 Both initial models are scored by their network prediction (no knowledge-based fusion), so the
 comparison isolates the encoder PMI changes.
@@ -99,3 +101,29 @@ def label_similarity(clients) -> torch.Tensor:
     h = torch.stack([torch.bincount(cl.train_y.cpu(), minlength=c).double() for cl in clients])
     h = torch.nn.functional.normalize(h, dim=1)
     return h @ h.t()
+
+
+def run_ablation(base, rows: dict, settings, seeds, table_seeds=None, claim_settings=None,
+                 **grid_kw) -> pd.DataFrame:
+    """Run the ablation ``settings`` (names of ``rows``: :data:`~fedrepro.methods.pfedcspc.ABLATION_GLOBAL`
+    or ``ABLATION_PERSONAL``) on ``base``: the names in ``claim_settings`` (default: every one) over
+    ``seeds``, the rest over ``table_seeds`` (default ``seeds``), so a time budget can thin the rows
+    no claim reads. Returns one :func:`fedrepro.run_grid` table with a ``setting`` column, in the
+    order of ``settings``."""
+    from ..experiment import run_grid
+    from ..methods.pfedcspc import setting_overrides
+
+    settings = list(settings)
+    unknown = [k for k in settings if k not in rows]
+    if unknown:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"unknown ablation setting(s) {unknown}; valid: {', '.join(rows)}")
+    claim = set(settings if claim_settings is None else claim_settings)
+    groups = [([k for k in settings if k in claim], seeds),
+              ([k for k in settings if k not in claim], seeds if table_seeds is None else table_seeds)]
+    parts = [run_grid(base, seeds=s, variant_col="setting", variants={k: setting_overrides(rows[k]) for k in ks},
+                      **grid_kw) for ks, s in groups if ks]
+    table = pd.concat(parts, ignore_index=True)
+    order = {k: i for i, k in enumerate(settings)}
+    return table.sort_values("setting", key=lambda c: c.map(order), kind="stable").reset_index(drop=True)

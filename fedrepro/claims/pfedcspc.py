@@ -17,6 +17,10 @@ S = "setting"
 M = "method.name"
 GLOBAL = "final_global_acc"
 LOCAL = "final_i_local_mean"
+# The Table IV rows that calibration_raises_global, clusters_beat_one_mean and ablation_adds_up read
+# (a notebook runs these over its claim seeds; "+PTA+CPM+PA+CA+KP" is the full method).
+CLAIM_SETTINGS = ("Base", "+TPG+CA", "+CPM+CA", "+PTA+CPM+CA", "+PTA+CPM+CA+KP", "+TPG+PA+CA", "+CPM+PA+CA",
+                  "+PTA+CPM+PA+CA+KP")
 
 
 def _chain(r: pd.DataFrame, names: list[str], metric: str):

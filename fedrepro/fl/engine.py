@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
+import torch
 from tqdm.auto import tqdm
 
 from .client_data import ClientData
@@ -105,6 +106,20 @@ def summarize_round(rows: list[dict]) -> dict[str, float]:
     }
 
 
+def _check_finite(shared: dict, rnd: int) -> None:
+    """Stop at the first round whose shared state holds NaN/inf, instead of training on garbage
+    (or failing later in an unrelated library call)."""
+    bad = [k for k, v in shared.items()
+           if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        from ..errors import TrainingDivergedError
+
+        raise TrainingDivergedError(
+            f"round {rnd + 1}: the shared state has NaN/inf values in {', '.join(bad[:3])}"
+            f"{' ...' if len(bad) > 3 else ''}; the run diverged. Lower train.lr (or the method's loss "
+            "weights) and run again; the run folder keeps the rounds before this one.")
+
+
 def simulate(method: Method, clients: Sequence[ClientData], *, seed: int, rounds: int,
              participation: float = 1.0, eval_every: int = 1, state: SimState | None = None,
              checkpoint: Callable[[SimState], None] | None = None, checkpoint_every: int = 1,
@@ -135,6 +150,7 @@ def simulate(method: Method, clients: Sequence[ClientData], *, seed: int, rounds
                 losses.append(upd.metrics["train_loss"])
         with seeded_scope(derive_seed(seed, "server", rnd)):
             state.shared, state.server_state = method.aggregate(state.shared, updates, state.server_state, rnd)
+        _check_finite(state.shared, rnd)
         t_train = time.perf_counter() - t0
         row: dict[str, Any] = {"round": rnd + 1, "n_sampled": len(sampled),
                                "train_loss": float(np.mean(losses)) if losses else float("nan")}

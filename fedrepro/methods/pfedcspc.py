@@ -473,9 +473,16 @@ class PFedCSPC(Method):
         for x, y in data.eval_train_batches(500):
             feats.append(net.encoder(x))
             labels.append(y)
+        feats = torch.cat(feats)
+        if not bool(torch.isfinite(feats).all()):
+            from ..errors import TrainingDivergedError
+
+            raise TrainingDivergedError(
+                f"pfedcspc: client {data.cid}'s encoder features are NaN/inf after local training (lr "
+                f"{self.ctx.cfg.train.lr}); the run diverged. Lower train.lr or method.args.kappa.")
         rng = np.random.default_rng(int(torch.randint(2**62, (1,), generator=gen)))
         p = self.p
-        return cluster_prototypes(torch.cat(feats), torch.cat(labels), p.prototypes, p.clusters, p.n_repeat,
+        return cluster_prototypes(feats, torch.cat(labels), p.prototypes, p.clusters, p.n_repeat,
                                   p.ratio, p.subsample_replace, rng)
 
     def aggregate(self, shared: State, updates: list[ClientUpdate], server_state: State,
