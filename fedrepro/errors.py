@@ -23,4 +23,9 @@ class PartitionError(FedreproError, ValueError):
 
 class TrainingDivergedError(FedreproError, FloatingPointError):
     """Training produced NaN or infinite parameters or features (usually: the learning rate is too
-    high for this method and model)."""
+    high for this method and model). ``round`` is the 1-based round that diverged (None when a
+    method detects it inside a client update)."""
+
+    def __init__(self, round: int | None, message: str):
+        super().__init__(message)
+        self.round = round

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 from .config import RunConfig, make_config
 from .data import ImageDataset, load_dataset
 from .data.partition import Partition, make_partition
-from .errors import ConfigError
+from .errors import ConfigError, TrainingDivergedError
 from .fl.client_data import ClientData
 from .fl.device import resolve_device
 from .fl.engine import SimState, simulate, summarize_run
@@ -152,13 +152,24 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
 
     t = cfg.train
     progress = cfg.progress if force_progress is None else force_progress
-    state = simulate(method, clients, seed=cfg.seed, rounds=t.rounds, participation=t.participation,
-                     eval_every=t.eval_every, state=state, checkpoint=checkpoint,
-                     checkpoint_every=t.checkpoint_every, progress=progress,
-                     desc=f"{cfg.method.name} s{cfg.seed}", on_round_end=on_round_end,
-                     global_test=global_test_split(ds, device) if t.global_eval else None)
+    diverged = None
+    try:
+        state = simulate(method, clients, seed=cfg.seed, rounds=t.rounds, participation=t.participation,
+                         eval_every=t.eval_every, state=state, checkpoint=checkpoint,
+                         checkpoint_every=t.checkpoint_every, progress=progress,
+                         desc=f"{cfg.method.name} s{cfg.seed}", on_round_end=on_round_end,
+                         global_test=global_test_split(ds, device) if t.global_eval else None)
+    except TrainingDivergedError as err:
+        # A method that diverges at this config is a result, not a crash: the run is stored (and
+        # reused) with the rounds before, its final metrics NaN and the round it diverged at.
+        state = getattr(err, "state", None)
+        if state is None or not any("acc_mean" in r for r in state.round_rows):
+            raise
+        diverged = {"diverged_round": err.round or state.next_round + 1, "diverged": str(err)}
     summary = summarize_run(state.round_rows)
     summary.update(method=cfg.method.name, seed=cfg.seed, config_hash=cfg.hash(), partition_hash=part.hash())
+    if diverged:
+        summary.update({k: float("nan") for k in summary if k.startswith("final_")}, **diverged)
     final = _to_cpu({"shared": state.shared, "server_state": state.server_state,
                      "client_states": state.client_states})
     return store.finish(path, state.round_rows, state.client_rows, summary, final_state=final)
@@ -271,6 +282,8 @@ def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mappi
         s = res.summary
         label = {} if variants is None else {variant_col: name}
         extra = {k: s[k] for k in _OPTIONAL_SUMMARY if k in s}
+        if "diverged_round" in s:
+            extra["diverged_round"] = s["diverged_round"]
         rows.append({**label, **point, "seed": int(seed), "best": s["best_acc_mean"], "final": s["final_acc_mean"],
                      "best_weighted": s["best_acc_weighted"], "final_weighted": s["final_acc_weighted"],
                      "final_std_clients": s["final_acc_std"], "best_round": s["best_round"], **extra,

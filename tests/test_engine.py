@@ -220,3 +220,26 @@ def test_a_diverged_round_stops_with_a_clear_error(tiny):
     with pytest.raises(TrainingDivergedError, match="round 2: .*NaN/inf.*Lower train.lr"):
         simulate(method, clients, seed=0, rounds=3, state=st, progress=False)
     assert len(st.round_rows) == 1  # round 1 is kept, round 2 is not recorded
+
+
+def test_a_diverged_run_is_stored_as_a_result_and_reused(tiny, monkeypatch):
+    from fedrepro.methods.fedavg import FedAvg
+
+    aggregate = FedAvg.aggregate
+
+    def poisoned(self, shared, updates, server_state, rnd):
+        shared, server_state = aggregate(self, shared, updates, server_state, rnd)
+        if rnd == 1:
+            k = next(k for k, v in shared.items() if v.is_floating_point())
+            shared = {**shared, k: shared[k] * float("nan")}
+        return shared, server_state
+
+    monkeypatch.setattr(FedAvg, "aggregate", poisoned)
+    cfg = tiny(**{"method.name": "fedavg", "train.rounds": 3})
+    s = fedrepro.run(cfg).summary
+    assert s["diverged_round"] == 2 and "NaN/inf" in s["diverged"]
+    assert pd.isna(s["final_acc_mean"]) and s["rounds"] == 1  # NaN is stored as null and 0 <= s["best_acc_mean"] <= 1
+    monkeypatch.setattr(FedAvg, "aggregate", aggregate)  # a re-run loads the stored result, no retraining
+    assert fedrepro.run(cfg).summary["diverged_round"] == 2
+    table = fedrepro.run_grid(cfg, seeds=[cfg.seed], progress=False)
+    assert table["diverged_round"].item() == 2 and pd.isna(table["final"].item())

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ..errors import TrainingDivergedError
 from .client_data import ClientData
 from .local import evaluate_model
 from .method import Method, State, harmonic_mean
@@ -112,12 +113,28 @@ def _check_finite(shared: dict, rnd: int) -> None:
     bad = [k for k, v in shared.items()
            if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all())]
     if bad:
-        from ..errors import TrainingDivergedError
-
         raise TrainingDivergedError(
-            f"round {rnd + 1}: the shared state has NaN/inf values in {', '.join(bad[:3])}"
+            rnd + 1, f"round {rnd + 1}: the shared state has NaN/inf values in {', '.join(bad[:3])}"
             f"{' ...' if len(bad) > 3 else ''}; the run diverged. Lower train.lr (or the method's loss "
             "weights) and run again; the run folder keeps the rounds before this one.")
+
+
+def _train_round(method: Method, state: SimState, clients: Sequence[ClientData], sampled: list[int],
+                 seed: int, rnd: int) -> tuple[list, list[float]]:
+    """One round's client updates and aggregation, in place on ``state``."""
+    updates, losses = [], []
+    for cid in sampled:
+        with seeded_scope(derive_seed(seed, "client", rnd, cid, 1)):
+            upd = method.client_update(state.shared, state.client_states[cid], clients[cid],
+                                       torch_gen(seed, "client", rnd, cid), rnd)
+        state.client_states[cid] = upd.state
+        updates.append(upd)
+        if "train_loss" in upd.metrics:
+            losses.append(upd.metrics["train_loss"])
+    with seeded_scope(derive_seed(seed, "server", rnd)):
+        state.shared, state.server_state = method.aggregate(state.shared, updates, state.server_state, rnd)
+    _check_finite(state.shared, rnd)
+    return updates, losses
 
 
 def simulate(method: Method, clients: Sequence[ClientData], *, seed: int, rounds: int,
@@ -139,18 +156,13 @@ def simulate(method: Method, clients: Sequence[ClientData], *, seed: int, rounds
     for rnd in bar:
         t0 = time.perf_counter()
         sampled = sample_clients(seed, rnd, candidates, participation)
-        updates, losses = [], []
-        for cid in sampled:
-            with seeded_scope(derive_seed(seed, "client", rnd, cid, 1)):
-                upd = method.client_update(state.shared, state.client_states[cid], clients[cid],
-                                           torch_gen(seed, "client", rnd, cid), rnd)
-            state.client_states[cid] = upd.state
-            updates.append(upd)
-            if "train_loss" in upd.metrics:
-                losses.append(upd.metrics["train_loss"])
-        with seeded_scope(derive_seed(seed, "server", rnd)):
-            state.shared, state.server_state = method.aggregate(state.shared, updates, state.server_state, rnd)
-        _check_finite(state.shared, rnd)
+        try:
+            updates, losses = _train_round(method, state, clients, sampled, seed, rnd)
+        except TrainingDivergedError as err:
+            # The caller may store the rounds before this one (experiment.run does).
+            err.state = state  # type: ignore[attr-defined]
+            err.round = err.round or rnd + 1
+            raise
         t_train = time.perf_counter() - t0
         row: dict[str, Any] = {"round": rnd + 1, "n_sampled": len(sampled),
                                "train_loss": float(np.mean(losses)) if losses else float("nan")}

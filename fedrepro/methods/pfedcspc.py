@@ -478,7 +478,7 @@ class PFedCSPC(Method):
             from ..errors import TrainingDivergedError
 
             raise TrainingDivergedError(
-                f"pfedcspc: client {data.cid}'s encoder features are NaN/inf after local training (lr "
+                None, f"pfedcspc: client {data.cid}'s encoder features are NaN/inf after local training (lr "
                 f"{self.ctx.cfg.train.lr}); the run diverged. Lower train.lr or method.args.kappa.")
         rng = np.random.default_rng(int(torch.randint(2**62, (1,), generator=gen)))
         p = self.p
