@@ -42,14 +42,22 @@ def make_sgd(params: Iterable[torch.nn.Parameter], lr: float, momentum: float, w
 
 def train_epochs(model: nn.Module, data: ClientData, opt: torch.optim.Optimizer, epochs: int,
                  batch_size: int, gen: torch.Generator, loss_fn: Callable | None = None,
-                 grad_hook: GradHook = None) -> float:
-    """Run ``epochs`` passes of mini-batch SGD; returns the mean training loss."""
+                 grad_hook: GradHook = None, batch_loss: Callable | None = None) -> float:
+    """Run ``epochs`` passes of mini-batch SGD; returns the mean training loss.
+
+    The loss of a batch is ``loss_fn(model(x), y)`` (default cross-entropy), or
+    ``batch_loss(model, x, y)`` for objectives that need more than the output (features, a teacher)."""
+    if loss_fn is not None and batch_loss is not None:
+        raise ValueError("train_epochs takes loss_fn or batch_loss, not both")
     model.train()
     total, count = 0.0, 0
     for _ in range(epochs):
         for x, y in data.train_batches(batch_size, gen):
-            out = model(x)
-            loss = loss_fn(out, y) if loss_fn is not None else F.cross_entropy(out, y)
+            if batch_loss is not None:
+                loss = batch_loss(model, x, y)
+            else:
+                out = model(x)
+                loss = loss_fn(out, y) if loss_fn is not None else F.cross_entropy(out, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if grad_hook is not None:

@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..errors import ConfigError
-from ..fl.local import make_sgd
+from ..fl.local import make_sgd, train_epochs
 from .base import ModelMethod
 from .registry import register_method
 
@@ -94,15 +94,9 @@ class FedDecorr(ModelMethod):
     def local_train(self, model, data, gen, shared, rnd) -> float:
         t = self.ctx.cfg.train
         opt = make_sgd(model.parameters(), t.lr, t.momentum, t.weight_decay)
-        model.train()
-        total, count = 0.0, 0
-        for _ in range(t.local_epochs):
-            for x, y in data.train_batches(t.batch_size, gen):
-                ce, dec = self.losses(model, x, y)
-                loss = ce + self.p.beta * dec if self.p.beta else ce
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                total += float(loss.detach()) * y.numel()
-                count += y.numel()
-        return total / max(count, 1)
+
+        def batch_loss(m, x, y):
+            ce, dec = self.losses(m, x, y)
+            return ce + self.p.beta * dec if self.p.beta else ce
+
+        return train_epochs(model, data, opt, t.local_epochs, t.batch_size, gen, batch_loss=batch_loss)

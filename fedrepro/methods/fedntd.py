@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..errors import ConfigError
-from ..fl.local import make_sgd, set_trainable
+from ..fl.local import make_sgd, set_trainable, train_epochs
 from .base import ModelMethod
 from .registry import register_method
 
@@ -115,15 +115,9 @@ class FedNTD(ModelMethod):
         t = self.ctx.cfg.train
         teacher = self.load_teacher(shared) if self.p.beta > 0 else None
         opt = make_sgd(model.parameters(), t.lr, t.momentum, t.weight_decay)
-        model.train()
-        total, count = 0.0, 0
-        for _ in range(t.local_epochs):
-            for x, y in data.train_batches(t.batch_size, gen):
-                ce, ntd = self.losses(model, teacher, x, y)
-                loss = ce if ntd is None else ce + self.p.beta * ntd
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                total += float(loss.detach()) * y.numel()
-                count += y.numel()
-        return total / max(count, 1)
+
+        def batch_loss(m, x, y):
+            ce, ntd = self.losses(m, teacher, x, y)
+            return ce if ntd is None else ce + self.p.beta * ntd
+
+        return train_epochs(model, data, opt, t.local_epochs, t.batch_size, gen, batch_loss=batch_loss)
