@@ -165,7 +165,7 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
         state = getattr(err, "state", None)
         if state is None or not any("acc_mean" in r for r in state.round_rows):
             raise
-        diverged = {"diverged_round": err.round or state.next_round + 1, "diverged": str(err)}
+        diverged = {"diverged_round": err.round, "diverged": str(err)}  # the engine sets the round
     summary = summarize_run(state.round_rows)
     summary.update(method=cfg.method.name, seed=cfg.seed, config_hash=cfg.hash(), partition_hash=part.hash())
     if diverged:
