@@ -183,6 +183,38 @@ def test_prototype_augmentation_stays_within_one_client():
         assert ok_pos and ok_neg, i
 
 
+def test_calibration_step_is_the_plain_loss_with_one_pass_of_the_head():
+    """calibrate() projects a batch and its augmentations in one pass; one full-batch step must
+    equal SGD on CE + η(L_WCL + triplet) computed with a separate pass for each part."""
+    import copy
+    import types
+
+    from fedrepro.methods.pfedcspc import CSPCNet, PFedCSPC, PFedCSPCParams, triplet
+    from fedrepro.models import create_model
+
+    g = torch.Generator().manual_seed(5)
+    net = CSPCNet(create_model("moon_cnn", in_channels=1, num_classes=3, image_size=28, projection_dim=16), 16, 3)
+    n = 12
+    u, y, cid = torch.randn(n, 84, generator=g), torch.arange(n) % 3, torch.arange(n) // 4
+    p = PFedCSPCParams(server_epochs=1, server_batch=n, server_lr=0.1)
+    ref = copy.deepcopy(net)
+    PFedCSPC.calibrate(types.SimpleNamespace(p=p, server_lr=lambda r, e: 0.1), net, u, y, cid, 0,
+                       torch.Generator().manual_seed(9))
+    # The same draws, replayed: the permutation, then the augmentation.
+    gen = torch.Generator().manual_seed(9)
+    idx = torch.randperm(n, generator=gen)
+    a, up, un = augment_prototypes(u, idx, pa_partners(y, cid), p.n_aug, torch.tensor(p.pa_lambdas), gen)
+    z = ref.proj(u[idx])
+    loss = F.cross_entropy(ref.cls(z), y[idx]) + p.eta * (
+        weighted_supcon(z, y[idx], cid[idx], p.tau_g)
+        + triplet(ref.proj(u[a]), ref.proj(up), ref.proj(un), p.margin, p.triplet_distance))
+    params = list(ref.proj.parameters()) + list(ref.cls.parameters())
+    grads = torch.autograd.grad(loss, params)
+    for q, gq, new in zip(params, grads, list(net.proj.parameters()) + list(net.cls.parameters())):
+        assert torch.allclose(new, q - 0.1 * (gq + p.server_weight_decay * q), atol=1e-5)
+    assert any(not torch.equal(q, new) for q, new in zip(params, net.proj.parameters()))
+
+
 def test_global_prototypes_average_clients_then_classes():
     u = torch.tensor([[0.0], [2.0], [10.0], [4.0]])
     y = torch.tensor([0, 0, 0, 1])
