@@ -326,3 +326,19 @@ def test_run_ablation_runs_claim_rows_over_the_claim_seeds_in_the_rows_order(tin
         {"FedAvg": [0], "FedAvg+FT_CE": [0], "FedCSPC": [0, 1]}
     with pytest.raises(ConfigError, match="unknown ablation setting"):
         run_ablation(base, ABLATION_PERSONAL, ["nope"], seeds=[0])
+
+
+@pytest.mark.parametrize("method", ["moon", "fedntd"])
+def test_local_finetuning_leaves_a_global_baselines_training_as_it_is(tiny, method):
+    """Notebook 04 reuses notebook 01's runs of Table II's baselines, which score their Local after
+    fine-tuning: the per-round global accuracy must be the plain config's."""
+    from fedrepro.analysis.pfedcspc import GLOBAL_BASELINES, with_local_finetune
+
+    assert method in GLOBAL_BASELINES
+    base = tiny(**{"method.name": method, "train.global_eval": True, "train.rounds": 2})
+    plain, tuned = fedrepro.run(base), fedrepro.run(with_local_finetune(base, "laptop"))
+    assert tuned.config.train.eval_finetune_epochs == 1 and plain.path != tuned.path
+    assert plain.rounds["global_acc"].tolist() == tuned.rounds["global_acc"].tolist()
+    assert plain.rounds["train_loss"].tolist() == tuned.rounds["train_loss"].tolist()
+    assert plain.rounds["acc_mean"].tolist() != tuned.rounds["acc_mean"].tolist()  # the Local score is not
+    assert with_local_finetune(base, "paper").train.eval_finetune_epochs == base.train.local_epochs

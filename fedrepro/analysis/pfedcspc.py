@@ -8,7 +8,9 @@
 - :func:`pmi_start_table`: :func:`pmi_start` summarised per run of a ``run_grid`` table, the
   input of the ``pfedcspc.pmi_starts_better`` claim;
 - :func:`run_ablation`: the rows of Table IV or V, those a claim reads over the claim seeds and
-  the others over the table seeds, as one table in the rows' order.
+  the others over the table seeds, as one table in the rows' order;
+- :func:`with_local_finetune`: the config Table II's global baselines run on (their Local score
+  after CE fine-tuning), shared by the notebooks that run those baselines so they share the runs.
 
 Both initial models are scored by their network prediction (no knowledge-based fusion), so the
 comparison isolates the encoder PMI changes.
@@ -127,3 +129,21 @@ def run_ablation(base, rows: dict, settings, seeds, table_seeds=None, claim_sett
     table = pd.concat(parts, ignore_index=True)
     order = {k: i for i, k in enumerate(settings)}
     return table.sort_values("setting", key=lambda c: c.map(order), kind="stable").reset_index(drop=True)
+
+
+# Table II's global baselines (specs/pfedcspc.md §8): scored Local after CE fine-tuning.
+GLOBAL_BASELINES = ("moon", "feddc", "fedntd", "fedasam", "fedproc", "feddecorr", "ccvr", "fedsoup", "grace",
+                    "fedetf")
+
+
+def with_local_finetune(base, profile: str, epochs: int | None = None):
+    """``base`` with ``train.eval_finetune_epochs``: a global method's Local score (Table II) is its
+    model after ``epochs`` of CE fine-tuning on the client (default: E at the paper profile, 1 at
+    laptop and smoke, where E local epochs would cost more than the run itself).
+
+    Any notebook that runs a :data:`GLOBAL_BASELINES` method runs it on this config, so the runs are
+    shared (04 reuses 01's). That is sound because the fine-tuning touches only the Local score:
+    evaluation draws from its own seeded stream, so the training trajectory and the global accuracy
+    per round are those of ``base``."""
+    ft = epochs if epochs is not None else (base.train.local_epochs if profile == "paper" else 1)
+    return base.replace(**{"train.eval_finetune_epochs": ft})
