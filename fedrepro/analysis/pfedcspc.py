@@ -65,7 +65,7 @@ def pmi_finetune(result, epochs: int | None = None, seed: int = 0) -> pd.DataFra
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
                     opt.step()
-                    total, n = total + float(loss) * len(y), n + len(y)
+                    total, n = total + float(loss.detach()) * len(y), n + len(y)
                 rows.append({"client": c.cid, "init": name, "epoch": e, "train_loss": total / max(n, 1),
                              "test_acc": evaluate_model(net, c).acc})
     return pd.DataFrame(rows)
