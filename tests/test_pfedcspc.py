@@ -3,6 +3,7 @@ server step's reach, the losses' definitions, and that it learns."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -342,3 +343,21 @@ def test_local_finetuning_leaves_a_global_baselines_training_as_it_is(tiny, meth
     assert plain.rounds["train_loss"].tolist() == tuned.rounds["train_loss"].tolist()
     assert plain.rounds["acc_mean"].tolist() != tuned.rounds["acc_mean"].tolist()  # the Local score is not
     assert with_local_finetune(base, "paper").train.eval_finetune_epochs == base.train.local_epochs
+
+
+def test_plug_and_play_and_rounds_claims_pass_and_fail_on_the_numbers():
+    from fedrepro.claims import evaluate_claims
+
+    t6 = pd.DataFrame({"method": ["fedprox", "fedprox+pfedcspc", "moon", "moon+pfedcspc"], "seed": 0,
+                       "final_global_acc": [0.60, 0.65, 0.61, 0.64]})
+    assert evaluate_claims(t6, ids=["pfedcspc.plug_and_play"])["verdict"].item() == "PASS"
+    t6.loc[3, "final_global_acc"] = 0.60
+    res = evaluate_claims(t6, ids=["pfedcspc.plug_and_play"])
+    assert res["verdict"].item() == "FAIL" and "[pass]" in res["evidence"].item()
+    ids = ["pfedcspc.fewer_rounds", "pfedcspc.fewer_rounds_beta_0.1"]
+    t7 = pd.DataFrame({"method.name": ["pfedcspc", "fedavg"] * 2, "β": [0.5, 0.5, 0.1, 0.1], "seed": 0,
+                       "rounds": [7, 16, float("nan"), 13]})
+    res = evaluate_claims(t7, ids=ids)
+    assert res["verdict"].tolist() == ["PASS", "FAIL"]  # not reached counts as never
+    assert "not reached" in res["evidence"].iloc[1]
+    assert evaluate_claims(t7.drop(columns="rounds"), ids=ids)["verdict"].tolist() == ["NOT RUN"] * 2
