@@ -9,6 +9,8 @@
   input of the ``pfedcspc.pmi_starts_better`` claim;
 - :func:`run_ablation`: the rows of Table IV or V, those a claim reads over the claim seeds and
   the others over the table seeds, as one table in the rows' order;
+- :func:`alignment_ratio`: spec §9 item 7's measure of how far the same class sits apart across
+  clients, relative to how far classes sit apart (Figs. 7, 8);
 - :func:`with_local_finetune`: the config Table II's global baselines run on (their Local score
   after CE fine-tuning), shared by the notebooks that run those baselines so they share the runs.
 
@@ -147,3 +149,23 @@ def with_local_finetune(base, profile: str, epochs: int | None = None):
     per round are those of ``base``."""
     ft = epochs if epochs is not None else (base.train.local_epochs if profile == "paper" else 1)
     return base.replace(**{"train.eval_finetune_epochs": ft})
+
+
+def alignment_ratio(feats, labels, clients) -> float:
+    """Mean distance between same-class features of *different* clients over the mean distance
+    between features of different classes (specs/pfedcspc.md §9 item 7). Below 1: a class from all
+    clients lands together; FedAvg's local drift should show as a higher ratio than pFedCSPC's.
+
+    Features are L2-normalised first, so models whose features differ in scale compare on
+    direction alone (the classifier's input is compared by angle in PTA's node loss, too)."""
+    import numpy as np
+
+    x = np.asarray(feats, dtype=np.float64)
+    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    y, c = np.asarray(labels), np.asarray(clients)
+    d = np.sqrt(np.maximum(2.0 - 2.0 * x @ x.T, 0.0))
+    same_y, same_c = y[:, None] == y[None, :], c[:, None] == c[None, :]
+    cross = same_y & ~same_c
+    if not cross.any() or same_y.all():
+        raise ValueError("alignment_ratio needs a class held by two clients and two classes")
+    return float(d[cross].mean() / d[~same_y].mean())
