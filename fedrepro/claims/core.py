@@ -83,14 +83,22 @@ def select(results: pd.DataFrame, where: Mapping[str, object], metric: str) -> p
     return rows.set_index("seed")[metric].sort_index()
 
 
-def compare(results: pd.DataFrame, a: Mapping[str, object], b: Mapping[str, object], *, metric: str = "best",
-            margin: float = 0.0, label_a: str = "A", label_b: str = "B") -> tuple[bool, str]:
-    """Pass when mean(A) − mean(B) > ``margin`` over the seeds both have (paired by seed)."""
-    va, vb = select(results, a, metric), select(results, b, metric)
+def paired(results: pd.DataFrame, a: Mapping[str, object], b: Mapping[str, object], metric: str,
+           metric_b: str | None = None) -> tuple[list, pd.Series, pd.Series]:
+    """``(seeds, A, B)``: the per-seed ``metric`` of rows ``a`` and ``metric_b`` (default the same)
+    of rows ``b``, restricted to the seeds both sides have, in seed order."""
+    va, vb = select(results, a, metric), select(results, b, metric if metric_b is None else metric_b)
     seeds = sorted(set(va.index) & set(vb.index))
     if not seeds:
         raise MissingResults("no seed run for both sides")
-    da, db = va.loc[seeds].to_numpy(), vb.loc[seeds].to_numpy()
+    return seeds, va.loc[seeds], vb.loc[seeds]
+
+
+def compare(results: pd.DataFrame, a: Mapping[str, object], b: Mapping[str, object], *, metric: str = "best",
+            margin: float = 0.0, label_a: str = "A", label_b: str = "B") -> tuple[bool, str]:
+    """Pass when mean(A) − mean(B) > ``margin`` over the seeds both have (paired by seed)."""
+    seeds, va, vb = paired(results, a, b, metric)
+    da, db = va.to_numpy(), vb.to_numpy()
     gap = float(da.mean() - db.mean())
     wins = int((da > db).sum())
     evidence = (f"{label_a} {100 * da.mean():.2f} vs {label_b} {100 * db.mean():.2f} ({metric} acc %, mean over "

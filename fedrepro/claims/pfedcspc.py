@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .core import Claim, MissingResults, compare, register_claim, select
+from .core import Claim, MissingResults, compare, paired, register_claim
 
 S = "setting"
 M = "method.name"
@@ -110,11 +110,10 @@ def _pmi_start(r: pd.DataFrame):
     for col in ("pmi_init_acc", "global_init_acc"):
         if col not in r:
             raise MissingResults(f"column {col!r} absent")
-    pmi, glob = select(r, {}, "pmi_init_acc"), select(r, {}, "global_init_acc")
-    seeds = sorted(set(pmi.index) & set(glob.index))
-    gap = float(pmi.loc[seeds].mean() - glob.loc[seeds].mean())
+    seeds, pmi, glob = paired(r, {}, {}, "pmi_init_acc", "global_init_acc")
+    gap = float(pmi.mean() - glob.mean())
     share = float(r["pmi_better_share"].mean()) if "pmi_better_share" in r else float("nan")
-    return gap > 0, (f"PMI init {100 * pmi.loc[seeds].mean():.2f} vs global init {100 * glob.loc[seeds].mean():.2f} "
+    return gap > 0, (f"PMI init {100 * pmi.mean():.2f} vs global init {100 * glob.mean():.2f} "
                      f"(local test acc %, mean over clients and seeds {seeds}); gap {100 * gap:+.2f} pts, "
                      f"required > 0; PMI better for {100 * share:.0f}% of clients")
 
@@ -167,15 +166,8 @@ def _fewer_rounds(beta: float):
         for col in (M, "β", "seed", "rounds"):
             if col not in r.columns:
                 raise MissingResults(f"column {col!r} absent")
-        at = r[r["β"] == beta]
-        per = {m: at[at[M] == m].set_index("seed")["rounds"].astype(float).fillna(float("inf"))
-               for m in ("pfedcspc", "fedavg")}
-        if any(v.empty for v in per.values()):
-            raise MissingResults(f"no pfedcspc and fedavg rounds at β = {beta}")
-        seeds = sorted(set(per["pfedcspc"].index) & set(per["fedavg"].index))
-        if not seeds:
-            raise MissingResults("no seed run for both sides")
-        a, b = per["pfedcspc"].loc[seeds], per["fedavg"].loc[seeds]
+        seeds, a, b = paired(r, {M: "pfedcspc", "β": beta}, {M: "fedavg", "β": beta}, "rounds")
+        a, b = (v.astype(float).fillna(float("inf")) for v in (a, b))
         wins = int((a < b).sum())
 
         def show(v):
@@ -202,11 +194,7 @@ register_claim(Claim(
 # Figs. 7-8 (notebook 06): one row per (model, seed) with ``alignment_ratio``
 # (:func:`fedrepro.analysis.pfedcspc.alignment_ratio`; lower: a class sits together across clients).
 def _features_align(r: pd.DataFrame):
-    a, b = select(r, {"model": "pFedCSPC"}, "alignment_ratio"), select(r, {"model": "FedAvg"}, "alignment_ratio")
-    seeds = sorted(set(a.index) & set(b.index))
-    if not seeds:
-        raise MissingResults("no seed run for both sides")
-    a, b = a.loc[seeds], b.loc[seeds]
+    seeds, a, b = paired(r, {"model": "pFedCSPC"}, {"model": "FedAvg"}, "alignment_ratio")
     return bool(a.mean() < b.mean()), (
         f"same-class cross-client / inter-class distance: pFedCSPC {a.mean():.3f} vs FedAvg {b.mean():.3f} "
         f"(seeds {seeds}); required lower; pFedCSPC lower in {int((a < b).sum())}/{len(seeds)} seeds")
