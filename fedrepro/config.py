@@ -20,8 +20,13 @@ from typing import Any, Mapping
 import yaml
 
 from .errors import ConfigError
+from .params import check_fields, hp
 
 PROFILES = ("smoke", "laptop", "paper")
+
+
+def _is_dict(v: Any) -> bool:
+    return isinstance(v, dict)
 DEFAULT_PROFILE = "laptop"
 
 
@@ -29,56 +34,56 @@ DEFAULT_PROFILE = "laptop"
 class DataConfig:
     """Which dataset, how it is split across clients (see :mod:`fedrepro.data.partition`)."""
 
-    dataset: str = "fashion_mnist"
-    dataset_args: dict = field(default_factory=dict)
-    partition: str = "fixed_dirichlet"
-    partition_args: dict = field(
-        default_factory=lambda: {"alpha": 0.5, "train_per_client": 250, "test_per_client": 100})
-    num_clients: int = 20
-    holdout_clients: int = 0
+    dataset: str = "fashion_mnist"  # checked against the dataset registry
+    dataset_args: dict = hp(factory=dict, check=_is_dict, valid="a mapping")
+    partition: str = "fixed_dirichlet"  # checked against the partitioner registry
+    partition_args: dict = hp(factory=lambda: {"alpha": 0.5, "train_per_client": 250, "test_per_client": 100},
+                              check=_is_dict, valid="a mapping")
+    num_clients: int = hp(20, ge=1)
+    holdout_clients: int = hp(0, ge=0)  # and < num_clients
     # Subsample the dataset before partitioning; the smoke profile uses this to stay in seconds.
-    max_train: int | None = None
-    max_test: int | None = None
+    max_train: int | None = hp(None, ge=1)
+    max_test: int | None = hp(None, ge=1)
     # None: the partition is drawn from the run seed, so every seed sees a different split (the
     # papers' "3 seeds" re-draw everything). Set it to hold the split fixed across seeds.
-    partition_seed: int | None = None
+    partition_seed: int | None = hp(None, ge=0)
 
 
 @dataclass
 class ModelConfig:
     """A model from :func:`fedrepro.models.create_model` and its keyword arguments."""
 
-    name: str = "resnet8"
-    args: dict = field(default_factory=lambda: {"width": 16})
+    name: str = "resnet8"  # checked against the model registry
+    args: dict = hp(factory=lambda: {"width": 16}, check=_is_dict, valid="a mapping")
 
 
 @dataclass
 class TrainConfig:
     """The federated schedule and the local optimiser (SGD, re-created every round)."""
 
-    rounds: int = 20
-    local_epochs: int = 1
-    batch_size: int = 50
-    lr: float = 0.05
-    momentum: float = 0.9
-    weight_decay: float = 0.0
-    participation: float = 1.0
-    eval_every: int = 1
-    checkpoint_every: int = 1
+    rounds: int = hp(20, ge=1)
+    local_epochs: int = hp(1, ge=1)
+    batch_size: int = hp(50, ge=1)
+    lr: float = hp(0.05, gt=0)
+    momentum: float = hp(0.9, ge=0, lt=1)
+    weight_decay: float = hp(0.0, ge=0)
+    participation: float = hp(1.0, gt=0, le=1)
+    eval_every: int = hp(1, ge=1)
+    checkpoint_every: int = hp(1, ge=1)
     # Also evaluate the method's *global* model (if it has one) on the dataset's whole test split
     # every evaluated round (``global_acc``; pFedCSPC's ACC_global, specs/pfedcspc.md §1.8).
-    global_eval: bool = False
+    global_eval: bool = hp(False)
     # Before each client's evaluation, fine-tune a copy of its model for this many epochs with CE
     # (``ModelMethod`` baselines): pFedCSPC's "Local" score of a global method (§1.8, FedAvg-FT).
-    eval_finetune_epochs: int = 0
+    eval_finetune_epochs: int = hp(0, ge=0)
 
 
 @dataclass
 class MethodConfig:
     """A method from :data:`fedrepro.methods.METHODS`; ``args`` fill its ``Params`` dataclass."""
 
-    name: str = "fedavg"
-    args: dict = field(default_factory=dict)
+    name: str = "fedavg"  # checked against the method registry; args by the method's Params
+    args: dict = hp(factory=dict, check=_is_dict, valid="a mapping")
 
 
 # Fields that change where or how fast a run happens, never its result: left out of the hash.
@@ -90,15 +95,16 @@ _HASHED_IF_NOT = {("train", "global_eval"): False, ("train", "eval_finetune_epoc
 
 @dataclass
 class RunConfig:
-    profile: str = DEFAULT_PROFILE
-    seed: int = 0
+    profile: str = hp(DEFAULT_PROFILE, choices=PROFILES)
+    seed: int = hp(0, ge=0)
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     method: MethodConfig = field(default_factory=MethodConfig)
-    device: str = "auto"
+    device: str = hp("auto", check=lambda v: isinstance(v, str) and (
+        v == "auto" or v.split(":")[0] in ("cpu", "cuda", "mps")), valid="'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'")
     runs_dir: str | None = None
-    progress: bool = True
+    progress: bool = hp(True)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -308,54 +314,26 @@ def _check(cond: bool, key: str, value: Any, valid: str) -> None:
         raise ConfigError(f"invalid {key}={value!r}; valid: {valid}")
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
 def validate(cfg: RunConfig) -> None:
-    """Check every value; registry names are checked against the live registries."""
+    """Check every value: each field against the bounds declared with its default, then what
+    relates two fields, then the names against the live registries."""
     from .data import list_datasets
     from .data.partition import list_partitions
     from .methods import METHODS
     from .models import list_models
 
-    _check(cfg.profile in PROFILES, "profile", cfg.profile, ", ".join(PROFILES))
-    _check(_is_int(cfg.seed) and cfg.seed >= 0, "seed", cfg.seed, "an integer >= 0")
-    _check(isinstance(cfg.device, str) and (cfg.device == "auto" or cfg.device.split(":")[0] in
-                                            ("cpu", "cuda", "mps")),
-           "device", cfg.device, "'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'")
-    d, t = cfg.data, cfg.train
-    _check(d.dataset in list_datasets(), "data.dataset", d.dataset, ", ".join(list_datasets()))
-    _check(d.partition in list_partitions(), "data.partition", d.partition, ", ".join(list_partitions()))
-    for name in ("dataset_args", "partition_args"):
-        _check(isinstance(getattr(d, name), dict), f"data.{name}", getattr(d, name), "a mapping")
-    _check(_is_int(d.num_clients) and d.num_clients >= 1, "data.num_clients", d.num_clients, "an integer >= 1")
-    _check(_is_int(d.holdout_clients) and 0 <= d.holdout_clients < d.num_clients,
-           "data.holdout_clients", d.holdout_clients, f"an integer in [0, {d.num_clients - 1}]")
-    for name in ("max_train", "max_test"):
-        v = getattr(d, name)
-        _check(v is None or (_is_int(v) and v >= 1), f"data.{name}", v, "null or an integer >= 1")
-    _check(d.partition_seed is None or (_is_int(d.partition_seed) and d.partition_seed >= 0),
-           "data.partition_seed", d.partition_seed, "null or an integer >= 0")
+    check_fields(cfg)
+    for name in _SECTIONS:
+        check_fields(getattr(cfg, name), f"{name}.")
+    d = cfg.data
+    _check(d.holdout_clients < d.num_clients, "data.holdout_clients", d.holdout_clients,
+           f"an integer in [0, {d.num_clients - 1}]")
     alpha = d.partition_args.get("alpha")
     if alpha is not None:
-        _check(_is_num(alpha) and alpha > 0, "data.partition_args.alpha", alpha, "a number > 0")
+        _check(isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and math.isfinite(alpha) and alpha > 0,
+               "data.partition_args.alpha", alpha, "a number > 0")
+    _check(d.dataset in list_datasets(), "data.dataset", d.dataset, ", ".join(list_datasets()))
+    _check(d.partition in list_partitions(), "data.partition", d.partition, ", ".join(list_partitions()))
     _check(cfg.model.name in list_models(), "model.name", cfg.model.name, ", ".join(list_models()))
-    _check(isinstance(cfg.model.args, dict), "model.args", cfg.model.args, "a mapping")
-    for name in ("rounds", "local_epochs", "batch_size", "eval_every", "checkpoint_every"):
-        v = getattr(t, name)
-        _check(_is_int(v) and v >= 1, f"train.{name}", v, "an integer >= 1")
-    _check(_is_num(t.lr) and t.lr > 0, "train.lr", t.lr, "a number > 0")
-    _check(_is_num(t.momentum) and 0 <= t.momentum < 1, "train.momentum", t.momentum, "a number in [0, 1)")
-    _check(_is_num(t.weight_decay) and t.weight_decay >= 0, "train.weight_decay", t.weight_decay, "a number >= 0")
-    _check(_is_num(t.participation) and 0 < t.participation <= 1, "train.participation", t.participation,
-           "a number in (0, 1]")
-    _check(isinstance(t.global_eval, bool), "train.global_eval", t.global_eval, "true or false")
-    _check(_is_int(t.eval_finetune_epochs) and t.eval_finetune_epochs >= 0, "train.eval_finetune_epochs",
-           t.eval_finetune_epochs, "an integer >= 0")
     _check(cfg.method.name in METHODS, "method.name", cfg.method.name, ", ".join(METHODS.names()))
     METHODS.get(cfg.method.name).parse_params(cfg.method.args)

@@ -245,8 +245,9 @@ def grid_points(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequen
     return points
 
 
-# Summary entries a grid table carries when the run logged them (pFedCSPC's metrics).
-_OPTIONAL_SUMMARY = tuple(f"{w}_{k}" for k in ("i_local_mean", "global_acc", "hm") for w in ("best", "final"))
+# Summary entries every grid table has (acc_mean's best and final are "best" and "final").
+_SUMMARY_COLUMNS = ("best_acc_mean", "final_acc_mean", "best_acc_weighted", "final_acc_weighted", "final_acc_std",
+                    "best_round")
 
 
 def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]] | None = None,
@@ -269,19 +270,16 @@ def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mappi
     bases = {None: base} if variants is None else {name: base.replace(**dict(ov)) for name, ov in variants.items()}
     points = [(name, point, seed) for name in bases for point, seed in grid_points(grid, seeds)]
     cfgs = [bases[name].replace(**point, seed=int(seed)) for name, point, seed in points]
-    workers = default_workers(base) if workers is None else int(workers)
-    if workers < 1:
-        raise ConfigError(f"run_grid(workers={workers}); valid: a positive integer")
-    unique = {c.hash(): c for c in cfgs}.values()
-    pending = [c for c in unique if RunStore(c.runs_dir).status(c) != "done"]
-    if workers > 1 and len(pending) > 1 and not kw:
-        _run_parallel(pending, min(workers, len(pending)), progress)
+    if not kw:
+        train_pending(cfgs, workers, progress)
     rows = []
     for (name, point, seed), cfg in zip(tqdm(points, desc="runs", disable=not progress, leave=False), cfgs):
         res = run(cfg, **kw)
         s = res.summary
         label = {} if variants is None else {variant_col: name}
-        extra = {k: s[k] for k in _OPTIONAL_SUMMARY if k in s}
+        # Every other metric the run logged (global_acc, f1_mean, a method's own), best and final.
+        extra = {k: s[k] for k in s if k.startswith(("best_", "final_")) and k not in _SUMMARY_COLUMNS
+                 and not k.startswith(("best_acc", "final_acc", "best_heldout", "final_heldout"))}
         if "diverged_round" in s:
             extra["diverged_round"] = s["diverged_round"]
         rows.append({**label, **point, "seed": int(seed), "best": s["best_acc_mean"], "final": s["final_acc_mean"],
@@ -289,6 +287,22 @@ def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mappi
                      "final_std_clients": s["final_acc_std"], "best_round": s["best_round"], **extra,
                      "time_train_s": s["time_train_s"], "path": str(res.path)})
     return pd.DataFrame(rows)
+
+
+def train_pending(cfgs: Sequence[RunConfig], workers: int | None = None, progress: bool = True) -> int:
+    """Train the configs not yet finished, ``workers`` at a time in separate processes (default:
+    :func:`default_workers`), and return how many were pending. With one worker (or one pending run)
+    nothing is trained here: :func:`run` then trains each in this process when it is asked for."""
+    if not cfgs:
+        return 0
+    workers = default_workers(cfgs[0]) if workers is None else int(workers)
+    if workers < 1:
+        raise ConfigError(f"workers={workers}; valid: a positive integer")
+    unique = {c.hash(): c for c in cfgs}.values()
+    pending = [c for c in unique if RunStore(c.runs_dir).status(c) != "done"]
+    if workers > 1 and len(pending) > 1:
+        _run_parallel(pending, min(workers, len(pending)), progress)
+    return len(pending)
 
 
 def _run_parallel(cfgs: list[RunConfig], workers: int, progress: bool) -> None:

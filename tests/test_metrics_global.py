@@ -1,5 +1,5 @@
-"""Local-test macro-F1 / I_local and the global model's accuracy on the whole test split
-(specs/pfedcspc.md §1.8), which the engine logs beside the per-client accuracy."""
+"""Metrics beside the per-client accuracy: macro-F1, a method's own per-client metrics, the global
+model's accuracy on the whole test split, and pFedCSPC's I_local and HM derived from them."""
 from __future__ import annotations
 
 import math
@@ -10,7 +10,10 @@ import torch
 import fedrepro
 from fedrepro.errors import ConfigError
 from fedrepro.fl.local import macro_f1
-from fedrepro.fl.method import EvalResult, harmonic_mean
+from fedrepro.fl.method import EvalResult
+from fedrepro.methods.fedavg import FedAvg
+from fedrepro.methods.registry import METHODS
+from fedrepro.papers.pfedcspc.metrics import harmonic_mean, round_scores, run_scores, with_scores
 
 
 def test_macro_f1_over_present_classes_matches_a_hand_count():
@@ -24,27 +27,59 @@ def test_macro_f1_over_present_classes_matches_a_hand_count():
 
 
 def test_i_local_is_the_harmonic_mean_of_accuracy_and_macro_f1():
-    r = EvalResult(correct=8, total=10, loss_sum=0.0, f1_macro=0.5)
-    assert r.i_local == pytest.approx(2 * 0.8 * 0.5 / 1.3)
-    assert math.isnan(EvalResult(1, 2, 0.0).i_local)  # no F1 computed
+    assert harmonic_mean(0.8, 0.5) == pytest.approx(2 * 0.8 * 0.5 / 1.3)
+    assert math.isnan(harmonic_mean(0.5, float("nan")))  # no F1 computed
     assert harmonic_mean(0.0, 0.0) == 0.0
 
 
-def test_global_eval_logs_global_accuracy_and_hm(tiny):
+class _Scored(FedAvg):
+    """FedAvg that reports one more per-client metric, which the engine knows nothing about."""
+
+    name = "test_scored"
+
+    def evaluate(self, shared, state, data, gen):
+        res = super().evaluate(shared, state, data, gen)
+        res.extra["double_acc"] = 2 * res.acc
+        return res
+
+
+def test_a_method_s_own_metric_is_averaged_with_its_best_and_final(tiny, monkeypatch):
+    monkeypatch.setitem(METHODS._items, "test_scored", _Scored)
+    res = fedrepro.run(tiny(**{"method.name": "test_scored"}))
+    clients, rounds, s = res.clients, res.rounds, res.summary
+    assert (clients["double_acc"] == 2 * clients["acc"]).all()
+    assert rounds["double_acc_mean"].tolist() == pytest.approx((2 * rounds["acc_mean"]).tolist())
+    assert s["best_double_acc_mean"] == pytest.approx(rounds["double_acc_mean"].max())
+    assert s["final_double_acc_mean"] == pytest.approx(rounds["double_acc_mean"].iloc[-1])
+    table = fedrepro.run_grid(tiny(**{"method.name": "test_scored"}), progress=False, workers=1)
+    assert table["final_double_acc_mean"].iloc[0] == pytest.approx(s["final_double_acc_mean"])
+
+
+def test_global_eval_logs_global_accuracy_and_pfedcspc_scores_derive_hm(tiny):
     res = fedrepro.run(tiny(**{"train.global_eval": True}))
     rounds = res.rounds
-    assert {"global_acc", "hm", "i_local_mean"} <= set(rounds.columns)
+    assert {"global_acc", "f1_mean"} <= set(rounds.columns)
     assert rounds["global_acc"].between(0, 1).all()
     r = rounds.iloc[-1]
-    assert r["hm"] == pytest.approx(harmonic_mean(r["global_acc"], r["i_local_mean"]))
     s = res.summary
     assert s["final_global_acc"] == pytest.approx(r["global_acc"])
     assert s["best_global_acc"] == pytest.approx(rounds["global_acc"].max())
     clients = res.clients
-    assert {"f1", "i_local"} <= set(clients.columns)
+    assert "f1" in clients.columns
     # FedAvg's global model is what every client evaluates: on the whole test split (the union of
     # the clients' splits here) its accuracy is the test-size-weighted client mean.
     assert r["global_acc"] == pytest.approx(r["acc_weighted"])
+    # pFedCSPC's scores, derived from the stored rows.
+    scores = round_scores(res)
+    last = clients[clients["round"] == clients["round"].max()]
+    i_local = sum(harmonic_mean(a, f) for a, f in zip(last["acc"], last["f1"])) / len(last)
+    assert scores["i_local_mean"].iloc[-1] == pytest.approx(i_local)
+    assert scores["hm"].iloc[-1] == pytest.approx(harmonic_mean(r["global_acc"], i_local))
+    summary = run_scores(res)
+    assert summary["final_hm"] == scores["hm"].iloc[-1]
+    assert summary["best_i_local_mean"] == scores["i_local_mean"].max()
+    table = with_scores(fedrepro.run_grid(tiny(**{"train.global_eval": True}), progress=False, workers=1))
+    assert table["final_hm"].iloc[0] == summary["final_hm"]
 
 
 def test_no_global_model_no_global_accuracy(tiny):

@@ -53,14 +53,23 @@ def register_claim(claim: Claim) -> Claim:
     return claim
 
 
+def registered() -> Registry:
+    """The claim registry with every paper's claims in it (each paper package registers its own)."""
+    from ..papers import load_all
+
+    load_all()
+    return CLAIMS
+
+
 def claims_for(paper: str) -> list[Claim]:
-    return [CLAIMS.get(n) for n in CLAIMS.names() if CLAIMS.get(n).paper == paper]
+    reg = registered()
+    return [reg.get(n) for n in reg.names() if reg.get(n).paper == paper]
 
 
 def evaluate_claims(results: pd.DataFrame, paper: str | None = None,
                     ids: Iterable[str] | None = None) -> pd.DataFrame:
     """Evaluate claims (all of a paper's, or the given ids) into a display table."""
-    chosen = [CLAIMS.get(i) for i in ids] if ids is not None else claims_for(paper or "")
+    chosen = [registered().get(i) for i in ids] if ids is not None else claims_for(paper or "")
     rows = [c.evaluate(results).__dict__ for c in chosen]
     out = pd.DataFrame(rows, columns=["claim_id", "paper", "source", "statement", "passed", "evidence"])
     out["verdict"] = out["passed"].map({True: "PASS", False: "FAIL", None: "NOT RUN"})
@@ -177,8 +186,7 @@ def collect_claims(profile: str) -> pd.DataFrame:
     """
     import json
 
-    import fedrepro.claims  # noqa: F401  (registers every paper's claims)
-
+    registered()
     checked = {}
     for f in sorted(claims_dir(profile).glob("*.json")):
         record = json.loads(f.read_text())

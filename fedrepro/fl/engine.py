@@ -30,11 +30,14 @@ from tqdm.auto import tqdm
 from ..errors import TrainingDivergedError
 from .client_data import ClientData
 from .local import evaluate_model
-from .method import Method, State, harmonic_mean
+from .method import Method, State
 from .seeding import derive_seed, numpy_rng, seeded_scope, torch_gen
 
-METRIC_COLUMNS = ("acc_mean", "acc_weighted", "acc_std", "acc_min", "acc_max", "heldout_acc_mean",
-                  "loss_mean", "train_loss", "i_local_mean", "global_acc", "hm")
+# Per-client columns that are not metrics to average (the rest are: f1 and each method's extras).
+_CLIENT_KEYS = ("round", "client", "acc", "loss", "n_test", "held_out")
+# Round columns the summary treats on their own (the best round is chosen by acc_mean).
+_ROUND_KEYS = ("round", "n_sampled", "train_loss", "loss_mean", "time_eval_s", "time_train_s",
+               "acc_mean", "acc_weighted", "acc_std", "acc_min", "acc_max", "heldout_acc_mean")
 
 
 @dataclass
@@ -74,7 +77,7 @@ def evaluate_all(method: Method, state: SimState, clients: Sequence[ClientData],
             res = method.evaluate(state.shared, state.client_states[data.cid], data,
                                   torch_gen(seed, "eval", rnd, data.cid))
         rows.append({"round": rnd, "client": data.cid, "acc": res.acc, "loss": res.loss,
-                     "f1": res.f1_macro, "i_local": res.i_local, "n_test": res.total, "held_out": data.held_out})
+                     "f1": res.f1_macro, **res.extra, "n_test": res.total, "held_out": data.held_out})
     return rows
 
 
@@ -95,7 +98,7 @@ def summarize_round(rows: list[dict]) -> dict[str, float]:
     held = [r for r in rows if r["held_out"]]
     acc = np.array([r["acc"] for r in part], dtype=np.float64)
     n = np.array([r["n_test"] for r in part], dtype=np.float64)
-    return {
+    out = {
         "acc_mean": float(acc.mean()),
         "acc_weighted": float((acc * n).sum() / max(n.sum(), 1.0)),
         "acc_std": float(acc.std()),
@@ -103,8 +106,11 @@ def summarize_round(rows: list[dict]) -> dict[str, float]:
         "acc_max": float(acc.max()),
         "heldout_acc_mean": float(np.mean([r["acc"] for r in held])) if held else float("nan"),
         "loss_mean": float(np.mean([r["loss"] for r in part])),
-        "i_local_mean": _nanmean([r.get("i_local", float("nan")) for r in part]),
     }
+    names = dict.fromkeys(k for r in part for k in r if k not in _CLIENT_KEYS)
+    for k in names:
+        out[f"{k}_mean"] = _nanmean([r.get(k, float("nan")) for r in part])
+    return out
 
 
 def _check_finite(shared: dict, rnd: int) -> None:
@@ -175,7 +181,6 @@ def simulate(method: Method, clients: Sequence[ClientData], *, seed: int, rounds
                 g = evaluate_global(method, state, global_test, seed, rnd + 1)
                 if g is not None:
                     row["global_acc"] = g
-                    row["hm"] = harmonic_mean(g, row["i_local_mean"])
             row["time_eval_s"] = time.perf_counter() - t1
             bar.set_postfix(acc=f"{row['acc_mean']:.3f}")
         row["time_train_s"] = t_train
@@ -201,8 +206,9 @@ def summarize_run(round_rows: list[dict]) -> dict[str, Any]:
     for k in ("acc_mean", "acc_weighted", "acc_std", "heldout_acc_mean"):
         out[f"best_{k}"] = best[k]
         out[f"final_{k}"] = final[k]
-    # pFedCSPC's metrics: each one's own best round (max over rounds) and its final value.
-    for k in ("i_local_mean", "global_acc", "hm"):
+    # Every other metric: its own best round (max over rounds) and its final value.
+    others = dict.fromkeys(k for r in evaluated for k in r if k not in _ROUND_KEYS)
+    for k in others:
         vals = [r[k] for r in evaluated if k in r and r[k] == r[k]]
         if vals:
             out[f"best_{k}"] = float(max(vals))

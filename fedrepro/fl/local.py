@@ -1,11 +1,12 @@
 """Local training and evaluation loops used by every method."""
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from .client_data import ClientData
 from .method import EvalResult
@@ -40,32 +41,71 @@ def make_sgd(params: Iterable[torch.nn.Parameter], lr: float, momentum: float, w
                            weight_decay=weight_decay)
 
 
-def train_epochs(model: nn.Module, data: ClientData, opt: torch.optim.Optimizer, epochs: int,
-                 batch_size: int, gen: torch.Generator, loss_fn: Callable | None = None,
-                 grad_hook: GradHook = None, batch_loss: Callable | None = None) -> float:
-    """Run ``epochs`` passes of mini-batch SGD; returns the mean training loss.
+# A batch's loss: the tensor to minimise, or ``(loss, parts)`` where ``parts`` names the terms a
+# method wants logged (e.g. ``{"loss_con": con}``); the loop averages each part like the loss.
+BatchLoss = Callable[[nn.Module, Tensor, Tensor], "Tensor | tuple[Tensor, Mapping[str, Tensor | float]]"]
+# A whole update on one batch, for methods whose step is not "backward, then opt.step()" (SAM's two
+# passes, alternating optimisers). Returns the loss (and parts) to log, like a ``BatchLoss``.
+Step = Callable[[Tensor, Tensor], "Tensor | tuple[Tensor, Mapping[str, Tensor | float]]"]
 
-    The loss of a batch is ``loss_fn(model(x), y)`` (default cross-entropy), or
-    ``batch_loss(model, x, y)`` for objectives that need more than the output (features, a teacher)."""
-    if loss_fn is not None and batch_loss is not None:
-        raise ValueError("train_epochs takes loss_fn or batch_loss, not both")
+
+@dataclass
+class TrainStats:
+    """What a training loop reports: sample-weighted means of the loss and of each named part."""
+
+    loss: float
+    parts: dict[str, float] = field(default_factory=dict)
+    samples: int = 0
+
+    def metrics(self) -> dict[str, float]:
+        """The ``ClientUpdate.metrics`` entry: ``train_loss`` and every part under its own name."""
+        return {"train_loss": self.loss, **self.parts}
+
+
+def _split(out) -> tuple[Tensor, Mapping[str, Tensor | float]]:
+    return out if isinstance(out, tuple) else (out, {})
+
+
+def train_epochs(model: nn.Module, data: ClientData, opt: torch.optim.Optimizer | None, epochs: int,
+                 batch_size: int, gen: torch.Generator, loss_fn: Callable | None = None,
+                 grad_hook: GradHook = None, batch_loss: BatchLoss | None = None,
+                 step: Step | None = None) -> TrainStats:
+    """Run ``epochs`` passes of mini-batch training over the client's train split.
+
+    A batch's loss is ``loss_fn(model(x), y)`` (default cross-entropy), or ``batch_loss(model, x, y)``
+    for objectives that need more than the output (features, a teacher, a frozen anchor); either
+    way it is minimised with ``opt`` (``grad_hook`` runs between backward and the step). A method
+    whose update is more than one backward and one step passes ``step(x, y)`` instead, which makes
+    the update itself and returns what to log. Returns the sample-weighted mean loss and parts.
+    """
+    if sum(f is not None for f in (loss_fn, batch_loss, step)) > 1:
+        raise ValueError("train_epochs takes one of loss_fn, batch_loss or step")
     model.train()
     total, count = 0.0, 0
+    part_sums: dict[str, float] = {}
     for _ in range(epochs):
         for x, y in data.train_batches(batch_size, gen):
-            if batch_loss is not None:
-                loss = batch_loss(model, x, y)
+            if step is not None:
+                loss, parts = _split(step(x, y))
             else:
-                out = model(x)
-                loss = loss_fn(out, y) if loss_fn is not None else F.cross_entropy(out, y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if grad_hook is not None:
-                grad_hook()
-            opt.step()
-            total += float(loss.detach()) * y.numel()
-            count += y.numel()
-    return total / max(count, 1)
+                if batch_loss is not None:
+                    loss, parts = _split(batch_loss(model, x, y))
+                else:
+                    out = model(x)
+                    loss, parts = loss_fn(out, y) if loss_fn is not None else F.cross_entropy(out, y), {}
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if grad_hook is not None:
+                    grad_hook()
+                opt.step()
+            n = y.numel()
+            total += float(loss.detach()) * n
+            for name, value in parts.items():
+                part_sums[name] = part_sums.get(name, 0.0) + float(value.detach() if isinstance(value, Tensor)
+                                                                   else value) * n
+            count += n
+    denom = max(count, 1)
+    return TrainStats(total / denom, {k: v / denom for k, v in part_sums.items()}, count)
 
 
 def macro_f1(y_true: torch.Tensor, y_pred: torch.Tensor) -> float:

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Mapping
 import torch
 
 from ..errors import ConfigError
+from ..params import check_fields
 from .client_data import ClientData
 
 State = dict[str, Any]
@@ -36,11 +37,19 @@ class ClientUpdate:
 
 @dataclass
 class EvalResult:
+    """A client's score on its own test split.
+
+    ``extra`` holds any further per-client metrics a method reports (name -> value); the engine
+    logs each per client, averages it over clients each evaluated round (``<name>_mean``) and keeps
+    its best and final values, without knowing what it means.
+    """
+
     correct: int
     total: int
     loss_sum: float
     # Macro-F1 over the classes present in the test split (NaN when the method did not compute it).
     f1_macro: float = float("nan")
+    extra: dict[str, float] = field(default_factory=dict)
 
     @property
     def acc(self) -> float:
@@ -49,18 +58,6 @@ class EvalResult:
     @property
     def loss(self) -> float:
         return self.loss_sum / max(self.total, 1)
-
-    @property
-    def i_local(self) -> float:
-        """pFedCSPC's I_local (Eq. 20): the harmonic mean of accuracy and macro-F1."""
-        return harmonic_mean(self.acc, self.f1_macro)
-
-
-def harmonic_mean(a: float, b: float) -> float:
-    """2ab/(a+b); 0 when both are 0, NaN when either is NaN."""
-    if a != a or b != b:
-        return float("nan")
-    return 0.0 if a + b == 0 else 2 * a * b / (a + b)
 
 
 @dataclass
@@ -107,9 +104,7 @@ class Method:
             raise ConfigError(f"unknown method.args for {cls.name!r}: {', '.join(unknown)}; "
                               f"valid: {', '.join(sorted(names)) or '(none)'}")
         params = cls.Params(**args)
-        check = getattr(params, "validate", None)
-        if check is not None:
-            check()
+        check_fields(params, "method.args.")
         return params
 
     # The five steps ----------------------------------------------------------------------

@@ -10,7 +10,7 @@ import torch
 
 from ..fl.aggregate import weighted_average
 from ..fl.client_data import ClientData
-from ..fl.local import evaluate_model, make_sgd, train_epochs
+from ..fl.local import TrainStats, evaluate_model, make_sgd, train_epochs
 from ..fl.method import ClientUpdate, EvalResult, Method, State
 
 
@@ -31,7 +31,7 @@ class ModelMethod(Method):
         """State-dict keys that stay on the client. FedAvg: none."""
         return set()
 
-    def local_train(self, model, data: ClientData, gen: torch.Generator, shared: State, rnd: int) -> float:
+    def local_train(self, model, data: ClientData, gen: torch.Generator, shared: State, rnd: int) -> TrainStats:
         """Plain local SGD on every parameter for ``train.local_epochs`` epochs."""
         t = self.ctx.cfg.train
         opt = make_sgd(model.parameters(), t.lr, t.momentum, t.weight_decay)
@@ -60,12 +60,11 @@ class ModelMethod(Method):
     def client_update(self, shared: State, state: State, data: ClientData, gen: torch.Generator,
                       rnd: int) -> ClientUpdate:
         model = self.load(shared, state)
-        loss = self.local_train(model, data, gen, shared, rnd)
+        stats = self.local_train(model, data, gen, shared, rnd)
         sd = model.state_dict()
         upload = {k: sd[k].detach().clone() for k in self.shared_keys}
         new_state = {**state, **{k: sd[k].detach().clone() for k in self.personal}}
-        return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train,
-                            metrics={"train_loss": loss})
+        return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train, metrics=stats.metrics())
 
     def aggregate(self, shared: State, updates: list[ClientUpdate], server_state: State,
                   rnd: int) -> tuple[State, State]:

@@ -1,5 +1,5 @@
-"""The papers' reported numbers, quoted verbatim from the specs (``../shared/specs/*.md`` §5), so
-notebooks can show them beside ours. Nothing here is computed; every table says where it is from.
+"""Reading the papers' reported numbers (kept in each paper's package, ``reference.py``) as
+tables, and showing them beside ours. Nothing there is computed; every table says where it is from.
 """
 from .tables import beside, paper_table, paper_tables
 

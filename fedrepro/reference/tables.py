@@ -1,25 +1,32 @@
 """Access to the quoted tables: ``paper_table("fedpft", "T-C10")`` -> a pandas DataFrame.
 
 Cells hold the paper's value as printed ("74.10±1.95" becomes mean 74.10, std 1.95 in the
-``*_std`` column). Registries per paper live in sibling modules (``fedpft.py`` ...).
+``*_std`` column). Each paper's quoted tables live in its package (``fedrepro.papers.<paper>.reference``).
 """
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import re
 
 import pandas as pd
 
 from ..errors import ConfigError
 
-_PAPERS = ("fedpft", "pfedcspc")
 _CELL = re.compile(r"^\s*(-?[\d.]+)\s*(?:±\s*([\d.]+))?\s*$")
 
 
+def _with_reference() -> list[str]:
+    from ..papers import PAPERS
+
+    return [p for p in PAPERS if importlib.util.find_spec(f"fedrepro.papers.{p}.reference") is not None]
+
+
 def paper_tables(paper: str) -> dict[str, dict]:
-    if paper not in _PAPERS:
-        raise ConfigError(f"unknown paper {paper!r}; valid: {', '.join(_PAPERS)}")
-    return importlib.import_module(f".{paper}", __package__).TABLES
+    valid = _with_reference()
+    if paper not in valid:
+        raise ConfigError(f"unknown paper {paper!r}; valid: {', '.join(valid)}")
+    return importlib.import_module(f"fedrepro.papers.{paper}.reference").TABLES
 
 
 def _parse(cell: str) -> tuple[float, float | None]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .core import Claim, MissingResults, compare, compare_each, register_claim, select, within
+from ...claims.core import Claim, MissingResults, compare, compare_each, register_claim, select, within
 
 ALPHA = "data.partition_args.alpha"
 M = "method.name"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .core import Claim, MissingResults, compare, paired, register_claim
+from ...claims.core import Claim, MissingResults, compare, paired, register_claim
 
 S = "setting"
 M = "method.name"

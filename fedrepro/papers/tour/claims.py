@@ -6,7 +6,7 @@ single global model, and near IID the global model wins because it sees more dat
 """
 from __future__ import annotations
 
-from .core import Claim, compare, register_claim
+from ...claims.core import Claim, compare, register_claim
 
 ALPHA = "data.partition_args.alpha"
 LOCAL_MARGIN = 0.05  # "≫": at least 5 accuracy points

@@ -1,0 +1,76 @@
+"""One package per paper: its setups and variants, table definitions, baselines, reference numbers
+and claims.
+
+``fedrepro.papers.fedpft`` and ``fedrepro.papers.pfedcspc`` hold everything a paper's notebooks
+need; ``fedrepro.papers.tour`` holds the tour notebook's claims. Methods live in
+:mod:`fedrepro.methods` and analyses any method can use in :mod:`fedrepro.analysis`.
+
+A paper package exposes:
+
+- ``TITLE``: the paper, as a user would cite it;
+- ``VARIANTS`` and ``layers(profile, variant)``: the config override layers of its setups, which
+  :func:`setup` turns into a :class:`~fedrepro.config.RunConfig`;
+- ``TABLES``: its :class:`~fedrepro.papers.tables.TableDef` entries (rows, columns, the runs that fill
+  them, the paper's numbers to show beside ours);
+- ``reference.TABLES``: the paper's reported numbers;
+- ``claims``: its claims, registered on import.
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from ..config import RunConfig, make_config
+from ..errors import ConfigError
+
+PAPERS = ("tour", "fedpft", "pfedcspc")
+
+
+def paper(name: str) -> ModuleType:
+    """The package of paper ``name``: ``paper("fedpft").TABLES`` ..."""
+    if name not in PAPERS:
+        raise ConfigError(f"unknown paper {name!r}; valid papers: {', '.join(PAPERS)}")
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def _with_setup(name: str) -> ModuleType:
+    mod = paper(name)
+    if not hasattr(mod, "layers"):
+        valid = [p for p in PAPERS if hasattr(paper(p), "layers")]
+        raise ConfigError(f"paper {name!r} has no setups; papers with setups: {', '.join(valid)}")
+    return mod
+
+
+def setup(name: str, profile: str, variant: str = "default", **overrides) -> RunConfig:
+    """The base config of paper ``name``'s experiments at ``profile``, with keyword overrides
+    (``a__b=v``).
+
+    ``variant`` picks one of the paper's other experimental setups (e.g. FedPFT's ``"pathological"``
+    or ``"feature_shift"``); :func:`variants` lists them.
+    """
+    base, *layers = _with_setup(name).layers(profile, variant)
+    cfg = make_config(profile, overrides=base, progress=False)
+    # Each layer goes through the config's own merge, which also resets the arguments of a
+    # dataset/partition/model whose name the layer changes.
+    for layer in [*layers, {k.replace("__", "."): v for k, v in overrides.items()}]:
+        cfg = cfg.replace(**layer) if layer else cfg
+    return cfg
+
+
+def variants(name: str) -> tuple[str, ...]:
+    return tuple(_with_setup(name).VARIANTS)
+
+
+def table_seeds(profile: str) -> list[int]:
+    """Seeds for the rows of a table that no claim rests on: 1 at smoke and laptop (to fit the time
+    budget), the paper's 3 at the paper profile. Claims use :func:`fedrepro.default_seeds`."""
+    return [0, 1, 2] if profile == "paper" else [0]
+
+
+def load_all() -> None:
+    """Import every paper package (registers their claims)."""
+    for name in PAPERS:
+        paper(name)
+
+
+__all__ = ["PAPERS", "load_all", "paper", "setup", "table_seeds", "variants"]

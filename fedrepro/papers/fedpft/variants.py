@@ -1,0 +1,42 @@
+"""FedPFT's ablation settings (ICLR Table 4; arXiv Table 5) and figure variants, as method configs.
+
+Each entry is ``{"method": registered name, "args": method arguments}``; :func:`overrides` turns one
+into config overrides.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+ABLATION_SETTINGS: dict[str, dict[str, Any]] = {
+    # I: FedAvg ("Setting I represents FedAvg"). Note FedAvg trains train.local_epochs, the others
+    # r_f + r_a = 5; "I-ftm" is the alternative reading (FTM present, no prompts, no alternation).
+    "I": {"method": "fedavg", "args": {}},
+    "I-ftm": {"method": "fedpft", "args": {"use_prompts": False, "alternate": False}},
+    # II: p_κ + FTM, trained jointly (no alternation) — also "FedPFT w/o Alter." in Fig. 4.
+    "II": {"method": "fedpft", "args": {"alternate": False}},
+    # III: FedPFT (p_κ + alternating training).
+    "III": {"method": "fedpft", "args": {}},
+    # IV: III + L_Con without separate contrastive prompts: the MoCo branch goes through τ with p_κ.
+    "IV": {"method": "fedpft_con", "args": {"con_prompts": "kappa"}},
+    # V: FedPFT+Con (p_κ, alternation, L_Con, p_ρ).
+    "V": {"method": "fedpft_con", "args": {}},
+    # VI (ICLR) = VIII (arXiv): p_κ, L_Con, p_ρ without alternation.
+    "VI": {"method": "fedpft_con", "args": {"alternate": False}},
+    # arXiv-only rows (checkmarks lost in extraction, reconstructed from the text, §5):
+    # VI "contrastive learning alone": FTM over [f] in both branches, no prompts, no alternation.
+    "arXiv-VI": {"method": "fedpft_con", "args": {"use_prompts": False, "con_prompts": "none", "alternate": False}},
+    # VII: p_κ + L_Con, no p_ρ, no alternation.
+    "arXiv-VII": {"method": "fedpft_con", "args": {"con_prompts": "kappa", "alternate": False}},
+    "arXiv-VIII": {"method": "fedpft_con", "args": {"alternate": False}},
+}
+
+# Fig. 4 (t-SNE) panels beyond the main methods (§1.6, §6 item 4).
+FIGURE_VARIANTS: dict[str, dict[str, Any]] = {
+    "FedPFT w/o Alter.": {"method": "fedpft", "args": {"alternate": False}},
+    "FedPFT-PerClassifier": {"method": "fedpft", "args": {"personal_classifier": True}},
+}
+
+
+def overrides(spec: dict[str, Any]) -> dict[str, Any]:
+    """One setting as config overrides: the method and its whole argument dict."""
+    return {"method.name": spec["method"], "method.args": spec["args"]}

@@ -1,0 +1,99 @@
+"""pFedCSPC's tables: the runs that fill them and the quoted numbers they sit beside.
+
+Every score is the **final round**'s (every method trains the same T rounds). Table II scores each
+global method twice: its global model on the whole test split (Global) and, after CE fine-tuning
+on each client (:func:`~fedrepro.papers.pfedcspc.baselines.with_local_finetune`), I_local (Local).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from ...reference import beside, paper_table
+from ..tables import Rows, TableDef
+from .baselines import GLOBAL_BASELINES, PERSONAL_BASELINES
+from .claims import CLAIM_SETTINGS
+from .metrics import with_scores
+from .variants import ABLATION_GLOBAL, ABLATION_PERSONAL, setting_overrides
+
+M = "method.name"
+GLOBAL, LOCAL, HM = "final_global_acc", "final_i_local_mean", "final_hm"
+# Scored after the last round only: FedETF's Local adapts for E + 120 epochs per evaluation (its
+# paper's own personalisation), as its official code scores it.
+EVAL_ONCE = ("fedetf",)
+# Our setup variants and the paper's column prefixes (Table II) and names (Table III).
+PREFIX = {"default": "C10", "cifar100": "C100", "tiny_imagenet": "Tiny", "vireo172": "Vireo"}
+T3_COLUMN = {"default": "CIFAR10", "cifar100": "CIFAR100", "tiny_imagenet": "TinyImagenet", "vireo172": "VireoFood172"}
+
+
+def finetune_epochs(profile: str, variant: str = "default") -> int:
+    """A global method's fine-tuning epochs for its Local score: E at the paper profile, 1 at laptop
+    and smoke (where E epochs would cost more than the run itself)."""
+    from .. import setup
+
+    return setup("pfedcspc", profile, variant).train.local_epochs if profile == "paper" else 1
+
+
+def _main_rows(variant: str):
+    def rows(profile: str) -> list[Rows]:
+        from .. import setup
+
+        ft = finetune_epochs(profile, variant)
+        tuned = {"train.eval_finetune_epochs": ft}
+        rounds = setup("pfedcspc", profile, variant).train.rounds
+        return [
+            # The claims' rows: pFedCSPC, FedAvg (Table III, no fine-tuning) and FedAvg-FT.
+            Rows({M: ["pfedcspc", "fedavg"]}),
+            Rows({M: ["fedavg_ft"], "method.args.ft_epochs": [ft]}),
+            Rows({M: [m for m in GLOBAL_BASELINES if m not in EVAL_ONCE]}, seeds="table", base=tuned),
+            Rows({M: [m for m in GLOBAL_BASELINES if m in EVAL_ONCE], "train.eval_every": [rounds]}, seeds="table",
+                 base=tuned),
+            Rows({M: PERSONAL_BASELINES}, seeds="table"),
+        ]
+    return rows
+
+
+class MainTable(TableDef):
+    """Tables II (global methods: Global, Local, HM) and III (personalised methods: Local) of one
+    dataset, from one set of runs."""
+
+    def show_global(self, table: pd.DataFrame) -> pd.DataFrame:
+        """Table II: FedAvg's Local is FedAvg-FT's (its model fine-tuned on the client)."""
+        p = PREFIX[self.setup]
+        rows = table[table[M].isin(["fedavg_ft", *GLOBAL_BASELINES, "pfedcspc"])].replace({M: {"fedavg_ft": "fedavg"}})
+        ours = pd.concat([self.ours(rows, c, f"ours {p} {n}") for c, n in ((GLOBAL, "Global"), (LOCAL, "Local"),
+                                                                           (HM, "HM"))], axis=1)
+        ref = paper_table("pfedcspc", "T2")
+        return beside(ours, ref[[c for c in ref.columns if c.startswith(p + " ")]], "ours (final round)")
+
+    def show_personal(self, table: pd.DataFrame) -> pd.DataFrame:
+        """Table III: I_local of FedAvg, FedAvg-FT, the personalised baselines and pFedCSPC."""
+        rows = table[table[M].isin(["fedavg", "fedavg_ft", *PERSONAL_BASELINES, "pfedcspc"])]
+        ours = self.ours(rows, LOCAL, f"ours {PREFIX[self.setup]} Local")
+        return beside(ours, paper_table("pfedcspc", "T3")[[T3_COLUMN[self.setup]]], "ours (final round)")
+
+
+def _ablation_rows(rows: dict, claim_rows):
+    def make(profile: str) -> list[Rows]:
+        claim = set(claim_rows(profile))
+        return [Rows(variants={k: setting_overrides(v) for k, v in rows.items() if k in claim}),
+                Rows(variants={k: setting_overrides(v) for k, v in rows.items() if k not in claim}, seeds="table")]
+    return make
+
+
+TABLES = {
+    **{f"main_{v}": MainTable("pfedcspc", f"main_{v}", f"Tables II and III ({v})", _main_rows(v), setup=v,
+                              metric=GLOBAL, derive=with_scores) for v in PREFIX},
+    # Table IV: the global model's accuracy as the components are added (the claim rows over the
+    # claim seeds).
+    "ablation_global": TableDef("pfedcspc", "ablation_global", "ours Global",
+                                _ablation_rows(ABLATION_GLOBAL, lambda profile: CLAIM_SETTINGS),
+                                index="setting", metric=GLOBAL, reference="T4", derive=with_scores,
+                                order=tuple(ABLATION_GLOBAL)),
+    # Table V: I_local along the personalisation chain. Its chain claim runs over the claim seeds
+    # except at laptop, where the time budget runs it over the table seeds.
+    "ablation_personal": TableDef("pfedcspc", "ablation_personal", "ours Local",
+                                  _ablation_rows(ABLATION_PERSONAL,
+                                                 lambda profile: [] if profile == "laptop" else ABLATION_PERSONAL),
+                                  index="setting", metric=LOCAL, reference="T5", derive=with_scores,
+                                  order=tuple(ABLATION_PERSONAL)),
+}

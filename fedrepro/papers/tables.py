@@ -1,0 +1,154 @@
+"""Table definitions: which runs fill a paper's table, and which of the paper's numbers sit beside ours.
+
+A :class:`TableDef` names the setup its runs start from, its row groups (:class:`Rows`: a grid of
+config values or named variants, run over the claim seeds or the table seeds), the column that
+spans the table (e.g. Dirichlet α) and the quoted table to show beside it. A notebook then reads::
+
+    table = fedrepro.papers.paper("fedpft").TABLES["main"]
+    results = table.run(PROFILE)          # trains what is missing, loads the rest
+    display(table.show(results))          # ours beside the paper's
+    evaluate_claims(results, ids=[...])
+
+Row groups may depend on the profile (a laptop budget thins the rows no claim reads), so ``rows`` is
+a list or a function of the profile. :meth:`TableDef.configs` lists every run a table needs
+without running any, so a planner can gather the runs of many tables first.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import pandas as pd
+
+from ..config import RunConfig, default_seeds
+from ..errors import ConfigError
+
+SEED_KINDS = ("claim", "table")
+
+
+@dataclass(frozen=True)
+class Rows:
+    """One group of a table's rows, run over the same seeds.
+
+    ``grid`` maps dotted config keys to values (their Cartesian product, as in
+    :func:`fedrepro.run_grid`); ``variants`` names whole config overrides (ablation settings), which
+    then label the rows in the table's ``variant_col``; ``base`` overrides the setup for this group
+    only; ``seeds`` is ``"claim"`` (the rows a claim reads: the profile's claim seeds) or ``"table"``
+    (rows no claim reads: the table seeds).
+    """
+
+    grid: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    variants: Mapping[str, Mapping[str, Any]] | None = None
+    seeds: str = "claim"
+    base: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.seeds not in SEED_KINDS:
+            raise ConfigError(f"Rows(seeds={self.seeds!r}); valid: {', '.join(SEED_KINDS)}")
+
+
+@dataclass(frozen=True)
+class TableDef:
+    """A paper's table: the runs that fill it and how to show it beside the paper's numbers."""
+
+    paper: str
+    name: str
+    title: str
+    rows: Sequence[Rows] | Callable[[str], Sequence[Rows]]
+    index: str = "method.name"
+    columns: str | None = None
+    metric: str = "best"
+    setup: str = "default"
+    variant_col: str = "setting"
+    # The quoted table (``fedrepro.papers.<paper>.reference``) and which of its columns to show.
+    reference: str | None = None
+    reference_columns: Callable[[str], bool] | None = None
+    label: Callable[[Any], str] | None = None
+    # Columns computed from the stored runs after the grid (e.g. pFedCSPC's I_local and HM).
+    derive: Callable[[pd.DataFrame], pd.DataFrame] | None = None
+    # The order of named rows (``variants``) in the table; default: the order the groups name them.
+    order: Sequence[str] | None = None
+
+    def row_groups(self, profile: str) -> list[Rows]:
+        return list(self.rows(profile) if callable(self.rows) else self.rows)
+
+    def _base(self, profile: str, variant: str | None, overrides: Mapping[str, Any]) -> RunConfig:
+        from . import setup
+
+        return setup(self.paper, profile, variant or self.setup, **overrides)
+
+    def _groups(self, profile: str, seeds, table_seeds, variant, overrides):
+        from . import table_seeds as default_table_seeds
+
+        seeds = list(seeds or default_seeds(profile))
+        table_seeds = list(table_seeds or default_table_seeds(profile))
+        base = self._base(profile, variant, overrides)
+        for g in self.row_groups(profile):
+            yield (base.replace(**dict(g.base)) if g.base else base), g, seeds if g.seeds == "claim" else table_seeds
+
+    def configs(self, profile: str, seeds: Sequence[int] | None = None, table_seeds: Sequence[int] | None = None,
+                variant: str | None = None, **overrides: Any) -> list[RunConfig]:
+        """Every run the table needs (without running any), in table order."""
+        from ..experiment import grid_points
+
+        out = []
+        for base, g, s in self._groups(profile, seeds, table_seeds, variant, overrides):
+            bases = [base] if g.variants is None else [base.replace(**dict(v)) for v in g.variants.values()]
+            out += [b.replace(**point, seed=int(seed)) for b in bases for point, seed in grid_points(g.grid or None, s)]
+        return out
+
+    def run(self, profile: str, seeds: Sequence[int] | None = None, table_seeds: Sequence[int] | None = None,
+            variant: str | None = None, progress: bool = True, **overrides: Any) -> pd.DataFrame:
+        """Train what is missing and return the tidy results table (one row per run)."""
+        from ..experiment import run_grid, train_pending
+
+        # All of the table's missing runs at once, so that the worker processes stay busy across groups.
+        train_pending(self.configs(profile, seeds, table_seeds, variant, **overrides), progress=progress)
+        parts = [run_grid(base, g.grid or None, seeds=s, variants=g.variants, variant_col=self.variant_col,
+                          progress=progress, workers=1)
+                 for base, g, s in self._groups(profile, seeds, table_seeds, variant, overrides)]
+        table = pd.concat(parts, ignore_index=True)
+        order = self._row_order(profile)
+        if order and self.variant_col in table:
+            rank = {k: i for i, k in enumerate(order)}
+            table = table.sort_values(self.variant_col, key=lambda c: c.map(rank), kind="stable")
+            table = table.reset_index(drop=True)
+        return self.derive(table) if self.derive is not None else table
+
+    def _row_order(self, profile: str) -> list[str]:
+        if self.order is not None:
+            return list(self.order)
+        names: list[str] = []
+        for g in self.row_groups(profile):
+            names += [k for k in (g.variants or {}) if k not in names]
+        return names
+
+    def ours(self, table: pd.DataFrame, metric: str | None = None, name: str | None = None) -> pd.DataFrame:
+        """Our ``"mean ± std"`` table (one-seed cells marked ¹); a table without ``columns`` has one
+        column, named ``name`` (default: the metric)."""
+        from ..experiment import pivot_mean_std
+
+        metric = metric or self.metric
+        out = pivot_mean_std(table, self.index, self.columns, metric, label=self.label)
+        return out.rename(columns={metric: name}) if self.columns is None and name else out
+
+    def paper_numbers(self) -> pd.DataFrame | None:
+        """The quoted table, restricted to ``reference_columns``; None when the paper has none."""
+        if self.reference is None:
+            return None
+        from ..reference import paper_table
+
+        ref = paper_table(self.paper, self.reference)
+        if self.reference_columns is not None:
+            ref = ref[[c for c in ref.columns if self.reference_columns(c)]]
+        return ref
+
+    def show(self, table: pd.DataFrame, metric: str | None = None, name: str | None = None,
+             ours_label: str | None = None) -> pd.DataFrame:
+        """Ours beside the paper's numbers (or ours alone when the paper reports none)."""
+        from ..reference import beside
+
+        ours = self.ours(table, metric, name)
+        ref = self.paper_numbers()
+        label = ours_label or f"ours ({'final' if (metric or self.metric).startswith('final') else 'best'} round)"
+        return ours if ref is None else beside(ours, ref, label)

@@ -1,0 +1,4 @@
+"""The tour notebook (notebooks/00_tour.ipynb): Local, FedAvg and FedPer across label skew."""
+from . import claims  # noqa: F401  (registers the claims)
+
+TITLE = "Tour: personalised FL under label skew"

@@ -1,0 +1,144 @@
+"""Bounds declared once, next to each default, and checked in one place.
+
+A config section or a method's ``Params`` dataclass declares each field with :func:`hp`::
+
+    @dataclass
+    class FedProxParams:
+        mu: float = hp(0.01, ge=0)                      # a number >= 0
+        mode: str = hp("eval", choices=("eval", "train"))
+        epochs: int | None = hp(None, ge=1)             # null or an integer >= 1
+
+:func:`check_fields` then checks every declared field against its annotation (``int``, ``float``,
+``bool``, ``str``, optionally ``| None``) and bounds, and raises a :class:`~fedrepro.errors.ConfigError`
+naming the key and what would be valid. Checks that relate two fields stay in the dataclass's own
+``validate()``, which runs after the field checks.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from typing import Any, Callable, Sequence
+
+from .errors import ConfigError
+
+_META = "fedrepro.bounds"
+
+
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """What a field accepts, beyond its annotated type."""
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    choices: tuple | None = None
+    # A predicate and its description, for values no bound describes (a list of layer indices...).
+    check: Callable[[Any], bool] | None = None
+    valid: str | None = None
+
+
+def hp(default: Any = dataclasses.MISSING, *, ge: float | None = None, gt: float | None = None,
+       le: float | None = None, lt: float | None = None, choices: Sequence | None = None,
+       check: Callable[[Any], bool] | None = None, valid: str | None = None,
+       factory: Callable[[], Any] | None = None) -> Any:
+    """A dataclass field with its default and its bounds (``factory`` for mutable defaults)."""
+    if (check is None) != (valid is None):
+        raise ValueError("hp(check=...) needs valid=... to describe what passes, and vice versa")
+    meta = {_META: Bounds(ge, gt, le, lt, None if choices is None else tuple(choices), check, valid)}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def _num(x: float) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def _kind(tp: Any) -> tuple[type | None, bool]:
+    """(base type, accepts None) of an annotation such as ``float``, ``int | None``, ``str``."""
+    args = typing.get_args(tp)
+    if args:
+        nullable = type(None) in args
+        rest = [a for a in args if a is not type(None)]
+        return (rest[0] if len(rest) == 1 and isinstance(rest[0], type) else None), nullable
+    return (tp if isinstance(tp, type) else None), False
+
+
+def describe(base: type | None, b: Bounds, nullable: bool) -> str:
+    """The ``valid: ...`` text of a field, e.g. ``"an integer >= 1"`` or ``"null or a number in (0, 1]"``."""
+    if b.valid is not None:
+        text = b.valid
+    elif b.choices is not None:
+        text = ", ".join(str(c) for c in b.choices)
+    elif base is bool:
+        text = "true or false"
+    else:
+        noun = "an integer" if base is int else "a number" if base in (int, float) else f"a {getattr(base, '__name__', 'value')}"
+        low = (">=", b.ge) if b.ge is not None else (">", b.gt) if b.gt is not None else None
+        high = ("<=", b.le) if b.le is not None else ("<", b.lt) if b.lt is not None else None
+        if low and high:
+            text = (f"{noun} in {'[' if low[0] == '>=' else '('}{_num(low[1])}, "
+                    f"{_num(high[1])}{']' if high[0] == '<=' else ')'}")
+        elif low or high:
+            op, x = low or high
+            text = f"{noun} {op} {_num(x)}"
+        else:
+            text = noun
+    return f"null or {text}" if nullable and not text.startswith("null") else text
+
+
+def _ok(value: Any, base: type | None, b: Bounds) -> bool:
+    if b.check is not None:
+        return bool(b.check(value))
+    if b.choices is not None:
+        return any(value == c and type(value) is type(c) for c in b.choices)
+    if base is bool:
+        return isinstance(value, bool)
+    if base is int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            return False
+    elif base is float:
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            return False
+    elif base is str:
+        return isinstance(value, str)
+    elif base is not None and not isinstance(value, base):
+        return False
+    return ((b.ge is None or value >= b.ge) and (b.gt is None or value > b.gt)
+            and (b.le is None or value <= b.le) and (b.lt is None or value < b.lt))
+
+
+def check_fields(obj: Any, prefix: str = "") -> None:
+    """Check every :func:`hp` field of the dataclass instance ``obj``, then its ``validate()``.
+
+    ``prefix`` is the key's path in the config (``"train."``, ``"method.args."``), so the error names
+    the key a user would write.
+    """
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        b = f.metadata.get(_META)
+        if b is None:
+            continue
+        base, nullable = _kind(hints.get(f.name))
+        value = getattr(obj, f.name)
+        if value is None and nullable:
+            continue
+        if not _ok(value, base, b):
+            raise ConfigError(f"invalid {prefix}{f.name}={value!r}; valid: {describe(base, b, nullable)}")
+    validate = getattr(obj, "validate", None)
+    if validate is not None:
+        validate()
+
+
+def bounds_of(cls: type) -> dict[str, str]:
+    """``{field: what it accepts}`` for a dataclass type: the table a user reads in the docs."""
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for f in dataclasses.fields(cls):
+        b = f.metadata.get(_META)
+        if b is not None:
+            base, nullable = _kind(hints.get(f.name))
+            out[f.name] = describe(base, b, nullable)
+    return out
