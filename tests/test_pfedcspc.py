@@ -2,6 +2,8 @@
 server step's reach, the losses' definitions, and that it learns."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -250,7 +252,7 @@ def test_moon_cnn_lends_its_encoder_projection_and_classifier(tiny):
 
 
 def test_pmi_analyses_on_a_finished_run(tiny):
-    from fedrepro.analysis.pfedcspc import pmi_finetune, pmi_start, pmi_start_table
+    from fedrepro.papers.pfedcspc.pmi import pmi_finetune, pmi_start, pmi_start_table
     from fedrepro.claims import evaluate_claims
 
     table = fedrepro.run_grid(tiny(**{**CSPC, "train.rounds": 2}), seeds=[0], progress=False)
@@ -287,8 +289,8 @@ def test_ablation_claims_pass_and_fail_on_the_numbers():
 
 
 def test_setting_overrides_keep_the_setups_arguments():
-    from fedrepro.methods.pfedcspc import ABLATION_GLOBAL, setting_overrides
-    from fedrepro.setups import setup
+    from fedrepro.papers import setup
+    from fedrepro.papers.pfedcspc import ABLATION_GLOBAL, setting_overrides
 
     base = setup("pfedcspc", "laptop")
     assert base.method.name == "pfedcspc" and base.method.args == {"server_epochs": 20}
@@ -302,8 +304,8 @@ def test_setting_overrides_keep_the_setups_arguments():
 
 def test_the_claim_settings_are_exactly_what_the_table_iv_claims_read():
     from fedrepro.claims import evaluate_claims
-    from fedrepro.claims.pfedcspc import CLAIM_SETTINGS
-    from fedrepro.methods.pfedcspc import ABLATION_GLOBAL
+    from fedrepro.papers.pfedcspc import ABLATION_GLOBAL
+    from fedrepro.papers.pfedcspc.claims import CLAIM_SETTINGS
 
     assert set(CLAIM_SETTINGS) <= set(ABLATION_GLOBAL)
     ids = ["pfedcspc.calibration_raises_global", "pfedcspc.clusters_beat_one_mean", "pfedcspc.ablation_adds_up"]
@@ -314,26 +316,26 @@ def test_the_claim_settings_are_exactly_what_the_table_iv_claims_read():
     assert "TPG+PA+CA" in res.set_index("claim_id").loc["pfedcspc.clusters_beat_one_mean", "evidence"]
 
 
-def test_run_ablation_runs_claim_rows_over_the_claim_seeds_in_the_rows_order(tiny):
-    from fedrepro.analysis.pfedcspc import run_ablation
-    from fedrepro.methods.pfedcspc import ABLATION_PERSONAL
+def test_ablation_table_runs_claim_rows_over_the_claim_seeds_in_the_rows_order(tiny):
+    from fedrepro.papers.pfedcspc import ABLATION_PERSONAL, TABLES
+    from fedrepro.papers.pfedcspc.tables import _ablation_rows
 
     base = tiny(**{**CSPC, "train.rounds": 1, "train.global_eval": True})
-    settings = ["FedAvg", "FedAvg+FT_CE", "FedCSPC"]
-    t = run_ablation(base, ABLATION_PERSONAL, settings, seeds=[0, 1], table_seeds=[0],
-                     claim_settings=["FedCSPC"], progress=False)
-    assert list(dict.fromkeys(t["setting"])) == settings
+    settings = {k: ABLATION_PERSONAL[k] for k in ["FedAvg", "FedAvg+FT_CE", "FedCSPC"]}
+    table = dataclasses.replace(TABLES["ablation_personal"], rows=_ablation_rows(settings, lambda p: ["FedCSPC"]),
+                                order=tuple(settings))
+    t = table.run("smoke", seeds=[0, 1], table_seeds=[0], progress=False, base=base)
+    assert list(dict.fromkeys(t["setting"])) == list(settings)
     assert t.groupby("setting", sort=False)["seed"].apply(sorted).to_dict() == \
         {"FedAvg": [0], "FedAvg+FT_CE": [0], "FedCSPC": [0, 1]}
-    with pytest.raises(ConfigError, match="unknown ablation setting"):
-        run_ablation(base, ABLATION_PERSONAL, ["nope"], seeds=[0])
+    assert {"final_i_local_mean", "final_hm"} <= set(t.columns)  # derived from the stored rows
 
 
 @pytest.mark.parametrize("method", ["moon", "fedntd"])
 def test_local_finetuning_leaves_a_global_baselines_training_as_it_is(tiny, method):
     """Notebook 04 reuses notebook 01's runs of Table II's baselines, which score their Local after
     fine-tuning: the per-round global accuracy must be the plain config's."""
-    from fedrepro.analysis.pfedcspc import GLOBAL_BASELINES, with_local_finetune
+    from fedrepro.papers.pfedcspc import GLOBAL_BASELINES, with_local_finetune
 
     assert method in GLOBAL_BASELINES
     base = tiny(**{"method.name": method, "train.global_eval": True, "train.rounds": 2})
@@ -364,7 +366,7 @@ def test_plug_and_play_and_rounds_claims_pass_and_fail_on_the_numbers():
 
 
 def test_alignment_ratio_and_its_claim():
-    from fedrepro.analysis.pfedcspc import alignment_ratio
+    from fedrepro.analysis.alignment import alignment_ratio
     from fedrepro.claims import evaluate_claims
 
     rng = np.random.default_rng(0)

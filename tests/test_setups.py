@@ -1,7 +1,7 @@
 import pytest
 
 from fedrepro.errors import ConfigError
-from fedrepro.setups import setup
+from fedrepro.papers import setup, variants
 
 
 def test_fedpft_paper_setup_is_the_papers_protocol():
@@ -29,8 +29,6 @@ def test_unknown_paper():
 def test_fedpft_variants_follow_the_spec():
     """specs/fedpft.md §3.1-3.2: ResNet-10 for C100/Tiny (200 test images for Tiny), 2 classes per
     client for pathological C10, one domain per client for feature shift, 100 clients, ResNet-18."""
-    from fedrepro.setups import variants
-
     c100 = setup("fedpft", "paper", "cifar100")
     assert (c100.data.dataset, c100.model.name) == ("cifar100", "resnet10")
     assert setup("fedpft", "paper", "tiny_imagenet").data.partition_args["test_per_client"] == 200

@@ -77,36 +77,40 @@ class TableDef:
 
         return setup(self.paper, profile, variant or self.setup, **overrides)
 
-    def _groups(self, profile: str, seeds, table_seeds, variant, overrides):
+    def _groups(self, profile: str, seeds, table_seeds, variant, overrides, base):
         from . import table_seeds as default_table_seeds
 
         seeds = list(seeds or default_seeds(profile))
         table_seeds = list(table_seeds or default_table_seeds(profile))
-        base = self._base(profile, variant, overrides)
+        base = self._base(profile, variant, overrides) if base is None else base.replace(
+            **{k.replace("__", "."): v for k, v in overrides.items()})
         for g in self.row_groups(profile):
             yield (base.replace(**dict(g.base)) if g.base else base), g, seeds if g.seeds == "claim" else table_seeds
 
     def configs(self, profile: str, seeds: Sequence[int] | None = None, table_seeds: Sequence[int] | None = None,
-                variant: str | None = None, **overrides: Any) -> list[RunConfig]:
-        """Every run the table needs (without running any), in table order."""
+                variant: str | None = None, base: RunConfig | None = None, **overrides: Any) -> list[RunConfig]:
+        """Every run the table needs (without running any), in table order. ``base`` replaces the
+        paper's setup (to run the table's rows on another config); keyword overrides (``a__b=v``)
+        apply to either."""
         from ..experiment import grid_points
 
         out = []
-        for base, g, s in self._groups(profile, seeds, table_seeds, variant, overrides):
+        for base, g, s in self._groups(profile, seeds, table_seeds, variant, overrides, base):
             bases = [base] if g.variants is None else [base.replace(**dict(v)) for v in g.variants.values()]
             out += [b.replace(**point, seed=int(seed)) for b in bases for point, seed in grid_points(g.grid or None, s)]
         return out
 
     def run(self, profile: str, seeds: Sequence[int] | None = None, table_seeds: Sequence[int] | None = None,
-            variant: str | None = None, progress: bool = True, **overrides: Any) -> pd.DataFrame:
+            variant: str | None = None, progress: bool = True, base: RunConfig | None = None,
+            **overrides: Any) -> pd.DataFrame:
         """Train what is missing and return the tidy results table (one row per run)."""
         from ..experiment import run_grid, train_pending
 
         # All of the table's missing runs at once, so that the worker processes stay busy across groups.
-        train_pending(self.configs(profile, seeds, table_seeds, variant, **overrides), progress=progress)
+        train_pending(self.configs(profile, seeds, table_seeds, variant, base, **overrides), progress=progress)
         parts = [run_grid(base, g.grid or None, seeds=s, variants=g.variants, variant_col=self.variant_col,
                           progress=progress, workers=1)
-                 for base, g, s in self._groups(profile, seeds, table_seeds, variant, overrides)]
+                 for base, g, s in self._groups(profile, seeds, table_seeds, variant, overrides, base)]
         table = pd.concat(parts, ignore_index=True)
         order = self._row_order(profile)
         if order and self.variant_col in table:
