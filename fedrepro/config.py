@@ -71,10 +71,11 @@ class TrainConfig:
     eval_every: int = hp(1, ge=1)
     checkpoint_every: int = hp(1, ge=1)
     # Also evaluate the method's *global* model (if it has one) on the dataset's whole test split
-    # every evaluated round (``global_acc``; pFedCSPC's ACC_global, specs/pfedcspc.md §1.8).
+    # every evaluated round (``global_acc``; pFedCSPC's ACC_global, TNNLS §V-A2 Eq. 19).
     global_eval: bool = hp(False)
     # Before each client's evaluation, fine-tune a copy of its model for this many epochs with CE
-    # (``ModelMethod`` baselines): pFedCSPC's "Local" score of a global method (§1.8, FedAvg-FT).
+    # (``ModelMethod`` baselines): pFedCSPC's "Local" score of a global method (TNNLS Table II's
+    # FedAvg "Local" column equals Table III's FedAvg-FT, FedAvg with local fine-tuning).
     eval_finetune_epochs: int = hp(0, ge=0)
 
 
@@ -152,8 +153,8 @@ def _non_default_method_args(name: str, args: Mapping[str, Any]) -> dict:
 
 
 # --------------------------------------------------------------------------------------------
-# Profiles. The dataclass defaults above are the laptop profile, sized from measured throughput on
-# a 2-core CPU: ResNet-8 at width 16 (m = 64) trains at about 5,000 img/s on 28×28 images, so one
+# Profiles. The dataclass defaults above are the laptop profile, sized for a 2-core CPU:
+# ResNet-8 at width 16 (m = 64) trains at about 5,000 img/s on 28×28 images, so one
 # run of 20 clients × 250 images × 20 rounds takes about 25 s (README, "Profiles").
 
 def _profile_defaults(profile: str) -> dict:
@@ -167,7 +168,7 @@ def _profile_defaults(profile: str) -> dict:
     if profile == "laptop":
         return {}  # the dataclass defaults are the laptop profile
     if profile == "paper":
-        # specs/fedpft.md §3.1-3.3: 40 clients x 500/100, ResNet-8, B=100, R=5, T=1000, lr 0.1.
+        # FedPFT (ICLR) §4.1 and App. D.3: 40 clients x 500/100, ResNet-8, B=100, R=5, T=1000, lr 0.1.
         return {
             "data": {"dataset": "cifar10", "num_clients": 40,
                      "partition_args": {"alpha": 0.5, "train_per_client": 500, "test_per_client": 100}},

@@ -1,5 +1,5 @@
-"""FedPFT (Wu et al.; specs/fedpft.md): the FTM, prompt locality, the alternating schedule's gradient
-routing (§1.3, §1.4 table), the MoCo branch, the ablation map and the communication count."""
+"""FedPFT (Wu et al.): the FTM, prompt locality, the alternating schedule's gradient routing
+(FedPFT (ICLR) Eqs. 4-5, 8-9), the MoCo branch, the ablation map and the communication count."""
 import numpy as np
 import pytest
 import torch
@@ -10,16 +10,18 @@ from fedrepro.fl.engine import simulate
 from fedrepro.fl.local import evaluate_model
 from fedrepro.fl.seeding import torch_gen
 from fedrepro.methods import METHODS
-from fedrepro.methods.fedpft_wu import (ABLATION_SETTINGS, FTM, QUEUE, QUEUE_PTR, augment,
-                                        communication_cost, ftm_param_count,
-                                        module_param_counts)
+from fedrepro.analysis.cost import communication_cost, module_param_counts
+from fedrepro.data.augment import augment
+from fedrepro.methods.fedpft_con import QUEUE, QUEUE_PTR
 from fedrepro.models import count_params
+from fedrepro.models.ftm import FTM, ftm_param_count
+from fedrepro.papers.fedpft.variants import ABLATION_SETTINGS
 from support import setup
 
 RESNET = {"model.name": "resnet8", "model.args": {"width": 4}}  # BN everywhere, m = 16
 CON_SMALL = {"queue_size": 64, "n_rho": 4, "proj_dim": 8}
 
-# specs/fedpft.md §1.4, the gradient-routing table, written out independently of the module.
+# FedPFT (ICLR) Eqs. 8-9 (arXiv Eqs. 5-6), the gradient-routing table, written out independently of the module.
 ROUTING = {
     "feature": ({"p_kappa", "tau"}, {"phi", "tau", "h_rho"}),
     "task": ({"phi", "tau", "h_kappa"}, {"p_rho", "tau"}),
@@ -52,7 +54,7 @@ def keys_with(d, prefix):
     return [k for k in d if k.startswith(prefix)]
 
 
-# --- the FTM (§1.2, §10 item 12) --------------------------------------------------------------
+# --- the FTM (ICLR §3.3; its size: App. N, Table 15) -------------------------------------------
 @pytest.mark.parametrize("m, expected", [(256, 263_168), (512, 1_050_624)])
 def test_ftm_parameter_count_matches_the_communication_table(m, expected):
     assert count_params(FTM(m, residual="none")) == 4 * m * m + 4 * m == expected
@@ -79,7 +81,7 @@ def test_ftm_output_is_token_zero_of_full_self_attention(residual, layers):
     assert torch.allclose(ftm(f, p), out)
 
 
-# --- prompts stay on the client (§1.3 step 4) ---------------------------------------------------
+# --- prompts stay on the client (ICLR §3.1 step 4) ----------------------------------------------
 def test_prompts_are_never_aggregated_and_persist_across_rounds(tiny):
     method, clients, st = setup(tiny(**{"method.name": "fedpft", "method.args": {"r_f": 1, "r_a": 1}}))
     assert "prompts_kappa" not in st.shared and "prompts_kappa" in st.client_states[0]
@@ -98,7 +100,7 @@ def test_prompts_are_never_aggregated_and_persist_across_rounds(tiny):
     assert changed(upd2.state["prompts_kappa"], p[0])
 
 
-# --- the alternating schedule (§1.3) -------------------------------------------------------------
+# --- the alternating schedule (ICLR §3.5) -------------------------------------------------------
 def test_phase1_gives_phi_no_backward_and_trains_only_prompts_and_ftm(tiny):
     method, clients, st = setup(tiny(**RESNET, **{"method.name": "fedpft", "method.args": {"r_f": 2, "r_a": 0}}))
     grad_outputs = []
@@ -171,7 +173,7 @@ def test_evaluation_uses_the_clients_own_prompts(tiny):
     assert ma.attention(x).shape == (x.shape[0], 11)
 
 
-# --- FedPFT+Con (§1.4) ---------------------------------------------------------------------------
+# --- FedPFT+Con (ICLR §3.6, App. C) -------------------------------------------------------------
 def _trained_groups(method, net, loss):
     out = set()
     for name, params in method.param_groups(net).items():
@@ -188,15 +190,16 @@ def _trained_groups(method, net, loss):
 def test_con_gradient_routing_follows_the_spec_table(tiny, phase):
     method, clients, st = setup(tiny(**RESNET, **{"method.name": "fedpft_con", "method.args": CON_SMALL}))
     net = method.load(st.shared, st.client_states[0])
-    work = method._begin_round(net, st.client_states[0])
+    work = method.begin_round(net, st.client_states[0])
     method.configure(net, phase, True)
     net.train()
     gen = torch_gen(0, "client", 0, 0)
     x, y = next(clients[0].train_batches(20, gen))
     phi_graph = []
     hook = net.features.register_forward_hook(lambda m, i, o: phi_graph.append(o.requires_grad))
-    lce, lcon, keys = method.losses(net, x, y, phase, True, work, gen, clients[0])
+    parts = method.losses(net, x, y, phase, True, work, gen, clients[0])
     hook.remove()
+    lce, lcon, keys = parts.get("ce"), parts["con"], work["keys"]
     ce, con = ROUTING[phase]
     assert _trained_groups(method, net, lce) == ce
     assert _trained_groups(method, net, lcon) == con
@@ -288,7 +291,7 @@ def test_con_resumed_run_equals_uninterrupted(tiny):
     assert all(torch.equal(full.shared[k], resumed.shared[k]) for k in full.shared)
 
 
-# --- two-stage and FedAvg+Linear (§1.6) --------------------------------------------------------
+# --- two-stage and FedAvg+Linear (ICLR App. G, App. F) -----------------------------------------
 def test_two_stage_trains_contrastively_then_fedpft(tiny):
     method, clients, st = setup(tiny(**{"method.name": "fedpft_two_stage",
                                         "method.args": {**CON_SMALL, "stage1_rounds": 1}}))
@@ -323,7 +326,7 @@ def test_method_learns_on_synthetic(tiny, name, args):
     assert res.summary["final_acc_mean"] > 0.6, res.summary  # 4 balanced classes: chance is 25%
 
 
-# --- communication (§5 table, §10 item 12) ------------------------------------------------------
+# --- communication (ICLR App. N, Table 15) ------------------------------------------------------
 def test_communication_cost_counts_the_real_parameters(tiny):
     method, clients, st = setup(tiny(**RESNET, **{"method.name": "fedpft_con", "method.args": CON_SMALL}))
     net, m = method.model, method.model.feature_dim

@@ -10,7 +10,6 @@ import torch
 import fedrepro
 from fedrepro.errors import ConfigError
 from fedrepro.fl.local import macro_f1
-from fedrepro.fl.method import EvalResult
 from fedrepro.methods.fedavg import FedAvg
 from fedrepro.methods.registry import METHODS
 from fedrepro.papers.pfedcspc.metrics import harmonic_mean, round_scores, run_scores, with_scores

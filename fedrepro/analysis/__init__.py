@@ -1,7 +1,7 @@
 """Analyses of finished runs: the mismatch probe, linear probes, t-SNE views and cost tables.
 
-These reproduce FedPFT's analysis experiments (specs/fedpft.md §2 Table 1, §5 T-Probe/T-Prompt and
-the communication/time tables, §6 Figures 4–5) for *any* method, through
+These reproduce FedPFT's analysis experiments (ICLR Table 1 and App. A; the linear-probe and
+prompt-effect Tables 5–6; the time and communication Tables 14–15; Figs. 4–5) for *any* method, through
 ``Method.personalized_model(shared, state)`` on the run's final-round state.
 
 Typical use::

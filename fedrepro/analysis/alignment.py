@@ -16,7 +16,8 @@ def label_similarity(clients) -> torch.Tensor:
 
 def alignment_ratio(feats, labels, clients) -> float:
     """Mean distance between same-class features of *different* clients over the mean distance
-    between features of different classes (specs/pfedcspc.md §9 item 7). Below 1: a class from all
+    between features of different classes (our measure of the cross-client alignment that
+    pFedCSPC (TNNLS) Figs. 7–8 show by t-SNE). Below 1: a class from all
     clients lands together; FedAvg's local drift should show as a higher ratio than pFedCSPC's.
 
     Features are L2-normalised first, so models whose features differ in scale compare on

@@ -1,4 +1,4 @@
-"""FTM attention weights (specs/fedpft.md §1.2 and §6 Fig. 10; ICLR App. H / arXiv Fig. 6).
+"""FTM attention weights (FedPFT (ICLR) App. H, Fig. 10 / (arXiv) App. F, Fig. 6).
 
 For a test sample the FTM's query is the feature token f; its head-averaged attention row over the
 keys [f, p_1 .. p_n] shows how much of f′ comes from the sample itself and how much from each of the

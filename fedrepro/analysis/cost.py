@@ -1,8 +1,8 @@
 """Communication and computation cost per round, from real tensors and measured times.
 
-FedPFT's communication table (specs/fedpft.md §5, "Communication per client per round") lists the
-parameters each client uploads per module (φ, τ, h_κ, h_ρ) and the overhead over FedAvg (+20–23%);
-§10 items 12–13 turn that and the time-per-round table (T14) into sanity checks. Here both come from
+FedPFT's communication table (FedPFT (ICLR) App. N, Table 15; arXiv App. I) lists the parameters
+each client uploads per module (φ, τ, h_κ, h_ρ) and the overhead over FedAvg (+20–23%); its
+time-per-round table (ICLR App. M, Table 14) puts FedPFT within 3% of FedAvg. Here both come from
 the implementation itself: element counts of the tensors a client uploads, and the simulator's
 per-round timings, so a table in a notebook cannot drift from the code.
 """
@@ -17,6 +17,8 @@ import torch
 
 from ..errors import ConfigError
 from ..fl.seeding import seeded_scope
+from ..models import count_params
+from ..models.ftm import PROMPTS_KAPPA, PROMPTS_RHO
 
 if TYPE_CHECKING:
     from ..config import RunConfig
@@ -84,6 +86,47 @@ def upload_params(method, shared: Mapping[str, Any] | None = None, *, float_only
     return out
 
 
+# State-dict prefix -> the module's name in FedPFT's communication table.
+MODULE_NAMES = {"features": "phi", "ftm": "tau", "head": "h_kappa", "proj": "h_rho", "linear": "linear"}
+
+
+def communication_cost(method, shared: Mapping[str, Any] | Iterable[str] | None = None,
+                       include_buffers: bool = False) -> dict[str, int]:
+    """Scalars a client uploads per round, by module: ``phi``, ``tau``, ``h_kappa``, ``h_rho``...
+
+    Counts the entries of ``shared`` (a state or its keys; default: the method's shared keys) in
+    ``method.model``, grouped as :func:`upload_params` groups them and named as in FedPFT's table;
+    parameters only, as the paper counts them, unless ``include_buffers`` (BN running statistics,
+    which FedAvg also uploads). Adds ``total``. Works for any :class:`~fedrepro.methods.base.ModelMethod`.
+    """
+    model = method.model
+    params = dict(model.named_parameters())
+    tensors = model.state_dict()
+    keys = method.shared_keys if shared is None else shared
+    counted = {k: tensors[k] for k in keys if include_buffers or k in params}
+    out = {MODULE_NAMES.get(g, g): n for g, n in upload_params(method, counted).items()}
+    out["total"] = sum(out.values())
+    return out
+
+
+def module_param_counts(method) -> dict[str, int]:
+    """Parameter counts of every module of a FedPFT method's network (uploaded or not): ``phi``,
+    ``h_kappa``, and ``tau``, ``h_rho``, ``linear``, ``prompts_kappa``, ``prompts_rho`` where present."""
+    net = method.model
+    out = {"phi": count_params(net.features), "h_kappa": count_params(net.head)}
+    if net.ftm is not None:
+        out["tau"] = count_params(net.ftm)
+    if net.proj is not None:
+        out["h_rho"] = count_params(net.proj)
+    if net.linear is not None:
+        out["linear"] = count_params(net.linear)
+    for key in (PROMPTS_KAPPA, PROMPTS_RHO):
+        p = getattr(net, key)
+        if p is not None:
+            out[key] = p.numel()
+    return out
+
+
 def _rounds_table(result) -> pd.DataFrame:
     rounds = getattr(result, "rounds", result)
     if not isinstance(rounds, pd.DataFrame):
@@ -121,12 +164,11 @@ def communication_table(configs: dict[str, RunConfig], methods: Sequence[str], n
                         in_channels: int = 3, image_size: int = 32) -> pd.DataFrame:
     """Scalars uploaded per client per round, by module, for each (model config, method).
 
-    Counts come from the methods' real shared parameters (``fedpft_wu.communication_cost``), built
-    for data of the given shape without loading any. ``overhead_pct`` is relative to FedAvg on the
-    same model (FedPFT's communication table, specs/fedpft.md §5).
+    Counts come from the methods' real shared parameters (:func:`communication_cost`), built for
+    data of the given shape without loading any. ``overhead_pct`` is relative to FedAvg on the same
+    model, as in FedPFT's communication table (ICLR App. N, Table 15).
     """
     from ..experiment import make_method_for
-    from ..methods.fedpft_wu import communication_cost
 
     rows = []
     for label, cfg in configs.items():

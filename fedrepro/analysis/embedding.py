@@ -1,10 +1,10 @@
 """Feature extraction from trained runs, and the t-SNE views of FedPFT Figures 4 and 5.
 
-specs/fedpft.md §6 Fig. 4: t-SNE of all clients' *test* features, colour = class, marker = client
-(one panel per method); Fig. 5: the same for FedPFT+Con's two prompt sets, with large markers at
-each client's class centroids. Which vector is plotted is unspecified (§6 item 4): ``on="features"``
-is the classifier's input (f' for FedPFT, the φ output for the baselines) and ``on="phi"`` the raw
-extractor output; the spec suggests plotting both when unsure.
+FedPFT (ICLR) §4.4, Fig. 4 (arXiv Fig. 2): t-SNE of all clients' *test* features, colour = class,
+marker = client (one panel per method); §4.6, Fig. 5 (arXiv Fig. 3): the same for FedPFT+Con's
+two prompt sets, with large markers at each client's class centroids. The paper does not say
+which vector Fig. 4 plots: ``on="features"`` is the classifier's input (f' for FedPFT, the φ
+output for the baselines) and ``on="phi"`` the raw extractor output; plot both when unsure.
 
 Every function works through ``Method.personalized_model(shared, state)``, so it applies to any
 method, FedPFT included, without special cases.

@@ -1,6 +1,6 @@
 """Grad-CAM (Selvaraju et al., ICCV 2017) for any model with a convolutional layer: which pixels a
-class score depends on. pFedCSPC uses it for its PMI case study (Fig. 9) and its error analysis
-(Fig. 11, right): specs/pfedcspc.md §5.
+class score depends on. pFedCSPC uses it for its PMI case study (TNNLS §V-E2, Fig. 9) and its
+error analysis (§V-E3, Fig. 11, right).
 
 ``grad_cam(model, x, target)``: for each image, the channel weights are the spatial mean of the
 target logit's gradient w.r.t. the chosen layer's output; the map is ReLU(Σ_k w_k A_k), upsampled

@@ -1,4 +1,4 @@
-"""The toy feature–classifier mismatch (FedPFT ICLR Fig. 1, specs/fedpft.md §2 "Toy illustrations").
+"""The toy feature–classifier mismatch (FedPFT (ICLR) §1, Fig. 1).
 
 A computed illustration, not a drawing: two clients hold 2-D points of four classes under strong
 label skew; FedAvg trains a small network whose feature space is itself 2-D, so the features and

@@ -1,8 +1,8 @@
 """Deterministic, inspectable client partitions of a dataset's train and test splits.
 
-Why this module exists (specs/../peers.md §5 "Partitioning and data", §8 item 3): peer code
-bases have Dirichlet loops that never terminate, unseeded ``random`` calls that make splits
-irreproducible, and test sets merged into training. Here
+Why this module exists: public FL code bases have Dirichlet loops that never terminate
+(PFLlib #130, FL-bench #29, FedLab #232), unseeded ``random`` calls that make splits
+irreproducible (NIID-Bench #7), and test sets merged into training (PFLlib #16, #35). Here
 
 * every random draw comes from one explicit :class:`numpy.random.Generator`;
 * retries are bounded and failures raise :class:`~fedrepro.errors.PartitionError` saying which
@@ -59,7 +59,7 @@ def _as_index_array(a: Any) -> np.ndarray:
 class Partition:
     """Per-client index arrays into a dataset's train and test splits.
 
-    ``held_out`` clients never train (PEP-FedPT Tables 3/13, specs/pep-fedpt.md §2.3): they
+    ``held_out`` clients never train (PEP-FedPT (arXiv) §5.1.3, Tables 3 and 13): they
     keep train data (for priors, prototypes or fine-tuning) and test data for evaluation.
     """
 
@@ -311,7 +311,7 @@ def _dirichlet(rng: np.random.Generator, alpha: float, size: tuple[int, int]) ->
     """Rows ~ Dir(alpha·1), computed in log space so tiny alpha never gives NaN.
 
     ``Gamma(a) = Gamma(a+1)·U^(1/a)``: for a << 1 the plain gamma draws underflow to 0 and
-    the normalisation divides 0/0 (Flower #4377 in peers.md §5); log space avoids that.
+    the normalisation divides 0/0 (as in Flower issue #4377); log space avoids that.
     ``alpha = inf`` means exactly uniform proportions.
     """
     if math.isinf(alpha):
@@ -361,7 +361,8 @@ def _proportional_test_counts(train_counts: np.ndarray, test_per_class: np.ndarr
 
     Integer cumulative boundaries ``floor(cumsum(a_c)·m_c / n_c)`` use every test index of a
     class present in train exactly once, and a client with no train samples of a class gets no
-    test samples of it (specs/pfedcspc.md §1.8: local test distribution = local train one).
+    test samples of it (pFedCSPC (TNNLS) §V-A1: a client's local test set has its training
+    distribution; the proportional split is our choice, as the paper does not say how).
     """
     cum = np.cumsum(train_counts, axis=1)
     n_c = cum[:, -1]
@@ -388,7 +389,8 @@ def _largest_remainder(x: np.ndarray, total: int, rng: np.random.Generator) -> n
     """Round non-negative ``x`` (summing to ``total``) to integers with exactly that sum.
 
     Ties among equal remainders are broken at random, so e.g. 12.5 samples/class (FedPFT
-    Tiny pathological, specs/fedpft.md §3.1) does not always favour the lowest class ids.
+    Tiny-ImageNet pathological, FedPFT (ICLR) §4.1 and App. D.1: 500 samples over 40 classes)
+    does not always favour the lowest class ids.
     """
     base = np.floor(x).astype(np.int64)
     short = int(total - base.sum())
@@ -415,8 +417,9 @@ def _dirichlet_counts(
 ) -> tuple[np.ndarray, int]:
     """Draw a class × client count matrix by per-class Dir(alpha) proportions.
 
-    specs/pfedcspc.md §2.2 (MOON scheme): redraw until every client has >= ``min_size``
-    samples, but at most ``max_retries`` times (peers.md §8 item 3). Retries work on the
+    The MOON scheme that pFedCSPC (TNNLS) §V-A1 follows: redraw until every client has
+    >= ``min_size`` samples, but at most ``max_retries`` times (the bound is our choice: the
+    official FedCSPC/MOON ``partition_data`` loops until it succeeds). Retries work on the
     count matrix only, so each costs O(classes × clients), not O(samples).
     """
     per_class = np.bincount(labels, minlength=n_classes)[:n_classes].astype(np.int64)
@@ -456,7 +459,8 @@ def _balanced_counts(
 ) -> np.ndarray:
     """MOON/NIID-Bench variant: a client already holding >= n/N samples gets no more classes.
 
-    specs/pfedcspc.md §2.2 [code `partition_data`]; sequential over classes by construction.
+    As the official FedCSPC and MOON code (``partition_data``) do; sequential over classes by
+    construction.
     """
     n_classes = per_class.size
     cap = per_class.sum() / n_clients
@@ -537,13 +541,13 @@ def dirichlet(
     test_domains: Any = None,
     num_classes: int | None = None,
 ) -> Partition:
-    """Per-class Dirichlet label skew over the whole train split (specs/pfedcspc.md §2.2).
+    """Per-class Dirichlet label skew over the whole train split (pFedCSPC (TNNLS) §V-A1, MOON).
 
     For each class, proportions ~ Dir(alpha·1_N) over clients split that class's indices by
     cumulative proportions; the whole draw is repeated while some client has < ``min_size``
     samples, at most ``max_retries`` times. ``balance=True`` adds the MOON/NIID-Bench rule
     (clients already at n/N samples get no more). Each client's test split has its train label
-    distribution (specs/pfedcspc.md §1.8).
+    distribution (pFedCSPC (TNNLS) §V-A1).
     """
     y_tr, y_te, n_classes = _prepare_labels(train_labels, test_labels, num_clients, num_classes)
     rng = _check_rng(rng)
@@ -568,8 +572,9 @@ def _balanced_class_sets(
     """k distinct classes per client, each class used floor/ceil(N·k/C) times.
 
     A randomised round-robin: each client takes the k least-used classes, ties broken at
-    random, so usage never differs by more than one (the SGPT `noniid-labeluni` property in
-    specs/pep-fedpt.md §2.1) while class combinations stay random.
+    random, so usage never differs by more than one (as in the official SGPT code's
+    ``noniid-labeluni`` split; PEP-FedPT (arXiv) §5 cites SGPT for its pathological split) while
+    class combinations stay random.
     """
     usage = np.zeros(present.size, dtype=np.int64)
     sets = []
@@ -593,11 +598,11 @@ def pathological(
     test_domains: Any = None,
     num_classes: int | None = None,
 ) -> Partition:
-    """Each client holds exactly ``classes_per_client`` classes (specs/pep-fedpt.md §2.1).
+    """Each client holds exactly ``classes_per_client`` classes (PEP-FedPT (arXiv) §5 "Setup").
 
     Classes are spread so each is used by about the same number of clients; a class's train
-    and test indices are split evenly among its holders. ``shots`` (FedOTP few-shot,
-    specs/fedotp.md §2.2) keeps only that many train samples per class per client, while the
+    and test indices are split evenly among its holders. ``shots`` (FedOTP (CVPR 2024) §5.1,
+    few-shot CLIP datasets) keeps only that many train samples per class per client, while the
     test split keeps the client's full share. With ``num_clients·k == num_classes`` the
     classes are disjoint across clients, as in FedOTP.
     """
@@ -714,7 +719,7 @@ def fixed_dirichlet(
     test_domains: Any = None,
     num_classes: int | None = None,
 ) -> Partition:
-    """FedPFT protocol (specs/fedpft.md §3.1): every client gets exactly ``train_per_client``
+    """FedPFT protocol (ICLR §4.1, App. D.1): every client gets exactly ``train_per_client``
     train and (when the pool allows) ``test_per_client`` test samples, disjoint across clients.
 
     Per client, q_i ~ Dir(alpha·1_C) (or, with ``classes_per_client`` k, uniform over k random
@@ -865,8 +870,8 @@ def domain(
     test_domains: Any = None,
     num_classes: int | None = None,
 ) -> Partition:
-    """Feature shift, one domain per client: client d holds domain d (specs/fedpft.md §3.1
-    App. I with 1000/500 per client; specs/fedotp.md §2.2 Table A2)."""
+    """Feature shift, one domain per client: client d holds domain d (FedPFT (ICLR) App. I,
+    1000/500 per client; FedOTP (CVPR 2024) App. C.1, Table A2)."""
     y_tr, y_te, n_classes = _prepare_labels(train_labels, test_labels, num_clients, num_classes)
     rng = _check_rng(rng)
     d_tr, d_te, n_dom = _domains(train_domains, test_domains, y_tr, y_te, "domain")
@@ -912,10 +917,11 @@ def domain_dirichlet(
 ) -> Partition:
     """Feature + label shift: each domain is split into ``clients_per_domain`` clients.
 
-    specs/fedotp.md §2.2 (DomainNet 6×5, Office 4×3, Dirichlet inside the domain, code
-    min size 2) and specs/pep-fedpt.md §2.1 (DomainNet 6×10, IID inside the domain:
-    ``alpha=None``/``inf`` or ``label_skew=False``). Client ids are domain-major; the domain of
-    each client is ``meta["client_domain"]``.
+    FedOTP (CVPR 2024) §5.2 Table 2 and App. C.2 Table A3 (DomainNet 6×5, Office 4×3, Dirichlet
+    inside the domain; min size 2 as in the official code) and PEP-FedPT (arXiv) §5 (DomainNet
+    6×10; the paper does not say how a domain is divided, we default to IID: ``alpha=None``/``inf``
+    or ``label_skew=False``). Client ids are domain-major; the domain of each client is
+    ``meta["client_domain"]``.
     """
     y_tr, y_te, n_classes = _prepare_labels(train_labels, test_labels, num_clients, num_classes)
     rng = _check_rng(rng)
@@ -981,7 +987,7 @@ def _pick_held_out(
 ) -> tuple[int, ...]:
     """Held-out client ids drawn with ``rng`` *after* partitioning, so adding held-out clients
     never changes the index arrays themselves. ``by_domain`` takes h / num_domains per domain
-    (PEP-FedPT DomainNet: 1 of 10 per domain, specs/pep-fedpt.md §2.3)."""
+    (PEP-FedPT (arXiv) App. A.4.7: on DomainNet, 1 of 10 clients per domain)."""
     if not by_domain:
         return tuple(sorted(rng.choice(part.num_clients, size=h, replace=False).tolist()))
     client_domain = part.meta.get("client_domain")
@@ -1025,7 +1031,8 @@ def make_partition(
 
     Unknown or missing scheme parameters raise :class:`ConfigError` naming them and listing
     the valid ones. ``holdout_clients=h`` (0 <= h < num_clients) marks h clients, drawn with
-    ``rng``, that never train but keep their train and test data (specs/pep-fedpt.md §2.3).
+    ``rng``, that never train but keep their train and test data (PEP-FedPT (arXiv) §5
+    "Evaluation Methodology": 10% of clients held out).
     """
     fn = PARTITIONERS.get(scheme)
     valid, required = _scheme_params(fn)

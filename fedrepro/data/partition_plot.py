@@ -1,9 +1,8 @@
 """Statistics tables and client × class bubble plots for a :class:`Partition`.
 
-peers.md §8 item 3 asks for "distribution plots and statistics in a notebook"; the bubble plot
-is the one of FedPFT Fig. 8 (specs/fedpft.md §3.1: x = class index, y = client id, dot size =
-sample count). Only matplotlib's object-oriented API is used, apart from creating a figure
-when none is given, so everything works under the Agg backend.
+The bubble plot is the one of FedPFT (ICLR) Fig. 8 / (arXiv) Fig. 4 (App. D.1 / B.1: x = class
+index, y = client id, dot size = sample count). Only matplotlib's object-oriented API is used,
+apart from creating a figure when none is given, so everything works under the Agg backend.
 """
 from __future__ import annotations
 
@@ -74,7 +73,7 @@ def plot_partition(
     max_clients: int | None = None,
     size_scale: float | None = None,
 ):
-    """Client × class bubble plot (FedPFT Fig. 8); returns the Axes.
+    """Client × class bubble plot (FedPFT (ICLR) Fig. 8); returns the Axes.
 
     Dot area is proportional to the client's train count of that class; held-out clients are
     drawn in a second colour. ``max_clients`` shows only the first clients, which keeps plots

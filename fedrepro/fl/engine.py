@@ -13,9 +13,9 @@ Evaluation protocol (stated once, used for every method):
   ``i_local_mean``;
 - with a ``global_test`` split, the method's global model (if it has one) is also scored on it
   (``global_acc``), and ``hm`` is the harmonic mean of ``global_acc`` and ``i_local_mean``
-  (specs/pfedcspc.md §1.8);
+  (pFedCSPC (TNNLS) §V-A2, Eqs. 19–21);
 - the summary reports both the **best round** (max of ``acc_mean`` over evaluated rounds, the
-  FedPFT papers' rule, specs/fedpft.md §3.3) and the **final round**, named as such.
+  FedPFT papers' rule, ICLR §4.1) and the **final round**, named as such.
 """
 from __future__ import annotations
 

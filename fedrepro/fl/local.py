@@ -109,9 +109,10 @@ def train_epochs(model: nn.Module, data: ClientData, opt: torch.optim.Optimizer 
 
 
 def macro_f1(y_true: torch.Tensor, y_pred: torch.Tensor) -> float:
-    """Macro-F1 over the classes present in ``y_true`` (specs/pfedcspc.md §1.8: a local test split
-    may lack classes; predicting an absent class still costs precision of nothing and recall of
-    the true class). NaN for an empty split."""
+    """Macro-F1 over the classes present in ``y_true`` (the MF1 of pFedCSPC (TNNLS) Eq. 20; the
+    class set is our choice, as the paper does not say: a local test split may lack classes;
+    predicting an absent class still costs precision of nothing and recall of the true class).
+    NaN for an empty split."""
     if y_true.numel() == 0:
         return float("nan")
     n = int(max(int(y_true.max()), int(y_pred.max()))) + 1

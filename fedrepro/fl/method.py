@@ -9,7 +9,7 @@ A method never holds per-client state itself. The runner passes it in and stores
 - ``evaluate(shared, state, data, gen)`` -> :class:`EvalResult` for the client's personalised model.
 
 ``shared`` and states are plain ``dict[str, Tensor | ...]`` so they checkpoint with ``torch.save``
-and map onto Flower's ``ArrayRecord``/``context.state`` one-to-one (see peers.md §7).
+and map onto Flower's ``ArrayRecord``/``context.state`` (its Message API) one-to-one.
 """
 from __future__ import annotations
 
@@ -135,7 +135,8 @@ class Method:
         """The client's model as a module with ``features`` (x -> the classifier's input) and ``head``.
 
         Analyses freeze ``features`` and retrain or wrap ``head``. For FedPFT ``features`` ends with
-        the FTM (specs/fedpft.md §2: probes are taken on f' = τ([φ(x), p_κ])₀).
+        the FTM: the paper probes f' = τ([φ(x), p_κ])₀, since FedPFT+Con's Probe values in
+        FedPFT (ICLR) Table 1 equal the "p_κ" row of its Table 6.
         """
         raise NotImplementedError(f"{type(self).__name__} does not expose a personalised model")
 

@@ -45,7 +45,7 @@ Randomness: torch's global RNG inside ``aggregate`` (seeded per round by the eng
 
 Only per-class counts, means and covariances of present classes leave a client (float32).
 
-pFedCSPC baseline (specs/pfedcspc.md §3).
+A pFedCSPC (TNNLS) Table II baseline.
 """
 from __future__ import annotations
 
@@ -55,10 +55,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..errors import ConfigError
 from ..fl.aggregate import weighted_average
 from ..fl.client_data import ClientData
 from ..fl.method import ClientUpdate, State
+from ..params import hp
 from .base import ModelMethod
 from .registry import register_method
 
@@ -66,36 +66,15 @@ STATS = "ccvr."  # uploaded statistics: ccvr.classes, ccvr.count, ccvr.mean, ccv
 APPLY = ("eval", "broadcast")
 
 
-def _int(key: str, value, lo: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < lo:
-        raise ConfigError(f"method.args.{key}={value!r}; valid: an integer >= {lo}")
-
-
-def _positive(key: str, value, allow_zero: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok or value < 0 or (value == 0 and not allow_zero):
-        raise ConfigError(f"method.args.{key}={value!r}; valid: a number {'>=' if allow_zero else '>'} 0")
-
-
 @dataclass
 class CCVRParams:
-    calibrate_every: int = 1  # rounds between calibrations; 0 = never [ours: the brief's per-round use]
-    num_virtual: int = 2000  # M_c, virtual features per class [paper's ablation, as cited]
-    calib_epochs: int = 10  # [ours]
-    calib_lr: float = 0.01  # [ours]
-    calib_momentum: float = 0.9  # [ours]
-    calib_batch_size: int = 64  # [ours]
-    apply: str = "eval"  # "eval" | "broadcast"
-
-    def validate(self) -> None:
-        if self.apply not in APPLY:
-            raise ConfigError(f"method.args.apply={self.apply!r}; valid: {', '.join(APPLY)}")
-        _int("calibrate_every", self.calibrate_every, 0)
-        _int("num_virtual", self.num_virtual, 1)
-        _int("calib_epochs", self.calib_epochs, 1)
-        _int("calib_batch_size", self.calib_batch_size, 1)
-        _positive("calib_lr", self.calib_lr)
-        _positive("calib_momentum", self.calib_momentum, allow_zero=True)
+    calibrate_every: int = hp(1, ge=0)  # rounds between calibrations; 0 = never [ours: the brief's per-round use]
+    num_virtual: int = hp(2000, ge=1)  # M_c, virtual features per class [paper's ablation, as cited]
+    calib_epochs: int = hp(10, ge=1)  # [ours]
+    calib_lr: float = hp(0.01, gt=0)  # [ours]
+    calib_momentum: float = hp(0.9, ge=0)  # [ours]
+    calib_batch_size: int = hp(64, ge=1)  # [ours]
+    apply: str = hp("eval", choices=APPLY)  # "eval" | "broadcast"
 
 
 def class_statistics(feats: Tensor, labels: Tensor, num_classes: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -177,11 +156,11 @@ class CCVR(ModelMethod):
                       rnd: int) -> ClientUpdate:
         model = self.load(shared, state)
         stats = self.feature_statistics(model, data) if self.calibrates(rnd) and data.num_train else {}
-        loss = self.local_train(model, data, gen, shared, rnd)
+        train = self.local_train(model, data, gen, shared, rnd)
         sd = model.state_dict()
         upload = {**{k: sd[k].detach().clone() for k in self.shared_keys}, **stats}
         return ClientUpdate(upload=upload, state=dict(state), num_samples=data.num_train,
-                            metrics={"train_loss": loss})
+                            metrics=train.metrics())
 
     def calibrate_head(self, model, feats: Tensor, labels: Tensor) -> dict[str, Tensor]:
         """Re-train (a copy of) ``model.head`` on the virtual features with CE; returns its new

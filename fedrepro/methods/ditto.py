@@ -19,7 +19,7 @@ model, so ``train.eval_finetune_epochs`` is not applied (that fine-tuning is the
 
 Named options and choices:
 
-- ``lam`` (λ): default 0.1, the spec's suggestion (specs/pfedcspc.md §3); the Ditto paper tunes
+- ``lam`` (λ): default 0.1, our choice (pFedCSPC gives no baseline values); the Ditto paper tunes
   λ per data set over a small grid.
 - ``personal_epochs``: epochs of the personal update; ``None`` (default) = ``train.local_epochs``
   (spec: "the same local epochs"). The paper counts local iterations; epochs are this repository's
@@ -34,7 +34,7 @@ Named options and choices:
   start from what they started from and the personal anchor is w^t either way (PFLlib runs the
   personal update first).
 
-pFedCSPC baseline (specs/pfedcspc.md §3).
+A pFedCSPC (TNNLS) Table III baseline.
 """
 from __future__ import annotations
 
@@ -42,10 +42,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import ConfigError
 from ..fl.client_data import ClientData
-from ..fl.local import evaluate_model, make_sgd, proximal_hook, train_epochs
+from ..fl.local import TrainStats, evaluate_model, make_sgd, proximal_hook, train_epochs
 from ..fl.method import ClientUpdate, EvalResult, State
+from ..params import hp
 from .base import ModelMethod
 from .registry import register_method
 
@@ -54,15 +54,8 @@ PERSONAL = "personal."
 
 @dataclass
 class DittoParams:
-    lam: float = 0.1  # specs/pfedcspc.md §3 suggestion
-    personal_epochs: int | None = None  # None: train.local_epochs (spec: "the same local epochs")
-
-    def validate(self) -> None:
-        if not isinstance(self.lam, (int, float)) or isinstance(self.lam, bool) or self.lam < 0:
-            raise ConfigError(f"method.args.lam={self.lam!r}; valid: a number >= 0")
-        e = self.personal_epochs
-        if e is not None and (not isinstance(e, int) or isinstance(e, bool) or e < 0):
-            raise ConfigError(f"method.args.personal_epochs={e!r}; valid: null or an integer >= 0")
+    lam: float = hp(0.1, ge=0)  # our choice; Ditto tunes λ per data set
+    personal_epochs: int | None = hp(None, ge=0)  # None: train.local_epochs (spec: "the same local epochs")
 
 
 @register_method("ditto")
@@ -84,7 +77,7 @@ class Ditto(ModelMethod):
             p.requires_grad_(True)
         return self.model
 
-    def personal_train(self, model, data: ClientData, gen: torch.Generator, shared: State) -> float:
+    def personal_train(self, model, data: ClientData, gen: torch.Generator, shared: State) -> TrainStats:
         """SGD on CE + (λ/2)·‖v − w^t‖² for the personal epochs; w^t is ``shared``."""
         t = self.ctx.cfg.train
         epochs = t.local_epochs if self.p.personal_epochs is None else self.p.personal_epochs
@@ -97,15 +90,15 @@ class Ditto(ModelMethod):
                       rnd: int) -> ClientUpdate:
         # 1. global update: plain local SGD from w^t (FedAvg's client step), uploaded
         model = self.load(shared, {})
-        loss_g = self.local_train(model, data, gen, shared, rnd)
+        stats_g = self.local_train(model, data, gen, shared, rnd)
         sd = model.state_dict()
         upload = {k: sd[k].detach().clone() for k in self.shared_keys}
         # 2. personal update: v_k pulled towards the received w^t, kept on the client
         model = self.load_personal(state)
-        loss_p = self.personal_train(model, data, gen, shared)
+        stats_p = self.personal_train(model, data, gen, shared)
         new_state = {PERSONAL + k: v.detach().clone() for k, v in model.state_dict().items()}
         return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train,
-                            metrics={"train_loss": loss_g, "personal_loss": loss_p})
+                            metrics={"train_loss": stats_g.loss, "personal_loss": stats_p.loss})
 
     def evaluate(self, shared: State, state: State, data: ClientData, gen: torch.Generator) -> EvalResult:
         return evaluate_model(self.load_personal(state), data)

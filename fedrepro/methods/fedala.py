@@ -11,7 +11,7 @@ in its client state. Round t, for a sampled client i receiving the global model 
 2. θ_i ← θ̂, then ``train.local_epochs`` epochs of plain CE SGD on all of the client's data.
 3. Upload θ_i; the server's θ is the sample-weighted FedAvg of the uploads. W never leaves the client.
 
-Defaults (the paper's, spec §3): ``rand_percent`` s = 80, ``layer_idx`` p = 1 (the head only),
+Defaults (the FedALA paper's): ``rand_percent`` s = 80, ``layer_idx`` p = 1 (the head only),
 ``eta`` η = 1.0. Named options and choices where the paper is silent:
 
 - ``layer_unit``: ``"layer"`` (default) counts p in layers, i.e. parameter-owning modules in
@@ -36,8 +36,8 @@ Defaults (the paper's, spec §3): ``rand_percent`` s = 80, ``layer_idx`` p = 1 (
   stored W (no further W training), closer to the official code, which evaluates right after ALA and
   before training. A client that never trained is scored with the global model (= θ̂ with W = 1).
 
-``global_model`` returns the FedAvg model (``train.global_eval``). pFedCSPC baseline
-(specs/pfedcspc.md §3).
+``global_model`` returns the FedAvg model (``train.global_eval``). A pFedCSPC (TNNLS)
+Table III baseline.
 """
 from __future__ import annotations
 
@@ -51,10 +51,10 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.func import functional_call
 
-from ..errors import ConfigError
 from ..fl.client_data import ClientData
 from ..fl.local import make_sgd, train_epochs
 from ..fl.method import ClientUpdate, State
+from ..params import hp
 from .base import ModelMethod
 from .registry import register_method
 
@@ -62,42 +62,16 @@ LAYER_UNITS = ("layer", "tensor")
 EVAL_MODELS = ("local", "ala")
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 @dataclass
 class FedALAParams:
-    rand_percent: float = 80     # s, the paper (and spec §3)
-    layer_idx: int = 1           # p, the paper (the head only; spec §3)
-    layer_unit: str = "layer"    # the paper counts layers; the official code counts tensors
-    eta: float = 1.0             # η, the paper
-    threshold: float = 0.1       # official code: std threshold of the first ALA's losses
-    num_pre_loss: int = 10       # official code: window of that std
-    max_init_epochs: int = 100   # ours: a cap on the first ALA
-    eval_model: str = "local"
-
-    def validate(self) -> None:
-        if not _is_num(self.rand_percent) or not 0 < self.rand_percent <= 100:
-            raise ConfigError(f"method.args.rand_percent={self.rand_percent!r}; valid: a number in (0, 100]")
-        if not _is_int(self.layer_idx) or self.layer_idx < 1:
-            raise ConfigError(f"method.args.layer_idx={self.layer_idx!r}; valid: an integer >= 1")
-        if self.layer_unit not in LAYER_UNITS:
-            raise ConfigError(f"method.args.layer_unit={self.layer_unit!r}; valid: {', '.join(LAYER_UNITS)}")
-        if not _is_num(self.eta) or self.eta <= 0:
-            raise ConfigError(f"method.args.eta={self.eta!r}; valid: a number > 0")
-        if not _is_num(self.threshold) or self.threshold < 0:
-            raise ConfigError(f"method.args.threshold={self.threshold!r}; valid: a number >= 0")
-        for key in ("num_pre_loss", "max_init_epochs"):
-            v = getattr(self, key)
-            if not _is_int(v) or v < 1:
-                raise ConfigError(f"method.args.{key}={v!r}; valid: an integer >= 1")
-        if self.eval_model not in EVAL_MODELS:
-            raise ConfigError(f"method.args.eval_model={self.eval_model!r}; valid: {', '.join(EVAL_MODELS)}")
+    rand_percent: float = hp(80, gt=0, le=100)          # s, the FedALA paper
+    layer_idx: int = hp(1, ge=1)                        # p, the FedALA paper (the head only)
+    layer_unit: str = hp("layer", choices=LAYER_UNITS)  # the paper counts layers; the official code counts tensors
+    eta: float = hp(1.0, gt=0)                          # η, the paper
+    threshold: float = hp(0.1, ge=0)                    # official code: std threshold of the first ALA's losses
+    num_pre_loss: int = hp(10, ge=1)                    # official code: window of that std
+    max_init_epochs: int = hp(100, ge=1)                # ours: a cap on the first ALA
+    eval_model: str = hp("local", choices=EVAL_MODELS)
 
 
 def top_parameters(model, p: int, unit: str = "layer") -> list[str]:
@@ -171,24 +145,24 @@ class FedALA(ModelMethod):
         diff = {k: (glob[k] - local[k]).detach() for k in weights}
         w = {k: v.detach().clone() for k, v in weights.items()}
         model = self.model
-        model.train()
         losses: list[float] = []
         eta = float(self.p.eta)
+
+        def step(x, y):
+            nonlocal w
+            wg = {k: v.requires_grad_(True) for k, v in w.items()}
+            top = {k: local[k].detach() + diff[k] * wg[k] for k in wg}
+            # buffers are cloned: a train-mode BN forward updates them in place
+            sd = {k: (v.clone() if k not in self.param_set else v) for k, v in fixed.items()}
+            out = functional_call(model, {**sd, **top}, (x,))
+            loss = F.cross_entropy(out, y)
+            grads = torch.autograd.grad(loss, list(wg.values()))
+            with torch.no_grad():
+                w = {k: (wg[k] - eta * g).clamp_(0.0, 1.0) for k, g in zip(wg, grads)}
+            return loss
+
         while True:
-            total, count = 0.0, 0
-            for x, y in subset.train_batches(t.batch_size, gen):
-                wg = {k: v.requires_grad_(True) for k, v in w.items()}
-                top = {k: local[k].detach() + diff[k] * wg[k] for k in wg}
-                # buffers are cloned: a train-mode BN forward updates them in place
-                sd = {k: (v.clone() if k not in self.param_set else v) for k, v in fixed.items()}
-                out = functional_call(model, {**sd, **top}, (x,))
-                loss = F.cross_entropy(out, y)
-                grads = torch.autograd.grad(loss, list(wg.values()))
-                with torch.no_grad():
-                    w = {k: (wg[k] - eta * g).clamp_(0.0, 1.0) for k, g in zip(wg, grads)}
-                total += float(loss.detach()) * y.numel()
-                count += y.numel()
-            losses.append(total / max(count, 1))
+            losses.append(train_epochs(model, subset, None, 1, t.batch_size, gen, step=step).loss)
             if not until_converged:
                 break
             k = int(self.p.num_pre_loss)
@@ -224,7 +198,7 @@ class FedALA(ModelMethod):
         for p in model.parameters():
             p.requires_grad_(True)
         opt = make_sgd(model.parameters(), t.lr, t.momentum, t.weight_decay)
-        metrics["train_loss"] = train_epochs(model, data, opt, t.local_epochs, t.batch_size, gen)
+        metrics["train_loss"] = train_epochs(model, data, opt, t.local_epochs, t.batch_size, gen).loss
         numel = sum(w.numel() for w in weights.values())
         metrics["ala_w_mean"] = float(sum(float(w.sum()) for w in weights.values()) / max(numel, 1))
         sd = {k: v.detach().clone() for k, v in model.state_dict().items()}

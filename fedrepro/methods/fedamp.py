@@ -1,8 +1,7 @@
 """FedAMP (Huang et al., AAAI 2021): attentive message passing between personalised models.
 
 "Personalized Cross-Silo Federated Learning on Non-IID Data". One of FedPFT's nine PFL baselines
-(specs/fedpft.md §4: "attention-based personalized weighted aggregation; similar clients get larger
-weights").
+(FedPFT (ICLR) Table 2).
 
 Every client i owns a personalised model w_i (its whole state dict, kept in the client state and used
 for evaluation). Round k:
@@ -71,10 +70,10 @@ from typing import Mapping, Sequence
 import torch
 from torch import Tensor
 
-from ..errors import ConfigError
 from ..fl.client_data import ClientData
 from ..fl.local import make_sgd, proximal_hook, train_epochs
 from ..fl.method import ClientUpdate, State
+from ..params import hp
 from .base import ModelMethod
 from .registry import register_method
 
@@ -82,42 +81,17 @@ ATTENTIONS = ("exp", "cosine")
 STARTS = ("personal", "cloud")
 
 
-def _number(key: str, value, *, positive: bool = False, lo: float | None = None, hi: float | None = None) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    ok = ok and (value > 0 if positive else True) and (lo is None or value >= lo) and (hi is None or value <= hi)
-    if not ok:
-        bounds = "> 0" if positive else f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
-        raise ConfigError(f"method.args.{key}={value!r}; valid: a number {bounds}")
-
-
 @dataclass
 class FedAMPParams:
-    attention: str = "exp"
-    alpha_k: float = 1e4
-    lam: float = 1.0
-    sigma: float = 100.0
-    alpha_decay_rate: float = 0.1
-    alpha_decay_every: int = 30
-    self_weight: float | None = None
-    heur_sigma: float = 25.0
-    start_from: str = "personal"
-
-    def validate(self) -> None:
-        if self.attention not in ATTENTIONS:
-            raise ConfigError(f"method.args.attention={self.attention!r}; valid: {', '.join(ATTENTIONS)}")
-        if self.start_from not in STARTS:
-            raise ConfigError(f"method.args.start_from={self.start_from!r}; valid: {', '.join(STARTS)}")
-        _number("alpha_k", self.alpha_k, positive=True)
-        _number("lam", self.lam, lo=0.0)
-        _number("sigma", self.sigma, positive=True)
-        _number("alpha_decay_rate", self.alpha_decay_rate, positive=True)
-        _number("heur_sigma", self.heur_sigma, lo=0.0)
-        if not isinstance(self.alpha_decay_every, int) or isinstance(self.alpha_decay_every, bool) \
-                or self.alpha_decay_every < 0:
-            raise ConfigError(f"method.args.alpha_decay_every={self.alpha_decay_every!r}; "
-                              "valid: an integer >= 0 (0 = never decay)")
-        if self.self_weight is not None:
-            _number("self_weight", self.self_weight, lo=0.0, hi=1.0)
+    attention: str = hp("exp", choices=ATTENTIONS)
+    alpha_k: float = hp(1e4, gt=0)
+    lam: float = hp(1.0, ge=0)
+    sigma: float = hp(100.0, gt=0)
+    alpha_decay_rate: float = hp(0.1, gt=0)
+    alpha_decay_every: int = hp(30, ge=0)  # 0 = never decay
+    self_weight: float | None = hp(None, ge=0, le=1)
+    heur_sigma: float = hp(25.0, ge=0)
+    start_from: str = hp("personal", choices=STARTS)
 
     def alpha_at(self, rnd: int) -> float:
         """α_k of round ``rnd`` (0-based)."""
@@ -218,13 +192,12 @@ class FedAMP(ModelMethod):
         coef = float(self.p.lam) / self.p.alpha_at(rnd)  # d/dw of λ/(2α_k)·‖w − u‖²
         anchors = [(params[k], cloud[k]) for k in self.param_keys]
         opt = make_sgd(model.parameters(), t.lr, t.momentum, t.weight_decay)
-        loss = train_epochs(model, data, opt, t.local_epochs, t.batch_size, gen,
-                            grad_hook=proximal_hook(anchors, coef))
+        stats = train_epochs(model, data, opt, t.local_epochs, t.batch_size, gen,
+                             grad_hook=proximal_hook(anchors, coef))
         sd = model.state_dict()
         new_state = {k: v.detach().clone() for k, v in sd.items()}
         upload = {"cid": int(data.cid), "params": {k: sd[k].detach().clone() for k in self.param_keys}}
-        return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train,
-                            metrics={"train_loss": loss})
+        return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train, metrics=stats.metrics())
 
     def aggregate(self, shared: State, updates: list, server_state: State, rnd: int) -> tuple[State, State]:
         models = dict(server_state.get("models", {}))

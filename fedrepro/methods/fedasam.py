@@ -22,8 +22,8 @@ Named options and choices the paper leaves open:
   FedSAM repository's CIFAR-10 scripts (``paper_experiments/cifar10.sh``: ``asam -rho 0.7 -eta
   0.2`` and ``sam -rho 0.1``; its CIFAR-100 script uses ASAM ρ = 0.7, η = 0.2 too). ASAM's ρ is
   measured in the T_w-normalised space, so it is naturally larger than SAM's: the spec's
-  suggestion ρ = 0.05–0.1 (specs/pfedcspc.md §3) fits SAM's scale. Set ``rho`` to override.
-- ``eta`` (η) = 0.2: the official scripts and the spec (specs/pfedcspc.md §3). Ignored by SAM.
+  usual ρ = 0.05–0.1 fits SAM's scale. Set ``rho`` to override.
+- ``eta`` (η) = 0.2: the official scripts. Ignored by SAM.
 - ``adaptive``: ``True`` (default) = ASAM (FedASAM); ``False`` = SAM (FedSAM).
 - ``scale``: which parameters get T_w = |w| + η. ``"weights"`` (default) scales the parameters
   named ``*weight`` (convolution, linear and normalisation weights) and uses T = 1 for biases, as
@@ -39,7 +39,7 @@ Evaluation: a global-FL method (``ModelMethod``): ``global_model`` is the averag
 client's score is that model on its test split, after ``train.eval_finetune_epochs`` of CE
 fine-tuning when set (plain SGD, not ASAM).
 
-pFedCSPC baseline (specs/pfedcspc.md §3).
+A pFedCSPC (TNNLS) Table II baseline.
 """
 from __future__ import annotations
 
@@ -50,8 +50,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..errors import ConfigError
-from ..fl.local import make_sgd
+from ..fl.local import TrainStats, make_sgd, train_epochs
+from ..params import hp
 from .base import ModelMethod
 from .registry import register_method
 
@@ -59,27 +59,12 @@ SCALES = ("weights", "all")
 DEFAULT_RHO = {True: 0.7, False: 0.1}  # official FedSAM scripts: ASAM ρ = 0.7 (η = 0.2), SAM ρ = 0.1
 
 
-def _number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
 @dataclass
 class FedASAMParams:
-    rho: float | None = None  # None: 0.7 (ASAM) / 0.1 (SAM), official FedSAM CIFAR scripts
-    eta: float = 0.2  # official FedSAM scripts; specs/pfedcspc.md §3
-    adaptive: bool = True  # True: ASAM (FedASAM); False: SAM (FedSAM)
-    scale: str = "weights"  # official ASAM/FedSAM code: only "*weight" parameters get |w| + η
-
-    def validate(self) -> None:
-        if self.rho is not None and (not _number(self.rho) or self.rho < 0):
-            raise ConfigError(f"method.args.rho={self.rho!r}; valid: a number >= 0, or null "
-                              "(0.7 for ASAM, 0.1 for SAM)")
-        if not _number(self.eta) or self.eta < 0:
-            raise ConfigError(f"method.args.eta={self.eta!r}; valid: a number >= 0")
-        if not isinstance(self.adaptive, bool):
-            raise ConfigError(f"method.args.adaptive={self.adaptive!r}; valid: true, false")
-        if self.scale not in SCALES:
-            raise ConfigError(f"method.args.scale={self.scale!r}; valid: {', '.join(SCALES)}")
+    rho: float | None = hp(None, ge=0)  # None: 0.7 (ASAM) / 0.1 (SAM), official FedSAM CIFAR scripts
+    eta: float = hp(0.2, ge=0)  # official FedSAM scripts
+    adaptive: bool = hp(True)  # True: ASAM (FedASAM); False: SAM (FedSAM)
+    scale: str = hp("weights", choices=SCALES)  # official ASAM/FedSAM code: only "*weight" parameters get |w| + η
 
     @property
     def radius(self) -> float:
@@ -133,14 +118,8 @@ class FedASAM(ModelMethod):
         opt.step()
         return loss.detach()
 
-    def local_train(self, model, data, gen, shared, rnd) -> float:
+    def local_train(self, model, data, gen, shared, rnd) -> TrainStats:
         t = self.ctx.cfg.train
         opt = make_sgd(model.parameters(), t.lr, t.momentum, t.weight_decay)
-        model.train()
-        total, count = 0.0, 0
-        for _ in range(t.local_epochs):
-            for x, y in data.train_batches(t.batch_size, gen):
-                loss = self.sam_step(model, opt, x, y)
-                total += float(loss) * y.numel()
-                count += y.numel()
-        return total / max(count, 1)
+        return train_epochs(model, data, None, t.local_epochs, t.batch_size, gen,
+                            step=lambda x, y: self.sam_step(model, opt, x, y))

@@ -7,22 +7,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ConfigError
 from ..fl.local import evaluate_model, make_sgd, train_epochs
+from ..params import hp
 from .base import ModelMethod
 from .registry import register_method
 
 
 @dataclass
 class FedAvgFTParams:
-    ft_epochs: int = 1
-    ft_lr: float | None = None  # None: train.lr
-
-    def validate(self) -> None:
-        if not isinstance(self.ft_epochs, int) or self.ft_epochs < 0:
-            raise ConfigError(f"method.args.ft_epochs={self.ft_epochs!r}; valid: an integer >= 0")
-        if self.ft_lr is not None and not (isinstance(self.ft_lr, (int, float)) and self.ft_lr > 0):
-            raise ConfigError(f"method.args.ft_lr={self.ft_lr!r}; valid: null or a number > 0")
+    ft_epochs: int = hp(1, ge=0)
+    ft_lr: float | None = hp(None, gt=0)  # None: train.lr
 
 
 @register_method("fedavg_ft")

@@ -2,7 +2,7 @@
 and let only similar clients share them.
 
 "Bold but Cautious: Unlocking the Potential of Personalized Federated Learning through Cautiously
-Aggressive Collaboration". A FedPFT baseline (specs/fedpft.md §4; also its Table 1 linear probe).
+Aggressive Collaboration". A FedPFT (ICLR) Table 2 baseline (also in its Table 1 probe).
 
 One round, client i (paper §4, the official code in ``FLAIR-Community/Fling``,
 ``fedcac_client.py`` / ``fedcac_group.py``, which the paper's Eq. 5-6 comments point to):
@@ -54,10 +54,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import ConfigError
 from ..fl.aggregate import weighted_average
 from ..fl.local import evaluate_model
 from ..fl.method import ClientUpdate, EvalResult, State
+from ..params import hp
 from .base import ModelMethod
 from .registry import register_method
 
@@ -69,17 +69,9 @@ CID = "cid"
 
 @dataclass
 class FedCACParams:
-    tau: float = 0.5  # fraction of each tensor that is critical (Eq. 6)
-    beta: int = 100  # rounds until collaboration on critical parameters stops
-    buffers: str = "local"  # BN running statistics: "local" (official code) | "global"
-
-    def validate(self) -> None:
-        if not isinstance(self.tau, (int, float)) or isinstance(self.tau, bool) or not 0.0 <= self.tau <= 1.0:
-            raise ConfigError(f"method.args.tau={self.tau!r}; valid: a number in [0, 1]")
-        if not isinstance(self.beta, int) or isinstance(self.beta, bool) or self.beta < 1:
-            raise ConfigError(f"method.args.beta={self.beta!r}; valid: an integer >= 1")
-        if self.buffers not in BUFFER_MODES:
-            raise ConfigError(f"method.args.buffers={self.buffers!r}; valid: {', '.join(BUFFER_MODES)}")
+    tau: float = hp(0.5, ge=0, le=1)  # fraction of each tensor that is critical (Eq. 6)
+    beta: int = hp(100, ge=1)  # rounds until collaboration on critical parameters stops
+    buffers: str = hp("local", choices=BUFFER_MODES)  # BN running statistics: "local" (official code) | "global"
 
 
 def sensitivity(before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
@@ -169,7 +161,7 @@ class FedCAC(ModelMethod):
     def client_update(self, shared: State, state: State, data, gen: torch.Generator, rnd: int) -> ClientUpdate:
         model = self.load(shared, state)
         before = {k: v.detach().clone() for k, v in model.named_parameters()}
-        loss = self.local_train(model, data, gen, shared, rnd)
+        stats = self.local_train(model, data, gen, shared, rnd)
         sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
         masks = critical_masks(before, sd, self.p.tau, self.param_keys)
         upload = {k: sd[k] for k in self.shared_keys}
@@ -178,7 +170,7 @@ class FedCAC(ModelMethod):
         new_state = {**state, **{k: sd[k] for k in self.personal}, **{MASK + k: m for k, m in masks.items()}}
         crit = sum(int(m.sum()) for m in masks.values()) / max(sum(m.numel() for m in masks.values()), 1)
         return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train,
-                            metrics={"train_loss": loss, "critical_fraction": crit})
+                            metrics={**stats.metrics(), "critical_fraction": crit})
 
     def aggregate(self, shared: State, updates: list[ClientUpdate], server_state: State,
                   rnd: int) -> tuple[State, State]:

@@ -48,7 +48,7 @@ Named options and choices the paper leaves open:
 Evaluation: a global-FL method: ``global_model`` is w; a client's score is w on its test split,
 after ``train.eval_finetune_epochs`` of CE fine-tuning when set (plain CE, no drift terms).
 
-pFedCSPC baseline (specs/pfedcspc.md §3).
+A pFedCSPC (TNNLS) Table II baseline.
 """
 from __future__ import annotations
 
@@ -57,11 +57,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import ConfigError
 from ..fl.aggregate import weighted_average
 from ..fl.client_data import ClientData
-from ..fl.local import make_sgd, train_epochs
+from ..fl.local import make_sgd, proximal_hook, train_epochs
 from ..fl.method import ClientUpdate, State
+from ..params import hp
 from .base import ModelMethod
 from .registry import register_method
 
@@ -73,24 +73,12 @@ STEP_COUNTS = ("momentum", "plain")
 WEIGHTINGS = ("uniform", "samples")
 
 
-def _number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
 @dataclass
 class FedDCParams:
-    alpha: float = 0.01  # official code, CIFAR-10/100 (alpha_coef = 1e-2)
-    correction_update: str = "scaffold"  # official code: SCAFFOLD option II
-    step_count: str = "momentum"  # equals the paper's ηK without momentum
-    weighting: str = "uniform"  # paper / official code: plain mean over clients
-
-    def validate(self) -> None:
-        if not _number(self.alpha) or self.alpha < 0:
-            raise ConfigError(f"method.args.alpha={self.alpha!r}; valid: a number >= 0")
-        for key, valid in (("correction_update", CORRECTION_UPDATES), ("step_count", STEP_COUNTS),
-                           ("weighting", WEIGHTINGS)):
-            if getattr(self, key) not in valid:
-                raise ConfigError(f"method.args.{key}={getattr(self, key)!r}; valid: {', '.join(valid)}")
+    alpha: float = hp(0.01, ge=0)  # official code, CIFAR-10/100 (alpha_coef = 1e-2)
+    correction_update: str = hp("scaffold", choices=CORRECTION_UPDATES)  # official code: SCAFFOLD option II
+    step_count: str = hp("momentum", choices=STEP_COUNTS)  # equals the paper's ηK without momentum
+    weighting: str = hp("uniform", choices=WEIGHTINGS)  # paper / official code: plain mean over clients
 
 
 def effective_steps(k: int, momentum: float) -> float:
@@ -140,22 +128,20 @@ class FedDC(ModelMethod):
         h = {n: state.get(H + n, torch.zeros_like(w[n])) for n in self.param_names}
         c_i = {n: state.get(C + n, torch.zeros_like(w[n])) for n in self.param_names}
         c = {n: shared[C + n] for n in self.param_names}
-        alpha = float(self.p.alpha)
-        anchor = {n: w[n] - h[n] for n in self.param_names}  # (α/2)‖θ + h − w‖² = (α/2)‖θ − (w − h)‖²
+        # (α/2)‖θ + h − w‖² = (α/2)‖θ − (w − h)‖²: FedProx's term with the anchor w − h
+        prox = proximal_hook([(params[n], w[n] - h[n]) for n in self.param_names], float(self.p.alpha))
         shift = {n: c[n] - c_i[n] for n in self.param_names}  # ∇⟨θ, c − c_i⟩
 
         def hook() -> None:
+            if prox is not None:
+                prox()
             with torch.no_grad():
                 for n in self.param_names:
-                    p = params[n]
-                    if p.grad is None:
-                        continue
-                    if alpha:
-                        p.grad.add_(p.detach() - anchor[n], alpha=alpha)
-                    p.grad.add_(shift[n])
+                    if params[n].grad is not None:
+                        params[n].grad.add_(shift[n])
 
         opt = make_sgd(model.parameters(), t.lr, t.momentum, t.weight_decay)
-        loss = train_epochs(model, data, opt, t.local_epochs, t.batch_size, gen, grad_hook=hook)
+        stats = train_epochs(model, data, opt, t.local_epochs, t.batch_size, gen, grad_hook=hook)
 
         k = self.local_step_count(data)
         steps = effective_steps(k, t.momentum) if self.p.step_count == "momentum" else float(k)
@@ -175,7 +161,7 @@ class FedDC(ModelMethod):
             new_state[H + n] = h_new.clone()
             new_state[C + n] = c_new.clone()
         return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train,
-                            metrics={"train_loss": loss})
+                            metrics=stats.metrics())
 
     # Server -------------------------------------------------------------------------------
     def aggregate(self, shared: State, updates: list[ClientUpdate], server_state: State,

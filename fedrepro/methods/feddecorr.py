@@ -30,7 +30,7 @@ Evaluation: a global-FL method (``ModelMethod``): ``global_model`` is the averag
 client's score is that model on its test split, after ``train.eval_finetune_epochs`` of CE
 fine-tuning when set.
 
-pFedCSPC baseline (specs/pfedcspc.md §3).
+A pFedCSPC (TNNLS) Table II baseline.
 """
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..errors import ConfigError
-from ..fl.local import make_sgd, train_epochs
+from ..fl.local import TrainStats, make_sgd, train_epochs
+from ..params import hp
 from .base import ModelMethod
 from .registry import register_method
 
@@ -51,15 +51,8 @@ EPS = 1e-8  # the official FedDecorrLoss's eps under the square root of the vari
 
 @dataclass
 class FedDecorrParams:
-    beta: float = 0.1  # official code default and CIFAR-10/Tiny-ImageNet scripts (0.05 for CIFAR-100)
-    loss_form: str = "code"  # official FedDecorrLoss scaling (see the module docstring)
-
-    def validate(self) -> None:
-        b = self.beta
-        if not isinstance(b, (int, float)) or isinstance(b, bool) or b < 0:
-            raise ConfigError(f"method.args.beta={b!r}; valid: a number >= 0")
-        if self.loss_form not in LOSS_FORMS:
-            raise ConfigError(f"method.args.loss_form={self.loss_form!r}; valid: {', '.join(LOSS_FORMS)}")
+    beta: float = hp(0.1, ge=0)  # official code default and CIFAR-10/Tiny-ImageNet scripts (0.05 for CIFAR-100)
+    loss_form: str = hp("code", choices=LOSS_FORMS)  # official FedDecorrLoss scaling (see the module docstring)
 
 
 def decorrelation_loss(z: Tensor, form: str = "code") -> Tensor:
@@ -91,7 +84,7 @@ class FedDecorr(ModelMethod):
         z = model.features(x)
         return F.cross_entropy(model.head(z), y), decorrelation_loss(z, self.p.loss_form)
 
-    def local_train(self, model, data, gen, shared, rnd) -> float:
+    def local_train(self, model, data, gen, shared, rnd) -> TrainStats:
         t = self.ctx.cfg.train
         opt = make_sgd(model.parameters(), t.lr, t.momentum, t.weight_decay)
 

@@ -43,7 +43,7 @@ Named choices:
   gives an ETF).
 - ``personalized_model`` returns the global network (it has no generator to run the adaptation).
 
-pFedCSPC baseline (specs/pfedcspc.md §3).
+A pFedCSPC (TNNLS) Table II baseline.
 """
 from __future__ import annotations
 
@@ -58,10 +58,11 @@ from torch import Tensor, nn
 from ..errors import ConfigError
 from ..fl.aggregate import weighted_average
 from ..fl.client_data import ClientData
-from ..fl.local import evaluate_model, make_sgd, train_epochs
+from ..fl.local import TrainStats, evaluate_model, make_sgd, train_epochs
 from ..fl.method import ClientUpdate, EvalResult, Method, State
 from ..fl.seeding import derive_seed
 from ..models.base import SplitModel
+from ..params import hp
 from .registry import register_method
 
 ETF_KEY = "head.etf"
@@ -106,39 +107,17 @@ def balanced_feature_loss(logits: Tensor, y: Tensor, counts: Tensor, power: floa
     return F.cross_entropy(logits + power * log_n, y)
 
 
-def _num(key: str, value, *, lo: float, strict: bool) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok or (value <= lo if strict else value < lo):
-        raise ConfigError(f"method.args.{key}={value!r}; valid: a number {'>' if strict else '>='} {lo}")
-
-
 @dataclass
 class FedETFParams:
-    projection: str = "head"  # "head" (g = the SplitModel head, d = C) | "none" (d = m)
-    beta_init: float = 1.0  # [official code default]
-    prior_power: float = 1.0  # γ of the balanced loss [official code: balanced softmax]
-    personalize: str = "paper"  # "paper" | "finetune" | "none"
-    pers_epochs: int | None = None  # balanced-loss epochs before the cycles; None = train.local_epochs
-    pers_cycles: int = 20  # [official code]
-    pers_cycle_epochs: int = 3  # [official code]
-    pers_etf_lr: float = 0.1  # [official code]
-    pers_proj_lr: float = 0.05  # [official code]
-
-    def validate(self) -> None:
-        for key, valid in (("projection", PROJECTIONS), ("personalize", PERSONALIZE)):
-            if getattr(self, key) not in valid:
-                raise ConfigError(f"method.args.{key}={getattr(self, key)!r}; valid: {', '.join(valid)}")
-        _num("beta_init", self.beta_init, lo=0.0, strict=True)
-        _num("prior_power", self.prior_power, lo=0.0, strict=False)
-        _num("pers_etf_lr", self.pers_etf_lr, lo=0.0, strict=True)
-        _num("pers_proj_lr", self.pers_proj_lr, lo=0.0, strict=True)
-        for key in ("pers_cycles", "pers_cycle_epochs"):
-            v = getattr(self, key)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise ConfigError(f"method.args.{key}={v!r}; valid: an integer >= 0")
-        v = self.pers_epochs
-        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
-            raise ConfigError(f"method.args.pers_epochs={v!r}; valid: an integer >= 0, or null")
+    projection: str = hp("head", choices=PROJECTIONS)  # "head" (g = the SplitModel head, d = C) | "none" (d = m)
+    beta_init: float = hp(1.0, gt=0)  # [official code default]
+    prior_power: float = hp(1.0, ge=0)  # γ of the balanced loss [official code: balanced softmax]
+    personalize: str = hp("paper", choices=PERSONALIZE)  # "paper" | "finetune" | "none"
+    pers_epochs: int | None = hp(None, ge=0)  # balanced-loss epochs before the cycles; None = train.local_epochs
+    pers_cycles: int = hp(20, ge=0)  # [official code]
+    pers_cycle_epochs: int = hp(3, ge=0)  # [official code]
+    pers_etf_lr: float = hp(0.1, gt=0)  # [official code]
+    pers_proj_lr: float = hp(0.05, gt=0)  # [official code]
 
 
 @register_method("fedetf")
@@ -191,7 +170,7 @@ class FedETF(Method):
     def init_client(self, cid: int, seed: int) -> State:
         return {}
 
-    def train_balanced(self, net: SplitModel, data: ClientData, gen: torch.Generator, epochs: int) -> float:
+    def train_balanced(self, net: SplitModel, data: ClientData, gen: torch.Generator, epochs: int) -> TrainStats:
         t = self.ctx.cfg.train
         counts = torch.bincount(data.train_y.long(), minlength=net.num_classes)
         opt = make_sgd(net.parameters(), t.lr, t.momentum, t.weight_decay)  # V is frozen: not in opt
@@ -202,10 +181,10 @@ class FedETF(Method):
     def client_update(self, shared: State, state: State, data: ClientData, gen: torch.Generator,
                       rnd: int) -> ClientUpdate:
         net = self.load(shared)
-        loss = self.train_balanced(net, data, gen, self.ctx.cfg.train.local_epochs)
+        stats = self.train_balanced(net, data, gen, self.ctx.cfg.train.local_epochs)
         sd = net.state_dict()
         upload = {k: sd[k].detach().clone() for k in self.upload_keys}
-        return ClientUpdate(upload=upload, state=state, num_samples=data.num_train, metrics={"train_loss": loss})
+        return ClientUpdate(upload=upload, state=state, num_samples=data.num_train, metrics=stats.metrics())
 
     def aggregate(self, shared: State, updates: list[ClientUpdate], server_state: State,
                   rnd: int) -> tuple[State, State]:

@@ -44,7 +44,7 @@ of the M ids}}``. The simulator passes the whole mapping, but a client reads onl
 exactly those M models. Uploads are ``{"cid", "model", "ids", "weights"}``; ``server_state =
 {"affinity": P (float64), "epsilon": the ε used for the current selection}``.
 
-``global_model`` is None (every model is personal). pFedCSPC baseline (specs/pfedcspc.md §3).
+``global_model`` is None (every model is personal). A pFedCSPC (TNNLS) Table III baseline.
 """
 from __future__ import annotations
 
@@ -57,39 +57,23 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..errors import ConfigError
 from ..fl.client_data import ClientData
 from ..fl.local import make_sgd, train_epochs
 from ..fl.method import ClientUpdate, State
+from ..params import hp
 from .base import ModelMethod
 from .registry import register_method
 
 NORMS = ("l2", "l1")
 
 
-def _is_num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 @dataclass
 class FedFomoParams:
-    num_models: int = 5          # M; the paper's headline M = 5
-    epsilon: float = 0.3         # official README --client_weight_epsilon
-    epsilon_decay: float = 0.05  # official README --client_weight_epsilon_decay (per round, linear)
-    val_fraction: float = 0.2    # official README --train_split 0.8
-    norm: str = "l2"             # the paper's ||θ_n − θ_i||; "l1" = the official code's default
-
-    def validate(self) -> None:
-        if not isinstance(self.num_models, int) or isinstance(self.num_models, bool) or self.num_models < 1:
-            raise ConfigError(f"method.args.num_models={self.num_models!r}; valid: an integer >= 1")
-        for key in ("epsilon", "epsilon_decay"):
-            v = getattr(self, key)
-            if not _is_num(v) or not 0 <= v <= 1:
-                raise ConfigError(f"method.args.{key}={v!r}; valid: a number in [0, 1]")
-        if not _is_num(self.val_fraction) or not 0 < self.val_fraction < 1:
-            raise ConfigError(f"method.args.val_fraction={self.val_fraction!r}; valid: a number in (0, 1)")
-        if self.norm not in NORMS:
-            raise ConfigError(f"method.args.norm={self.norm!r}; valid: {', '.join(NORMS)}")
+    num_models: int = hp(5, ge=1)                # M; the paper's headline M = 5
+    epsilon: float = hp(0.3, ge=0, le=1)         # official README --client_weight_epsilon
+    epsilon_decay: float = hp(0.05, ge=0, le=1)  # official README --client_weight_epsilon_decay (per round, linear)
+    val_fraction: float = hp(0.2, gt=0, lt=1)    # official README --train_split 0.8
+    norm: str = hp("l2", choices=NORMS)          # the paper's ||θ_n − θ_i||; "l1" = the official code's default
 
     def epsilon_at(self, rnd: int) -> float:
         """ε used for the downloads of round ``rnd`` (0-based; round 0 has nothing to download)."""
@@ -218,7 +202,7 @@ class FedFomo(ModelMethod):
 
         model = self.load(shared, {"model": new_sd})
         opt = make_sgd(model.parameters(), t.lr, t.momentum, t.weight_decay)
-        loss = train_epochs(model, train_part, opt, t.local_epochs, t.batch_size, gen)
+        loss = train_epochs(model, train_part, opt, t.local_epochs, t.batch_size, gen).loss
         sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
         upload = {"cid": int(data.cid), "model": sd, "ids": torch.tensor(ids, dtype=torch.long), "weights": w}
         metrics = {"train_loss": loss, "fomo_num_downloaded": float(len(ids)),

@@ -14,8 +14,8 @@ own labels still drive the true-class prediction. One round for client i:
 
 Named options and choices the paper leaves open:
 
-- ``tau`` (τ) = 3 and ``beta`` (β) = 1: the defaults of the official ``NTD_Loss`` class, the spec's
-  suggestion (specs/pfedcspc.md §3). The official ``config/fedntd.json`` runs τ = 1, β = 1.
+- ``tau`` (τ) = 3 and ``beta`` (β) = 1: the defaults of the official ``NTD_Loss`` class
+  (pFedCSPC gives no baseline values). The official ``config/fedntd.json`` runs τ = 1, β = 1.
 - ``t2_scaling``: multiply the KL by τ² (default ``True``, the official ``NTD_Loss``; the paper's
   equation has no τ² factor).
 - ``teacher_mode``: ``"eval"`` (default) runs w_g in eval mode (BatchNorm running statistics).
@@ -27,7 +27,7 @@ Evaluation: a global-FL method (``ModelMethod``): ``global_model`` is the averag
 client's score is that model on its test split, after ``train.eval_finetune_epochs`` of CE
 fine-tuning when set.
 
-pFedCSPC baseline (specs/pfedcspc.md §3).
+A pFedCSPC (TNNLS) Table II baseline.
 """
 from __future__ import annotations
 
@@ -37,35 +37,20 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..errors import ConfigError
-from ..fl.local import make_sgd, set_trainable, train_epochs
+from ..fl.local import TrainStats, make_sgd, set_trainable, train_epochs
+from ..params import hp
 from .base import ModelMethod
 from .registry import register_method
 
 TEACHER_MODES = ("eval", "train")
 
 
-def _number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
 @dataclass
 class FedNTDParams:
-    tau: float = 3.0  # official NTD_Loss default; specs/pfedcspc.md §3
-    beta: float = 1.0  # official NTD_Loss default; specs/pfedcspc.md §3
-    t2_scaling: bool = True  # official NTD_Loss multiplies the KL by τ²
-    teacher_mode: str = "eval"
-
-    def validate(self) -> None:
-        if not _number(self.tau) or self.tau <= 0:
-            raise ConfigError(f"method.args.tau={self.tau!r}; valid: a number > 0")
-        if not _number(self.beta) or self.beta < 0:
-            raise ConfigError(f"method.args.beta={self.beta!r}; valid: a number >= 0")
-        if not isinstance(self.t2_scaling, bool):
-            raise ConfigError(f"method.args.t2_scaling={self.t2_scaling!r}; valid: true, false")
-        if self.teacher_mode not in TEACHER_MODES:
-            raise ConfigError(f"method.args.teacher_mode={self.teacher_mode!r}; "
-                              f"valid: {', '.join(TEACHER_MODES)}")
+    tau: float = hp(3.0, gt=0)  # official NTD_Loss default
+    beta: float = hp(1.0, ge=0)  # official NTD_Loss default
+    t2_scaling: bool = hp(True)  # official NTD_Loss multiplies the KL by τ²
+    teacher_mode: str = hp("eval", choices=TEACHER_MODES)
 
 
 def not_true_logits(logits: Tensor, y: Tensor) -> Tensor:
@@ -111,7 +96,7 @@ class FedNTD(ModelMethod):
             g = teacher(x)
         return ce, ntd_loss(out, g, y, float(self.p.tau), self.p.t2_scaling)
 
-    def local_train(self, model, data, gen, shared, rnd) -> float:
+    def local_train(self, model, data, gen, shared, rnd) -> TrainStats:
         t = self.ctx.cfg.train
         teacher = self.load_teacher(shared) if self.p.beta > 0 else None
         opt = make_sgd(model.parameters(), t.lr, t.momentum, t.weight_decay)

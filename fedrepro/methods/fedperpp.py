@@ -37,7 +37,7 @@ set (the :class:`ModelMethod` behaviour, as FedPer). ``global_model`` returns No
 
 Defaults: ``reg="feature"``, ``mu=1.0``: our choices (the paper's values are unknown to us).
 
-pFedCSPC baseline (specs/pfedcspc.md §3).
+A pFedCSPC (TNNLS) Table III baseline.
 """
 from __future__ import annotations
 
@@ -48,12 +48,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..errors import ConfigError
 from ..fl.aggregate import weighted_average
 from ..fl.client_data import ClientData
-from ..fl.local import make_sgd
+from ..fl.local import make_sgd, train_epochs
 from ..fl.method import ClientUpdate, State
 from ..models import head_keys
+from ..params import hp
 from .base import ModelMethod
 from .registry import register_method
 
@@ -64,14 +64,8 @@ PROTO_SUM, PROTO_COUNT = "proto_sum", "proto_count"  # extra upload entries for 
 
 @dataclass
 class FedPerPPParams:
-    reg: str = "feature"  # our reconstruction; see the module docstring
-    mu: float = 1.0  # our choice
-
-    def validate(self) -> None:
-        if self.reg not in REGS:
-            raise ConfigError(f"method.args.reg={self.reg!r}; valid: {', '.join(REGS)}")
-        if not isinstance(self.mu, (int, float)) or isinstance(self.mu, bool) or self.mu < 0:
-            raise ConfigError(f"method.args.mu={self.mu!r}; valid: a number >= 0")
+    reg: str = hp("feature", choices=REGS)  # our reconstruction; see the module docstring
+    mu: float = hp(1.0, ge=0)  # our choice
 
 
 @torch.no_grad()
@@ -163,30 +157,27 @@ class FedPerPP(ModelMethod):
         if self.active and self.p.reg == "feature":
             self.load_anchor(shared)
         opt = make_sgd(model.parameters(), t.lr, t.momentum, t.weight_decay)
-        model.train()
-        sums = {"ce": 0.0, "reg": 0.0, "n": 0}
-        for _ in range(t.local_epochs):
-            for x, y in data.train_batches(t.batch_size, gen):
-                z = model.features(x)
-                ce = F.cross_entropy(model.head(z), y)
-                loss = ce
-                if self.active:
-                    reg = self.regularizer(model, x, y, z, shared)
-                    loss = ce + reg
-                    sums["reg"] += float(reg.detach()) * y.numel()
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                sums["ce"] += float(ce.detach()) * y.numel()
-                sums["n"] += y.numel()
+        # train_loss is (Σ CE·n + Σ R·n) / N: the two sums are kept apart, as they are logged.
+        sums = {"ce": 0.0, "reg": 0.0}
+
+        def batch_loss(m, x, y):
+            z = m.features(x)
+            ce = F.cross_entropy(m.head(z), y)
+            sums["ce"] += float(ce.detach()) * y.numel()
+            if not self.active:
+                return ce, {"loss_ce": ce, "loss_reg": 0.0}
+            reg = self.regularizer(m, x, y, z, shared)
+            sums["reg"] += float(reg.detach()) * y.numel()
+            return ce + reg, {"loss_ce": ce, "loss_reg": reg}
+
+        stats = train_epochs(model, data, opt, t.local_epochs, t.batch_size, gen, batch_loss=batch_loss)
+        stats.loss = (sums["ce"] + sums["reg"]) / max(stats.samples, 1)
         sd = model.state_dict()
         upload = {k: sd[k].detach().clone() for k in self.shared_keys}
         if self.p.reg == "prototype":
             upload[PROTO_SUM], upload[PROTO_COUNT] = class_feature_sums(model.features, data, model.num_classes)
         new_state = {**state, **{k: sd[k].detach().clone() for k in self.personal}}
-        n = max(sums["n"], 1)
-        metrics = {"train_loss": (sums["ce"] + sums["reg"]) / n, "loss_ce": sums["ce"] / n, "loss_reg": sums["reg"] / n}
-        return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train, metrics=metrics)
+        return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train, metrics=stats.metrics())
 
     def aggregate(self, shared: State, updates: list[ClientUpdate], server_state: State,
                   rnd: int) -> tuple[State, State]:

@@ -33,7 +33,7 @@ Evaluation: a global-FL method (``ModelMethod``): ``global_model`` is the averag
 client's score is that model on its test split, after ``train.eval_finetune_epochs`` of CE
 fine-tuning when set.
 
-pFedCSPC baseline (specs/pfedcspc.md §3).
+A pFedCSPC (TNNLS) Table II baseline.
 """
 from __future__ import annotations
 
@@ -43,11 +43,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..errors import ConfigError
 from ..fl.aggregate import weighted_average
 from ..fl.client_data import ClientData
-from ..fl.local import make_sgd
+from ..fl.local import make_sgd, train_epochs
 from ..fl.method import ClientUpdate, State
+from ..params import hp
 from .base import ModelMethod
 from .registry import register_method
 
@@ -59,26 +59,13 @@ SCHEDULES = ("linear", "constant")
 SIMILARITIES = ("cosine", "dot")
 
 
-def _number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
 @dataclass
 class FedProcParams:
-    alpha_schedule: str = "linear"  # α_t = t/T (specs/pfedcspc.md brief; FedProc's growing weight)
-    alpha: float = 0.5  # only for alpha_schedule="constant"
-    similarity: str = "cosine"
-    temperature: float = 0.5
-
-    def validate(self) -> None:
-        if self.alpha_schedule not in SCHEDULES:
-            raise ConfigError(f"method.args.alpha_schedule={self.alpha_schedule!r}; valid: {', '.join(SCHEDULES)}")
-        if not _number(self.alpha) or not 0 <= self.alpha <= 1:
-            raise ConfigError(f"method.args.alpha={self.alpha!r}; valid: a number in [0, 1]")
-        if self.similarity not in SIMILARITIES:
-            raise ConfigError(f"method.args.similarity={self.similarity!r}; valid: {', '.join(SIMILARITIES)}")
-        if not _number(self.temperature) or self.temperature <= 0:
-            raise ConfigError(f"method.args.temperature={self.temperature!r}; valid: a number > 0")
+    # α_t = t/T, FedProc's weight that grows over rounds
+    alpha_schedule: str = hp("linear", choices=SCHEDULES)
+    alpha: float = hp(0.5, ge=0, le=1)  # only for alpha_schedule="constant"
+    similarity: str = hp("cosine", choices=SIMILARITIES)
+    temperature: float = hp(0.5, gt=0)
 
     def alpha_at(self, rnd: int, rounds: int) -> float:
         """α of round ``rnd`` (0-based) out of ``rounds``."""
@@ -160,29 +147,19 @@ class FedProc(ModelMethod):
         protos, mask = shared[G_PROTO], shared[G_MASK].bool()
         alpha = self.p.alpha_at(rnd, int(t.rounds))
         opt = make_sgd(model.parameters(), t.lr, t.momentum, t.weight_decay)
-        model.train()
-        total, ce_sum, pc_sum, count = 0.0, 0.0, 0.0, 0
-        for _ in range(t.local_epochs):
-            for x, y in data.train_batches(t.batch_size, gen):
-                loss, ce, pc = self.losses(model, x, y, protos, mask, alpha)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                total += float(loss.detach()) * y.numel()
-                ce_sum += float(ce.detach()) * y.numel()
-                if pc is not None:
-                    pc_sum += float(pc.detach()) * y.numel()
-                count += y.numel()
+
+        def batch_loss(m, x, y):
+            loss, ce, pc = self.losses(m, x, y, protos, mask, alpha)
+            return loss, ({"loss_ce": ce} if pc is None else {"loss_ce": ce, "loss_pc": pc})
+
+        stats = train_epochs(model, data, opt, t.local_epochs, t.batch_size, gen, batch_loss=batch_loss)
         local_protos, counts = class_prototypes(model, data, int(model.num_classes))
         sd = model.state_dict()
         upload = {k: sd[k].detach().clone() for k in self.shared_keys}
         upload[PROTO] = local_protos
         upload[COUNT] = counts
-        n = max(count, 1)
-        metrics = {"train_loss": total / n, "loss_ce": ce_sum / n, "alpha": alpha}
-        if alpha > 0 and bool(mask.any()):
-            metrics["loss_pc"] = pc_sum / n
-        return ClientUpdate(upload=upload, state=state, num_samples=data.num_train, metrics=metrics)
+        return ClientUpdate(upload=upload, state=state, num_samples=data.num_train,
+                            metrics={**stats.metrics(), "alpha": alpha})
 
     def aggregate(self, shared: State, updates: list[ClientUpdate], server_state: State,
                   rnd: int) -> tuple[State, State]:

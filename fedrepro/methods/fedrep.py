@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ConfigError
-from ..fl.local import make_sgd, set_trainable, train_epochs
+from ..fl.local import TrainStats, make_sgd, set_trainable, train_epochs
 from ..models import head_keys
+from ..params import hp
 from .base import ModelMethod
 from .registry import register_method
 
@@ -14,14 +14,8 @@ from .registry import register_method
 class FedRepParams:
     # FedRep's Alg. 1: many cheap head updates, then few representation updates. Its experiments use
     # 10 head epochs and 1 representation epoch; ``None`` for body_epochs means train.local_epochs.
-    head_epochs: int = 10
-    body_epochs: int | None = 1
-
-    def validate(self) -> None:
-        if not isinstance(self.head_epochs, int) or self.head_epochs < 0:
-            raise ConfigError(f"method.args.head_epochs={self.head_epochs!r}; valid: an integer >= 0")
-        if self.body_epochs is not None and (not isinstance(self.body_epochs, int) or self.body_epochs < 0):
-            raise ConfigError(f"method.args.body_epochs={self.body_epochs!r}; valid: null or an integer >= 0")
+    head_epochs: int = hp(10, ge=0)
+    body_epochs: int | None = hp(1, ge=0)
 
 
 @register_method("fedrep")
@@ -33,18 +27,18 @@ class FedRep(ModelMethod):
     def personal_keys(self, model) -> set[str]:
         return head_keys(model)
 
-    def local_train(self, model, data, gen, shared, rnd) -> float:
+    def local_train(self, model, data, gen, shared, rnd) -> TrainStats:
         t = self.ctx.cfg.train
         body_epochs = t.local_epochs if self.p.body_epochs is None else self.p.body_epochs
-        loss = 0.0
+        stats = TrainStats(0.0)
         set_trainable(model.features, False)
         if self.p.head_epochs:
             opt = make_sgd(model.head.parameters(), t.lr, t.momentum, t.weight_decay)
-            loss = train_epochs(model, data, opt, self.p.head_epochs, t.batch_size, gen)
+            stats = train_epochs(model, data, opt, self.p.head_epochs, t.batch_size, gen)
         set_trainable(model.features, True)
         set_trainable(model.head, False)
         if body_epochs:
             opt = make_sgd(model.features.parameters(), t.lr, t.momentum, t.weight_decay)
-            loss = train_epochs(model, data, opt, body_epochs, t.batch_size, gen)
+            stats = train_epochs(model, data, opt, body_epochs, t.batch_size, gen)
         set_trainable(model.head, True)
-        return loss
+        return stats

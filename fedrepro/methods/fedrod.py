@@ -1,8 +1,7 @@
 """FedRoD (Chen & Chao, ICLR 2022): a generic head trained with a balanced loss, and a personal head.
 
 "On Bridging Generic and Personalized Federated Learning for Image Classification". One of FedPFT's
-nine PFL baselines (specs/fedpft.md §4: "two heads; a personalized head aligns local features; a
-balanced (BSM-loss) global head brings in help from other clients").
+nine PFL baselines (FedPFT (ICLR) Table 2).
 
 The model is the run's :class:`~fedrepro.models.SplitModel`: ``features`` is the shared body φ and
 ``head`` is the **generic** head h_g. Both are uploaded and FedAvg-aggregated. The personal head h_p
@@ -55,11 +54,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import ConfigError
 from ..fl.client_data import ClientData
-from ..fl.local import evaluate_model, make_sgd
+from ..fl.local import evaluate_model, make_sgd, train_epochs
 from ..fl.method import ClientUpdate, EvalResult, State
 from ..models.base import SplitModel
+from ..params import hp
 from .base import ModelMethod
 from .registry import register_method
 
@@ -72,28 +71,13 @@ EVAL_HEADS = ("personal", "generic")
 
 @dataclass
 class FedRoDParams:
-    generic_loss: str = "bsm"
-    prior_smoothing: float = 0.0
-    personal_head: str = "linear"
-    personal_init: str = "copy"
-    personal_grad_to_body: bool = False
-    eval_head: str = "personal"
-
-    def validate(self) -> None:
-        for key, valid in (("generic_loss", GENERIC_LOSSES), ("personal_init", PERSONAL_INITS),
-                           ("eval_head", EVAL_HEADS)):
-            if getattr(self, key) not in valid:
-                raise ConfigError(f"method.args.{key}={getattr(self, key)!r}; valid: {', '.join(valid)}")
-        if self.personal_head == "hyper":
-            raise ConfigError("method.args.personal_head='hyper': FedRoD's hypernetwork personal head is not "
-                              "implemented; valid: linear")
-        if self.personal_head not in PERSONAL_HEADS:
-            raise ConfigError(f"method.args.personal_head={self.personal_head!r}; valid: linear")
-        s = self.prior_smoothing
-        if not isinstance(s, (int, float)) or isinstance(s, bool) or s < 0:
-            raise ConfigError(f"method.args.prior_smoothing={s!r}; valid: a number >= 0")
-        if not isinstance(self.personal_grad_to_body, bool):
-            raise ConfigError(f"method.args.personal_grad_to_body={self.personal_grad_to_body!r}; valid: true, false")
+    generic_loss: str = hp("bsm", choices=GENERIC_LOSSES)
+    prior_smoothing: float = hp(0.0, ge=0)
+    personal_head: str = hp("linear", check=lambda v: v in PERSONAL_HEADS,
+                            valid="linear (the hypernetwork personal head, 'hyper', is not implemented)")
+    personal_init: str = hp("copy", choices=PERSONAL_INITS)
+    personal_grad_to_body: bool = hp(False)
+    eval_head: str = hp("personal", choices=EVAL_HEADS)
 
 
 def log_class_prior(labels: Tensor, num_classes: int, smoothing: float = 0.0) -> Tensor:
@@ -169,25 +153,22 @@ class FedRoD(ModelMethod):
         p_head = self.load_personal_head(state)
         log_prior = log_class_prior(data.train_y, model.num_classes, self.p.prior_smoothing).to(data.train_y.device)
         opt = make_sgd(list(model.parameters()) + list(p_head.parameters()), t.lr, t.momentum, t.weight_decay)
-        model.train()
         p_head.train()
-        sums = {"g": 0.0, "p": 0.0, "n": 0}
-        for _ in range(t.local_epochs):
-            for x, y in data.train_batches(t.batch_size, gen):
-                loss_g, loss_p = self.losses(model, p_head, x, y, log_prior)
-                opt.zero_grad(set_to_none=True)
-                (loss_g + loss_p).backward()
-                opt.step()
-                sums["g"] += float(loss_g.detach()) * y.numel()
-                sums["p"] += float(loss_p.detach()) * y.numel()
-                sums["n"] += y.numel()
+        # train_loss is (Σ L_g·n + Σ L_p·n) / N: the two sums are kept apart, as they are logged.
+        sums = {"g": 0.0, "p": 0.0}
+
+        def batch_loss(m, x, y):
+            loss_g, loss_p = self.losses(m, p_head, x, y, log_prior)
+            sums["g"] += float(loss_g.detach()) * y.numel()
+            sums["p"] += float(loss_p.detach()) * y.numel()
+            return loss_g + loss_p, {"loss_generic": loss_g, "loss_personal": loss_p}
+
+        stats = train_epochs(model, data, opt, t.local_epochs, t.batch_size, gen, batch_loss=batch_loss)
+        stats.loss = (sums["g"] + sums["p"]) / max(stats.samples, 1)
         sd = model.state_dict()
         upload = {k: sd[k].detach().clone() for k in self.shared_keys}
         new_state = {**state, **{P_HEAD + k: v.detach().clone() for k, v in p_head.state_dict().items()}}
-        n = max(sums["n"], 1)
-        metrics = {"train_loss": (sums["g"] + sums["p"]) / n, "loss_generic": sums["g"] / n,
-                   "loss_personal": sums["p"] / n}
-        return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train, metrics=metrics)
+        return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train, metrics=stats.metrics())
 
     # Evaluation -------------------------------------------------------------------------------
     def evaluate(self, shared: State, state: State, data: ClientData, gen: torch.Generator) -> EvalResult:

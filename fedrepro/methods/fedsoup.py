@@ -36,7 +36,7 @@ official code scores candidates on the local test split; we do not). Named choic
   ``train.eval_finetune_epochs`` of fine-tuning). ``"global"``: always like FedAvg-FT.
 - The global model (ACC_global) is the FedAvg model.
 
-pFedCSPC baseline (specs/pfedcspc.md §3).
+A pFedCSPC (TNNLS) Table II baseline.
 """
 from __future__ import annotations
 
@@ -47,11 +47,11 @@ from typing import Callable, Mapping
 import torch
 from torch import Tensor
 
-from ..errors import ConfigError
 from ..fl.client_data import ClientData
 from ..fl.local import evaluate_model
 from ..fl.method import ClientUpdate, State
 from ..fl.seeding import derive_seed
+from ..params import hp
 from .base import OwnModelMethod
 from .registry import register_method
 
@@ -64,22 +64,10 @@ EVAL_MODELS = ("personal", "global")
 
 @dataclass
 class FedSoupParams:
-    soup_start: float = 0.75  # fraction of train.rounds before the soup phase [official wa_alpha]
-    val_fraction: float = 0.2  # [ours]
-    val_holdout: bool = True  # [ours]
-    eval_model: str = "personal"
-
-    def validate(self) -> None:
-        s = self.soup_start
-        if not isinstance(s, (int, float)) or isinstance(s, bool) or not 0 <= s <= 1:
-            raise ConfigError(f"method.args.soup_start={s!r}; valid: a number in [0, 1]")
-        v = self.val_fraction
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 < v < 1:
-            raise ConfigError(f"method.args.val_fraction={v!r}; valid: a number in (0, 1)")
-        if not isinstance(self.val_holdout, bool):
-            raise ConfigError(f"method.args.val_holdout={self.val_holdout!r}; valid: true, false")
-        if self.eval_model not in EVAL_MODELS:
-            raise ConfigError(f"method.args.eval_model={self.eval_model!r}; valid: {', '.join(EVAL_MODELS)}")
+    soup_start: float = hp(0.75, ge=0, le=1)  # fraction of train.rounds before the soup phase [official wa_alpha]
+    val_fraction: float = hp(0.2, gt=0, lt=1)  # [ours]
+    val_holdout: bool = hp(True)  # [ours]
+    eval_model: str = hp("personal", choices=EVAL_MODELS)
 
 
 def mix(models: list[Mapping[str, Tensor]], weights: list[float]) -> dict[str, Tensor]:
@@ -149,10 +137,10 @@ class FedSoup(OwnModelMethod):
                       rnd: int) -> ClientUpdate:
         train, val = self.splits(data, state)
         model = self.load(shared, {})
-        loss = self.local_train(model, train, gen, shared, rnd)
+        stats = self.local_train(model, train, gen, shared, rnd)
         theta = {k: v.detach().clone() for k, v in model.state_dict().items()}
         new_state = {k: v for k, v in state.items() if not k.startswith(PERSONAL)}
-        metrics = {"train_loss": loss}
+        metrics = stats.metrics()
         if self.soup_active(rnd) and val.num_test:
             n = int(state.get(SOUP_N, torch.tensor(0)))
             soup = {k[len(SOUP):]: v for k, v in state.items() if k.startswith(SOUP)} if n else None

@@ -42,7 +42,7 @@ model after its last local training (GRACE's local metric); a client that has no
 ``"global"``, is scored like FedAvg-FT (the global model after ``train.eval_finetune_epochs``).
 The global model (ACC_global) is the CRA-aggregated model.
 
-pFedCSPC baseline (specs/pfedcspc.md §3).
+A pFedCSPC (TNNLS) Table II baseline.
 """
 from __future__ import annotations
 
@@ -54,11 +54,11 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.func import functional_call
 
-from ..errors import ConfigError
 from ..fl.aggregate import weighted_average
 from ..fl.client_data import ClientData
-from ..fl.local import make_sgd
+from ..fl.local import TrainStats, make_sgd, train_epochs
 from ..fl.method import ClientUpdate, State
+from ..params import hp
 from .base import OwnModelMethod
 from .registry import register_method
 
@@ -70,33 +70,14 @@ EVAL_MODELS = ("personal", "global")
 
 @dataclass
 class GRACEParams:
-    align_weight: float = 0.1  # λ [repository README command]
-    align_type: str = "coral"  # [repository README command]
-    align_warmup: int = 0  # rounds without the alignment term [repository default]
-    inner_lr: float | None = None  # α; None = train.lr [ours]
-    first_order: bool = False
-    similarity: str = "total"  # [repository default gm_type]
-    server_lr: float = 1.0  # η [repository default]
-    eval_model: str = "personal"
-
-    def validate(self) -> None:
-        for key, valid in (("align_type", ALIGN_TYPES), ("similarity", SIMILARITIES), ("eval_model", EVAL_MODELS)):
-            if getattr(self, key) not in valid:
-                raise ConfigError(f"method.args.{key}={getattr(self, key)!r}; valid: {', '.join(valid)}")
-
-        def num(v) -> bool:
-            return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-        if not num(self.align_weight) or self.align_weight < 0:
-            raise ConfigError(f"method.args.align_weight={self.align_weight!r}; valid: a number >= 0")
-        if not num(self.server_lr) or self.server_lr <= 0:
-            raise ConfigError(f"method.args.server_lr={self.server_lr!r}; valid: a number > 0")
-        if self.inner_lr is not None and (not num(self.inner_lr) or self.inner_lr <= 0):
-            raise ConfigError(f"method.args.inner_lr={self.inner_lr!r}; valid: a number > 0, or null")
-        if not isinstance(self.align_warmup, int) or isinstance(self.align_warmup, bool) or self.align_warmup < 0:
-            raise ConfigError(f"method.args.align_warmup={self.align_warmup!r}; valid: an integer >= 0")
-        if not isinstance(self.first_order, bool):
-            raise ConfigError(f"method.args.first_order={self.first_order!r}; valid: true, false")
+    align_weight: float = hp(0.1, ge=0)  # λ [repository README command]
+    align_type: str = hp("coral", choices=ALIGN_TYPES)  # [repository README command]
+    align_warmup: int = hp(0, ge=0)  # rounds without the alignment term [repository default]
+    inner_lr: float | None = hp(None, gt=0)  # α; None = train.lr [ours]
+    first_order: bool = hp(False)
+    similarity: str = hp("total", choices=SIMILARITIES)  # [repository default gm_type]
+    server_lr: float = hp(1.0, gt=0)  # η [repository default]
+    eval_model: str = hp("personal", choices=EVAL_MODELS)
 
 
 def _cov(a: Tensor) -> Tensor:
@@ -203,7 +184,7 @@ class GRACE(OwnModelMethod):
                 p.grad = g.detach() + (0 if ga is None else lam * ga)
         return loss_in.detach(), loss_al.detach()
 
-    def local_train(self, model, data: ClientData, gen: torch.Generator, shared: State, rnd: int) -> float:
+    def local_train(self, model, data: ClientData, gen: torch.Generator, shared: State, rnd: int) -> TrainStats:
         t = self.ctx.cfg.train
         lam = float(self.p.align_weight) if rnd >= self.p.align_warmup else 0.0
         alpha = float(t.lr if self.p.inner_lr is None else self.p.inner_lr)
@@ -211,16 +192,14 @@ class GRACE(OwnModelMethod):
         gmodel.load_state_dict(shared, strict=True)
         gmodel.train()
         opt = make_sgd(model.parameters(), t.lr, t.momentum, t.weight_decay)
-        model.train()
-        total, count = 0.0, 0
-        for _ in range(t.local_epochs):
-            for x, y in data.train_batches(t.batch_size, gen):
-                opt.zero_grad(set_to_none=True)
-                loss_in, _ = self.meta_step(model, gmodel, x, y, lam, alpha)
-                opt.step()
-                total += float(loss_in) * y.numel()
-                count += y.numel()
-        return total / max(count, 1)
+
+        def step(x, y):
+            opt.zero_grad(set_to_none=True)
+            loss_in, _ = self.meta_step(model, gmodel, x, y, lam, alpha)
+            opt.step()
+            return loss_in
+
+        return train_epochs(model, data, None, t.local_epochs, t.batch_size, gen, step=step)
 
     def client_update(self, shared: State, state: State, data: ClientData, gen: torch.Generator,
                       rnd: int) -> ClientUpdate:

@@ -2,8 +2,7 @@
 
 "Think Locally, Act Globally: Federated Learning with Local and Global Representations". pFedCSPC's
 Table III baseline "LG-Fed": "LG-Fed aggregates the classifiers of all clients on the server while
-maintaining personalized feature extractors" (pFedCSPC §II; specs/pfedcspc.md §3: "global
-classifier, local extractors"). It is FedPer (fedper.py) turned upside down.
+maintaining personalized feature extractors" (pFedCSPC (TNNLS) §II). It is FedPer (fedper.py) turned upside down.
 
 The model is split into **local** layers (the representation, every client keeps its own copy and
 never uploads it) and **global** layers (the top of the network, FedAvg-aggregated). Round t:
@@ -42,7 +41,7 @@ first time it trains, so a Flower server would send them once. A client's state 
 layers, and is empty until it has trained after the warm-up (it is then evaluated with the shared
 starting point, which is what it would start from).
 
-pFedCSPC baseline (specs/pfedcspc.md §3).
+A pFedCSPC (TNNLS) Table III baseline.
 """
 from __future__ import annotations
 
@@ -55,6 +54,7 @@ from ..fl.aggregate import weighted_average
 from ..fl.client_data import ClientData
 from ..fl.method import ClientUpdate, State
 from ..models import head_keys
+from ..params import hp
 from .base import ModelMethod
 from .registry import register_method
 
@@ -63,15 +63,9 @@ GLOBAL_PARTS = ("head", "projection_and_head")
 
 @dataclass
 class LGFedParams:
-    global_part: str = "head"  # pFedCSPC: "aggregates the classifiers ... personalized feature extractors"
-    fedavg_warmup_rounds: int = 0  # our default: pFedCSPC does not mention a FedAvg warm-up
-
-    def validate(self) -> None:
-        if self.global_part not in GLOBAL_PARTS:
-            raise ConfigError(f"method.args.global_part={self.global_part!r}; valid: {', '.join(GLOBAL_PARTS)}")
-        w = self.fedavg_warmup_rounds
-        if not isinstance(w, int) or isinstance(w, bool) or w < 0:
-            raise ConfigError(f"method.args.fedavg_warmup_rounds={w!r}; valid: an integer >= 0")
+    # pFedCSPC: "aggregates the classifiers ... personalized feature extractors"
+    global_part: str = hp("head", choices=GLOBAL_PARTS)
+    fedavg_warmup_rounds: int = hp(0, ge=0)  # our default: pFedCSPC does not mention a FedAvg warm-up
 
 
 def global_layer_keys(model, global_part: str) -> set[str]:
@@ -128,12 +122,11 @@ class LGFed(ModelMethod):
                       rnd: int) -> ClientUpdate:
         warm = self.warming_up(rnd)
         model = self.load(shared, {} if warm else state)
-        loss = self.local_train(model, data, gen, shared, rnd)
+        stats = self.local_train(model, data, gen, shared, rnd)
         sd = model.state_dict()
         upload = {k: sd[k].detach().clone() for k in (self.all_keys if warm else self.global_keys)}
         new_state = {} if warm else {k: sd[k].detach().clone() for k in self.local_keys}
-        return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train,
-                            metrics={"train_loss": loss})
+        return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train, metrics=stats.metrics())
 
     def aggregate(self, shared: State, updates: list[ClientUpdate], server_state: State,
                   rnd: int) -> tuple[State, State]:

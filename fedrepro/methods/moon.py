@@ -17,7 +17,7 @@ client's previous local model's. One round for client i (the paper's Algorithm 1
 
 Named options and choices the paper leaves open:
 
-- ``mu`` (μ): default 1, the spec's suggestion (specs/pfedcspc.md §3); the MOON paper uses μ = 5 for
+- ``mu`` (μ): default 1, our choice (pFedCSPC gives no baseline values); the MOON paper uses μ = 5 for
   CIFAR-10 and μ = 1 for CIFAR-100 and Tiny-ImageNet. ``temperature`` (τ): default 0.5, the
   paper's value for every dataset.
 - First round of a client (no previous local model yet): w_prev is the global model, so
@@ -37,7 +37,7 @@ score is the global model on its test split, after ``train.eval_finetune_epochs`
 fine-tuning when that is set (the pFedCSPC "Local" column). ``personalized_model`` is the global
 model too.
 
-pFedCSPC baseline (specs/pfedcspc.md §3).
+A pFedCSPC (TNNLS) Table II baseline.
 """
 from __future__ import annotations
 
@@ -47,10 +47,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..errors import ConfigError
 from ..fl.client_data import ClientData
-from ..fl.local import make_sgd, set_trainable
+from ..fl.local import make_sgd, set_trainable, train_epochs
 from ..fl.method import ClientUpdate, State
+from ..params import hp
 from .base import ModelMethod
 from .registry import register_method
 
@@ -58,23 +58,11 @@ PREV = "prev."
 ANCHOR_MODES = ("eval", "train")
 
 
-def _number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
 @dataclass
 class MOONParams:
-    mu: float = 1.0  # specs/pfedcspc.md §3 (MOON paper: 5 on CIFAR-10, 1 on CIFAR-100/Tiny-ImageNet)
-    temperature: float = 0.5  # MOON paper, all datasets
-    anchor_mode: str = "eval"  # official code: frozen global/previous models in eval mode
-
-    def validate(self) -> None:
-        if not _number(self.mu) or self.mu < 0:
-            raise ConfigError(f"method.args.mu={self.mu!r}; valid: a number >= 0")
-        if not _number(self.temperature) or self.temperature <= 0:
-            raise ConfigError(f"method.args.temperature={self.temperature!r}; valid: a number > 0")
-        if self.anchor_mode not in ANCHOR_MODES:
-            raise ConfigError(f"method.args.anchor_mode={self.anchor_mode!r}; valid: {', '.join(ANCHOR_MODES)}")
+    mu: float = hp(1.0, ge=0)  # our choice (MOON paper: 5 on CIFAR-10, 1 on CIFAR-100/Tiny-ImageNet)
+    temperature: float = hp(0.5, gt=0)  # MOON paper, all datasets
+    anchor_mode: str = hp("eval", choices=ANCHOR_MODES)  # official code: frozen global/previous models in eval mode
 
 
 def model_contrastive_loss(z: Tensor, z_glob: Tensor, z_prev: Tensor, temperature: float) -> Tensor:
@@ -134,23 +122,13 @@ class MOON(ModelMethod):
         glob, prev = self.anchors(shared, state) if self.p.mu > 0 else (None, None)
         model = self.load(shared, state)
         opt = make_sgd(model.parameters(), t.lr, t.momentum, t.weight_decay)
-        model.train()
-        total, con_total, count = 0.0, 0.0, 0
-        for _ in range(t.local_epochs):
-            for x, y in data.train_batches(t.batch_size, gen):
-                ce, con = self.losses(model, glob, prev, x, y)
-                loss = ce if con is None else ce + self.p.mu * con
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                total += float(loss.detach()) * y.numel()
-                if con is not None:
-                    con_total += float(con.detach()) * y.numel()
-                count += y.numel()
+
+        def batch_loss(m, x, y):
+            ce, con = self.losses(m, glob, prev, x, y)
+            return ce if con is None else (ce + self.p.mu * con, {"loss_con": con})
+
+        stats = train_epochs(model, data, opt, t.local_epochs, t.batch_size, gen, batch_loss=batch_loss)
         sd = model.state_dict()
         upload = {k: sd[k].detach().clone() for k in self.shared_keys}
         new_state = {PREV + k: v.detach().clone() for k, v in sd.items()}
-        metrics = {"train_loss": total / max(count, 1)}
-        if glob is not None:
-            metrics["loss_con"] = con_total / max(count, 1)
-        return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train, metrics=metrics)
+        return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train, metrics=stats.metrics())

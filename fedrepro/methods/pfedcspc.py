@@ -1,61 +1,65 @@
-"""pFedCSPC (Meng, Qi et al., IEEE TNNLS 2025): personalised FL via cross-silo prototypical
-calibration. specs/pfedcspc.md; the paper has no algorithm box, so this module follows the spec's
-reconstruction (§1.9). Each choice carries the spec's provenance tag: **[paper]** stated in the
-text, **[code]** read from the predecessor FedCSPC's code, **[inferred]** the spec's reading.
+"""pFedCSPC (Meng, Qi et al., IEEE TNNLS 2025, "Improving Global Generalization and Local
+Personalization for Federated Learning"): personalised FL via cross-silo prototypical calibration.
+The paper has no algorithm box; the round below is our reconstruction from its equations and Fig. 3.
+Each choice is tagged **[paper]** stated in the text, **[code]** taken from the released code of
+its predecessor FedCSPC (ACM MM 2023, qizhuang-qz/FedCSPC, which has no personalised parts), or
+**[inferred]** our reading where the paper is silent or ambiguous.
 
-The model is encoder E → projection head H (2-layer MLP) → classifier F [paper §1.1]. With ``moon_cnn``
-and its ``projection_dim`` (the paper's CIFAR-10 model, §2.3) these are the model's own parts; for
+The model is encoder E → projection head H → classifier F [paper §III]. With ``moon_cnn`` and its
+``projection_dim`` (the CIFAR-10 model of the FedCSPC code) these are the model's own parts; for
 another backbone, E is its feature extractor, H is ``Linear(m, m) → ReLU → Linear(m, proj_dim)``
 [code, ``proj_dim`` 256] and F is ``Linear(proj_dim, C)``.
 
 One round (client k, then the server):
 
-1. **PMI** (§1.2) [paper]: client k starts from ``E_k^p ⊙ Ĥ_g ⊙ F̂_g``: its personalised encoder
+1. **PMI** (§IV-B1) [paper]: client k starts from ``E_k^p ⊙ Ĥ_g ⊙ F̂_g``: its personalised encoder
    ``E_k^p = Σ_k' p_k^k' E_k'`` with ``p_k^· = softmax(−L_sup(U_k; M_k') / τ_p)`` over the local
-   models uploaded last round, and the *calibrated* global head and classifier. ``tau_p`` is not in
-   the paper: 1.0 [inferred, the spec's guess]. BN buffers are mixed like weights [inferred]. The
+   models uploaded last round (Eq. 4), and the *calibrated* global head and classifier. ``tau_p`` is
+   not given in the paper: 1.0 [inferred]. BN buffers are mixed like weights [inferred]. The
    round-1 init (and ``pmi=False``) is the global model.
-2. **PTA** (§1.3) [paper]: E epochs of ``CE(F(H(E(x))), y) + κ · L_align``, ``L_align = w_N L_N +
-   w_A L_A + w_E L_E`` against last round's global prototypes U_g (dropped while there are none
-   [inferred]):
+2. **PTA** (§IV-B2) [paper]: E epochs of ``CE(F(H(E(x))), y) + κ · L_align`` (Eq. 18), ``L_align =
+   w_N L_N + w_A L_A + w_E L_E`` against last round's global prototypes U_g (dropped while there
+   are none [inferred]):
    - ``L_N``: InfoNCE of the L2-normalised feature against the normalised prototypes, τ_l = 0.5
-     [paper; cosine from code];
+     [paper Eq. 5; cosine from code];
    - ``L_A``: L1 distance between the in-batch angle tensors of the features and of their classes'
      prototypes, over triplets with three distinct labels [paper Eq. 6];
    - ``L_E``: squared difference of pairwise feature and prototype distances [paper Eq. 7, ℓ = L2].
    Weights ``align_weights`` (1, 1, 1) [paper: equal; code 1, 0.2, 0.2 and node only by default].
-3. **CPM** (§1.4) [paper]: encoder features of the local training set (eval mode [code]); per
-   class, scikit-learn ``KMeans`` into ``clusters`` groups (the paper's value was lost: 2, the
-   spec's suggestion), then ``n_repeat`` means of random ``ratio``-subsets per cluster (5 and 0.8
-   [code]; drawn with replacement [code], ``subsample_replace``). A class with fewer samples than
-   clusters uses one cluster per sample. ``prototypes="tpg"`` is the ablations' TPG: one class mean.
-   **Only these prototypes, their labels and the model leave the client.**
-4. **Server** (§1.5): FedAvg of the models (Eq. 2) → M_g; then **CSPC** (``calibrate``) retrains
+3. **CPM** (§IV-C1) [paper]: encoder features of the local training set (eval mode [code]); per
+   class, scikit-learn ``KMeans`` into ``clusters`` groups (Eq. 8; the paper's value is lost from
+   its text: 2 [inferred]), then ``n_repeat`` means of random ``ratio``-subsets per cluster (Eq. 9;
+   5 and 0.8 [code]; drawn with replacement [code], ``subsample_replace``). A class with fewer
+   samples than clusters uses one cluster per sample. ``prototypes="tpg"`` is the ablations' TPG:
+   one class mean. **Only these prototypes, their labels and the model leave the client.**
+4. **Server** (§IV-C2): FedAvg of the models (Eq. 2) → M_g; then **CSPC** (``calibrate``) retrains
    only H_g and F_g on the pooled prototypes, minimising ``CE + η · (WCL + ACL)`` [paper Eq. 17]:
-   - CE on real prototypes [inferred];
+   - CE (Eq. 13) on real prototypes [inferred];
    - ``ca``: the σ-weighted supervised contrastive loss over real prototypes (σ = 1 for same
      class/other client and other class/same client, else 0.5), τ_g = 0.5 [paper Eq. 12];
    - ``pa``: in-client augmentation [paper Eq. 10], ``n_aug`` = 5 per prototype, λ drawn from
      {0.1, 0.3, 0.5}; u⁺ = u + λ(u − u₂) with u₂ a same-class prototype of the same client (may be u
      itself [code]); u⁻ = u + λ(u₃ − u) with u₃ another class's prototype of the same client; the
-     triplet loss ``max(0, d(H u, H u⁺) − d(H u, H u⁻) + α)``, α = 1 [paper], d squared L2 [paper,
-     with the hinge the printed equation lacks; ``triplet_distance="euclidean"`` is the code's];
+     triplet loss ``max(0, d(H u, H u⁺) − d(H u, H u⁻) + α)``, α = 1 [paper Eq. 11], d squared L2
+     [paper, with the hinge the printed equation lacks; ``triplet_distance="euclidean"`` is the
+     code's];
    - optimiser [code]: ``server_epochs`` = 100 over the prototypes, batch 100, SGD without momentum,
      weight decay 1e-5, lr 0.1 / 0.01 / 0.001 for rounds ≤ 5 / ≤ 40 / later, × 0.1 every 30
      epochs (``server_lr`` fixes one lr instead).
    Then the exemplars ``e^i`` = mean of Ĥ_g(u) over class i's prototypes [inferred Eq. 14] and the
    global prototypes ``u_g^i`` = mean over the clients holding class i of their class-i prototype
    mean [inferred Eq. 16], and PMI's weights and encoders for next round.
-5. **Global model** (``global_model``, ACC_global): ``E_g ⊙ Ĥ_g ⊙ F̂_g``; with ``kp`` its softmax is
-   fused with the knowledge-based prediction ``softmax(cos(Ĥ_g E_g x, e^i) / kp_temperature)`` as
-   ``(1 − kp_weight) · net + kp_weight · knowledge`` [paper Eq. 15; Norm = softmax and the weight
-   0.5 are the spec's suggestion, temperature 0.5 from the code's exp(cos/0.5)].
-6. **Personalised model** (``evaluate``, I_local): client k's model after this round's local
-   training (§1.8); before its first round, the global model.
+5. **Global model** (``global_model``, ACC_global, Eq. 19): ``E_g ⊙ Ĥ_g ⊙ F̂_g``; with ``kp`` its
+   softmax is fused with the knowledge-based prediction ``softmax(cos(Ĥ_g E_g x, e^i) /
+   kp_temperature)`` as ``(1 − kp_weight) · net + kp_weight · knowledge`` [paper Eq. 15; Norm =
+   softmax and the weight 0.5 are ours, temperature 0.5 from the code's exp(cos/0.5)].
+6. **Personalised model** (``evaluate``, I_local, §V-A2, Eq. 20): client k's model after this
+   round's local training; before its first round, the global model.
 
 Ablation switches (Tables IV, V): ``prototypes`` ("cpm" | "tpg"), ``calibrate``, ``ca``, ``pa``,
-``kp``, ``align`` (PTA), ``pmi``. Table VI's orthogonality: ``base="fedprox"`` (μ ``prox_mu``) or
-``base="moon"`` (μ ``moon_mu``, τ ``moon_tau``) replaces the CE-only local objective.
+``kp``, ``align`` (PTA), ``pmi``. Table VI's orthogonality: ``base="fedprox"`` (FedProx's proximal
+term, μ ``prox_mu``) or ``base="moon"`` (MOON's model-contrastive loss, μ ``moon_mu``, τ
+``moon_tau``) replaces the CE-only L_base of Eq. 18.
 """
 from __future__ import annotations
 
@@ -68,100 +72,76 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import ConfigError
 from ..fl.aggregate import weighted_average
 from ..fl.client_data import ClientData
-from ..fl.local import evaluate_model, make_sgd
+from ..fl.local import evaluate_model, make_sgd, proximal_hook, train_epochs
 from ..fl.method import ClientUpdate, EvalResult, Method, State
+from ..params import hp
+from .moon import model_contrastive_loss
 from .registry import register_method
 
 PROTOTYPE_MODES = ("cpm", "tpg")
 BASES = ("ce", "fedprox", "moon")
 TRIPLET_DISTANCES = ("squared", "euclidean")
+EXEMPLARS = ("all", "correct")
 G = "g."  # global model entries in ``shared``
 PMI = "pmi{}."  # client k's personalised initial encoder in ``shared``
 MODEL = "m."  # the client's own trained model in its state
 
 
+def _numbers(v: Any, count: int | None, ok) -> bool:
+    """``v`` is a list/tuple of ``count`` (any number if None, but at least one) numbers passing ``ok``."""
+    if not isinstance(v, (list, tuple)) or not v or (count is not None and len(v) != count):
+        return False
+    return all(isinstance(w, (int, float)) and not isinstance(w, bool) and ok(w) for w in v)
+
+
 @dataclass
 class PFedCSPCParams:
     # PTA (client) ---------------------------------------------------------------------------
-    kappa: float = 0.1  # weight of L_align [paper: from {0.01, 0.05, 0.1, 0.5}; spec suggests 0.1]
-    align: bool = True  # PTA's alignment loss
-    align_weights: tuple = (1.0, 1.0, 1.0)  # node, angle, edge [paper: equal]
-    tau_l: float = 0.5  # [paper]
+    kappa: float = hp(0.1, ge=0)  # weight of L_align [paper: from {0.01, 0.05, 0.1, 0.5}; 0.1 ours]
+    align: bool = hp(True)  # PTA's alignment loss
+    align_weights: tuple = hp((1.0, 1.0, 1.0), check=lambda v: _numbers(v, 3, lambda w: w >= 0),
+                              valid="three numbers >= 0 (node, angle, edge)")  # [paper: equal]
+    tau_l: float = hp(0.5, gt=0)  # [paper]
     # CPM --------------------------------------------------------------------------------------
-    prototypes: str = "cpm"  # "cpm" (K-means clusters) | "tpg" (one class mean, FedProto)
-    clusters: int = 2  # j, lost in OCR [inferred: spec suggests 2-3]
-    n_repeat: int = 5  # [code; Fig. 6]
-    ratio: float = 0.8  # r [code]
-    subsample_replace: bool = True  # [code: np.random.choice default]
+    prototypes: str = hp("cpm", choices=PROTOTYPE_MODES)  # K-means clusters | one class mean (TPG, FedProto)
+    clusters: int = hp(2, ge=1)  # j, lost from the paper's text [inferred]
+    n_repeat: int = hp(5, ge=1)  # [code; Fig. 6]
+    ratio: float = hp(0.8, gt=0, le=1)  # r [code]
+    subsample_replace: bool = hp(True)  # [code: np.random.choice default]
     # CSPC (server) ----------------------------------------------------------------------------
-    calibrate: bool = True
-    eta: float = 0.1  # [paper: from {0.01, 0.05, 0.1, 0.5}]
-    ca: bool = True  # cross-client weighted contrastive loss
-    pa: bool = True  # in-client prototype augmentation + triplet loss
-    n_aug: int = 5  # [paper]
-    pa_lambdas: tuple = (0.1, 0.3, 0.5)  # [paper]
-    margin: float = 1.0  # α [paper]
-    triplet_distance: str = "squared"  # [paper]; "euclidean" [code]
-    tau_g: float = 0.5  # [paper]; the code's SupCon uses 0.07
-    server_epochs: int = 100  # [code]
-    server_batch: int = 100  # [code]
-    server_lr: float | None = None  # None: the code's round schedule
-    server_weight_decay: float = 1e-5  # [code]
-    proj_dim: int = 256  # [code]
+    calibrate: bool = hp(True)
+    eta: float = hp(0.1, ge=0)  # [paper: from {0.01, 0.05, 0.1, 0.5}]
+    ca: bool = hp(True)  # cross-client weighted contrastive loss
+    pa: bool = hp(True)  # in-client prototype augmentation + triplet loss
+    n_aug: int = hp(5, ge=1)  # [paper]
+    pa_lambdas: tuple = hp((0.1, 0.3, 0.5), check=lambda v: _numbers(v, None, lambda w: w > 0),
+                           valid="a non-empty list of numbers > 0")  # [paper]
+    margin: float = hp(1.0, ge=0)  # α [paper]
+    triplet_distance: str = hp("squared", choices=TRIPLET_DISTANCES)  # [paper]; "euclidean" [code]
+    tau_g: float = hp(0.5, gt=0)  # [paper]; the code's SupCon uses 0.07
+    server_epochs: int = hp(100, ge=1)  # [code]
+    server_batch: int = hp(100, ge=1)  # [code]
+    server_lr: float | None = hp(None, gt=0)  # None: the code's round schedule
+    server_weight_decay: float = hp(1e-5, ge=0)  # [code]
+    proj_dim: int = hp(256, ge=1)  # [code]
     # KP ----------------------------------------------------------------------------------------
-    kp: bool = True
-    kp_weight: float = 0.5  # [inferred; code effectively 0.9 without normalisation]
-    kp_temperature: float = 0.5  # [code]
-    exemplars: str = "all"  # "all" | "correct" (code: prototypes the classifier gets right)
+    kp: bool = hp(True)
+    kp_weight: float = hp(0.5, ge=0, le=1)  # [inferred; code effectively 0.9 without normalisation]
+    kp_temperature: float = hp(0.5, gt=0)  # [code]
+    exemplars: str = hp("all", choices=EXEMPLARS)  # "correct": prototypes the classifier gets right [code]
     # PMI ---------------------------------------------------------------------------------------
-    pmi: bool = True
-    tau_p: float = 1.0  # not in the paper [inferred]
+    pmi: bool = hp(True)
+    tau_p: float = hp(1.0, gt=0)  # not in the paper [inferred]
     # I_local's model: the client's model after local training (True), or the global model on the
     # client's test split (False: Table V's "FedCSPC" row, no personalisation)
-    personal_eval: bool = True
+    personal_eval: bool = hp(True)
     # Base algorithm (Table VI) ------------------------------------------------------------------
-    base: str = "ce"  # "ce" | "fedprox" | "moon"
-    prox_mu: float = 0.01
-    moon_mu: float = 1.0
-    moon_tau: float = 0.5
-
-    def validate(self) -> None:
-        def bad(key: str, valid: str) -> None:
-            raise ConfigError(f"method.args.{key}={getattr(self, key)!r}; valid: {valid}")
-
-        def num(v: Any) -> bool:
-            return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-        for key in ("kappa", "eta", "margin", "server_weight_decay", "prox_mu", "moon_mu"):
-            if not num(getattr(self, key)) or getattr(self, key) < 0:
-                bad(key, "a number >= 0")
-        for key in ("tau_l", "tau_g", "tau_p", "kp_temperature", "moon_tau"):
-            if not num(getattr(self, key)) or getattr(self, key) <= 0:
-                bad(key, "a number > 0")
-        for key in ("clusters", "n_repeat", "n_aug", "server_epochs", "server_batch", "proj_dim"):
-            v = getattr(self, key)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                bad(key, "an integer >= 1")
-        if not num(self.ratio) or not 0 < self.ratio <= 1:
-            bad("ratio", "a number in (0, 1]")
-        if not num(self.kp_weight) or not 0 <= self.kp_weight <= 1:
-            bad("kp_weight", "a number in [0, 1]")
-        if self.server_lr is not None and (not num(self.server_lr) or self.server_lr <= 0):
-            bad("server_lr", "null (the code's schedule) or a number > 0")
-        if len(tuple(self.align_weights)) != 3 or not all(num(w) and w >= 0 for w in self.align_weights):
-            bad("align_weights", "three numbers >= 0 (node, angle, edge)")
-        if not self.pa_lambdas or not all(num(v) and v > 0 for v in self.pa_lambdas):
-            bad("pa_lambdas", "a non-empty list of numbers > 0")
-        for key, valid in (("prototypes", PROTOTYPE_MODES), ("base", BASES),
-                           ("triplet_distance", TRIPLET_DISTANCES), ("exemplars", ("all", "correct"))):
-            if getattr(self, key) not in valid:
-                bad(key, ", ".join(valid))
-        for key in ("align", "calibrate", "ca", "pa", "kp", "pmi", "subsample_replace", "personal_eval"):
-            if not isinstance(getattr(self, key), bool):
-                bad(key, "true or false")
+    base: str = hp("ce", choices=BASES)
+    prox_mu: float = hp(0.01, ge=0)
+    moon_mu: float = hp(1.0, ge=0)
+    moon_tau: float = hp(0.5, gt=0)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -171,8 +151,8 @@ class CSPCNet(nn.Module):
     """E → H → F. ``features`` (for analyses) is H∘E, the classifier's input; ``head`` is F.
 
     A backbone whose φ already has ``encoder`` and ``projection`` parts (``moon_cnn`` with
-    ``projection_dim``, the model every method of the paper's tables shares, §2.3) lends both, and
-    its classifier; any other backbone's φ is E, with H and F built here (``proj_dim``).
+    ``projection_dim``, the FedCSPC code's CIFAR-10 model, which every compared method shares) lends
+    both, and its classifier; any other backbone's φ is E, with H and F built here (``proj_dim``).
     """
 
     def __init__(self, base: nn.Module, proj_dim: int, num_classes: int):
@@ -221,7 +201,7 @@ class _KPModel(nn.Module):
 
 
 # ------------------------------------------------------------------------------------------------
-# PTA: the three alignment losses (§1.3)
+# PTA: the three alignment losses (§IV-B2)
 # ------------------------------------------------------------------------------------------------
 def node_loss(f: Tensor, y: Tensor, protos: Tensor, has: Tensor, tau: float) -> Tensor:
     """L_N (Eq. 5): cosine InfoNCE of each feature against all global prototypes; its own class is
@@ -264,7 +244,7 @@ def edge_loss(f: Tensor, y: Tensor, protos: Tensor) -> Tensor:
 
 
 # ------------------------------------------------------------------------------------------------
-# CSPC: the server's losses (§1.5)
+# CSPC: the server's losses (§IV-C2)
 # ------------------------------------------------------------------------------------------------
 def weighted_supcon(z: Tensor, y: Tensor, cid: Tensor, tau: float) -> Tensor:
     """L_WCL (Eq. 12) over a batch of real prototypes' projections ``z`` (normalised here)."""
@@ -317,7 +297,7 @@ def triplet(a: Tensor, p: Tensor, n: Tensor, margin: float, distance: str) -> Te
 
 
 # ------------------------------------------------------------------------------------------------
-# CPM (§1.4)
+# CPM (§IV-C1)
 # ------------------------------------------------------------------------------------------------
 def cluster_prototypes(feats: Tensor, labels: Tensor, mode: str, clusters: int, n_repeat: int, ratio: float,
                        replace: bool, rng: np.random.Generator) -> tuple[Tensor, Tensor]:
@@ -402,7 +382,7 @@ class PFedCSPC(Method):
         return {}
 
     def initial_model(self, shared: State, cid: int) -> dict[str, Tensor]:
-        """M_k^p: the PMI encoder (when there is one) with the calibrated global head (§1.2)."""
+        """M_k^p: the PMI encoder (when there is one) with the calibrated global head (§IV-B1)."""
         sd = self._sub(shared, G)
         pmi = self._sub(shared, PMI.format(cid))
         if self.p.pmi and pmi:
@@ -413,10 +393,12 @@ class PFedCSPC(Method):
                       rnd: int) -> ClientUpdate:
         p, t = self.p, self.ctx.cfg.train
         net = self._load(self.initial_model(shared, data.cid))
-        anchor = None
-        if p.base == "fedprox":
+        hook = None
+        if p.base == "fedprox":  # FedProx's proximal gradient, towards the round's starting model
             anchor = [v.detach().clone() for v in net.parameters()]
-        if p.base == "moon":
+            hook = proximal_hook(zip(net.parameters(), anchor), p.prox_mu)
+        glob = prev = None
+        if p.base == "moon":  # MOON's frozen global and previous local models
             glob = self._build(0)
             glob.load_state_dict(self._sub(shared, G))
             prev = self._build(0)
@@ -426,48 +408,47 @@ class PFedCSPC(Method):
         protos, has = shared["U_g"], shared["U_has"]
         use_align = p.align and p.kappa > 0 and bool(has.any())
         opt = make_sgd(net.parameters(), t.lr, t.momentum, t.weight_decay)
-        net.train()
-        total, count = 0.0, 0
-        for _ in range(t.local_epochs):
-            for x, y in data.train_batches(t.batch_size, gen):
-                f = net.encoder(x)
-                z = net.proj(f)
-                loss = F.cross_entropy(net.cls(z), y)
-                if use_align:
-                    wn, wa, we = p.align_weights
-                    la = wn * node_loss(f, y, protos, has, p.tau_l)
-                    if wa:
-                        la = la + wa * angle_loss(f, y, protos)
-                    if we:
-                        la = la + we * edge_loss(f, y, protos)
-                    loss = loss + p.kappa * la
-                if p.base == "moon":
-                    with torch.no_grad():
-                        zg, zp = glob.features(x), prev.features(x)
-                    pos = F.cosine_similarity(z, zg, dim=1) / p.moon_tau
-                    neg = F.cosine_similarity(z, zp, dim=1) / p.moon_tau
-                    loss = loss + p.moon_mu * F.cross_entropy(torch.stack([pos, neg], 1),
-                                                              torch.zeros(len(y), dtype=torch.long, device=y.device))
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if anchor is not None and p.prox_mu > 0:
-                    with torch.no_grad():
-                        for v, a in zip(net.parameters(), anchor):
-                            if v.grad is not None:
-                                v.grad.add_(v.detach() - a, alpha=p.prox_mu)
-                opt.step()
-                total += float(loss.detach()) * len(y)
-                count += len(y)
+
+        def batch_loss(m: CSPCNet, x: Tensor, y: Tensor):
+            """L_client = L_base + κ · L_align (Eq. 18); L_base is CE, or CE + μ · MOON's ℓ_con."""
+            f = m.encoder(x)
+            z = m.proj(f)
+            loss = F.cross_entropy(m.cls(z), y)
+            parts = {}
+            if use_align:
+                parts["loss_align"] = la = self.align_loss(f, y, protos, has)
+                loss = loss + p.kappa * la
+            if glob is not None:
+                with torch.no_grad():
+                    zg, zp = glob.features(x), prev.features(x)
+                parts["loss_con"] = con = model_contrastive_loss(z, zg, zp, p.moon_tau)
+                loss = loss + p.moon_mu * con
+            return loss, parts
+
+        stats = train_epochs(net, data, opt, t.local_epochs, t.batch_size, gen, batch_loss=batch_loss,
+                             grad_hook=hook)
         u, uy = self.local_prototypes(net, data, gen)
         sd = {k: v.detach().clone() for k, v in net.state_dict().items()}
         upload = {**{MODEL + k: v for k, v in sd.items()}, "protos": u, "proto_y": uy,
                   "cid": torch.tensor(data.cid)}
         return ClientUpdate(upload=upload, state={MODEL + k: v for k, v in sd.items()},
-                            num_samples=data.num_train, metrics={"train_loss": total / max(count, 1)})
+                            num_samples=data.num_train, metrics=stats.metrics())
+
+    def align_loss(self, f: Tensor, y: Tensor, protos: Tensor, has: Tensor) -> Tensor:
+        """L_align = w_N L_N + w_A L_A + w_E L_E (§IV-B2) of encoder features ``f`` against the global
+        prototypes; a term whose weight is 0 is not computed."""
+        p = self.p
+        wn, wa, we = p.align_weights
+        la = wn * node_loss(f, y, protos, has, p.tau_l)
+        if wa:
+            la = la + wa * angle_loss(f, y, protos)
+        if we:
+            la = la + we * edge_loss(f, y, protos)
+        return la
 
     @torch.no_grad()
     def local_prototypes(self, net: CSPCNet, data: ClientData, gen: torch.Generator) -> tuple[Tensor, Tensor]:
-        """CPM (§1.4) on the client's training set, encoder in eval mode."""
+        """CPM (§IV-C1) on the client's training set, encoder in eval mode."""
         net.eval()
         feats, labels = [], []
         for x, y in data.eval_train_batches(500):
@@ -528,7 +509,7 @@ class PFedCSPC(Method):
         return base * 0.1 ** (epoch // 30)
 
     def calibrate(self, net: CSPCNet, u: Tensor, y: Tensor, cid: Tensor, rnd: int, gen: torch.Generator) -> None:
-        """CSPC (§1.5): retrain only H_g and F_g on the pooled prototypes; E_g is untouched."""
+        """CSPC (§IV-C2): retrain only H_g and F_g on the pooled prototypes; E_g is untouched."""
         p = self.p
         for q in net.encoder.parameters():
             q.requires_grad_(False)
@@ -622,46 +603,3 @@ def global_prototypes(u: Tensor, y: Tensor, cid: Tensor, num_classes: int) -> Te
         means = [u[sel & (cid == k)].mean(0) for k in cid[sel].unique().tolist()]
         out[c] = torch.stack(means).mean(0)
     return out
-
-
-# Tables IV and V's rows as method overrides (specs/pfedcspc.md §4). "Base" is FedAvg; every other
-# row is pFedCSPC with switches. TPG = one class-mean prototype per client (FedProto's), CPM =
-# clustered prototypes, CA = the cross-client weighted contrastive loss, PA = prototype
-# augmentation + triplet loss, PTA = local alignment, KP = knowledge-based prediction. Table IV
-# scores the global model, so PMI does not enter it (it only changes the clients' starting point:
-# it is left on, as in the full method).
-_OFF = {"kp": False, "align": False, "pa": False}
-ABLATION_GLOBAL: dict[str, dict[str, Any]] = {
-    "Base": {"method": "fedavg", "args": {}},
-    "+TPG+CA": {"method": "pfedcspc", "args": {**_OFF, "prototypes": "tpg"}},
-    "+CPM+CA": {"method": "pfedcspc", "args": {**_OFF}},
-    "+PTA+CPM+CA": {"method": "pfedcspc", "args": {**_OFF, "align": True}},
-    "+PTA+CPM+CA+KP": {"method": "pfedcspc", "args": {**_OFF, "align": True, "kp": True}},
-    "+TPG+PA+CA": {"method": "pfedcspc", "args": {**_OFF, "pa": True, "prototypes": "tpg"}},
-    "+CPM+PA+CA": {"method": "pfedcspc", "args": {**_OFF, "pa": True}},
-    "+PTA+CPM+PA+CA": {"method": "pfedcspc", "args": {**_OFF, "pa": True, "align": True}},
-    "+PTA+CPM+PA+CA+KP": {"method": "pfedcspc", "args": {}},
-}
-# Table V: I_local of the personalisation chain, from FedAvg's global model and from FedCSPC's
-# calibrated one. "+FT_CE" is the client's model after local CE training from the global model;
-# "+PMI" starts that training from the PMI encoder; "+Align" adds PTA's loss.
-_NO_CAL = {"calibrate": False, "kp": False, "ca": False, "pa": False}
-ABLATION_PERSONAL: dict[str, dict[str, Any]] = {
-    "FedAvg": {"method": "fedavg", "args": {}},
-    "FedAvg+FT_CE": {"method": "pfedcspc", "args": {**_NO_CAL, "pmi": False, "align": False}},
-    "FedAvg+PMI+FT_CE": {"method": "pfedcspc", "args": {**_NO_CAL, "align": False}},
-    "FedAvg+PMI+FT_CE+Align": {"method": "pfedcspc", "args": {**_NO_CAL}},
-    "FedCSPC": {"method": "pfedcspc", "args": {"pmi": False, "align": False, "personal_eval": False}},
-    "FedCSPC+FT_CE": {"method": "pfedcspc", "args": {"pmi": False, "align": False}},
-    "FedCSPC+PMI+FT_CE": {"method": "pfedcspc", "args": {"align": False}},
-    "FedCSPC+PMI+FT_CE+Align": {"method": "pfedcspc", "args": {}},
-}
-
-
-def setting_overrides(spec: dict[str, Any]) -> dict[str, Any]:
-    """A row of :data:`ABLATION_GLOBAL` / :data:`ABLATION_PERSONAL` as dotted config overrides.
-
-    Dotted ``method.args.<key>`` entries change only the named switches, so a setup's own method
-    arguments (e.g. the laptop profile's ``server_epochs``) stay; a row that names another method
-    (``"Base"`` = FedAvg) starts from that method's defaults."""
-    return {"method.name": spec["method"], **{f"method.args.{k}": v for k, v in spec["args"].items()}}

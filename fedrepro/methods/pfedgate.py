@@ -1,8 +1,8 @@
 """pFedGate (Chen et al., ICML 2023): a shared global model sparsely re-weighted, block by block,
 by a gating layer that each client keeps for itself.
 
-"Efficient Personalized Federated Learning via Sparse Model-Adaptation". A FedPFT baseline
-(specs/fedpft.md §4). The details below follow the official code (``yxdyc/pFedGate``:
+"Efficient Personalized Federated Learning via Sparse Model-Adaptation". A FedPFT (ICLR)
+Table 2 baseline. The details below follow the official code (``yxdyc/pFedGate``:
 ``models/gating_layers.py``, ``pFedGate/gated_learner.py``, ``scripts/emnist_pfedGate.sh``) where
 the paper is not explicit; every difference from it is listed under "Simplifications".
 
@@ -89,9 +89,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from ..errors import ConfigError
-from ..fl.local import evaluate_model, make_sgd
+from ..fl.local import evaluate_model, make_sgd, train_epochs
 from ..fl.method import ClientUpdate, EvalResult, State
+from ..params import hp
 from .base import ModelMethod
 from .registry import register_method
 
@@ -103,38 +103,16 @@ CLIENT_GATE = "client_gate"
 
 @dataclass
 class PFedGateParams:
-    sparsity: float = 0.5  # fraction of the model switched off; the paper's s = 1 - sparsity
-    block_split: int | None = 5  # chunks per tensor; None: one block per output unit/channel
-    gate_values: str = "binary"  # "binary" (0/1, straight-through) | "score" (official forward)
-    capacity: str = "paper"  # "paper": s·|θ| | "code": the official (s - min_gate) budget
-    gate_lr: float | None = None  # None: train.lr
-    clip_grad: float | None = 10.0  # official max grad norm; None: no clipping
-    bilevel: bool = False  # False: joint step (official script); True: alternate per batch
-    eval_batch_size: int | None = None  # None: train.batch_size
-    gate_head: bool = False  # True: gate the classifier too (official); see the module docstring
-
-    def validate(self) -> None:
-        def bad(key, valid):
-            raise ConfigError(f"method.args.{key}={getattr(self, key)!r}; valid: {valid}")
-
-        if not isinstance(self.sparsity, (int, float)) or isinstance(self.sparsity, bool) or not 0 <= self.sparsity < 1:
-            bad("sparsity", "a number in [0, 1)")
-        if self.block_split is not None and (not isinstance(self.block_split, int) or self.block_split < 1):
-            bad("block_split", "null or an integer >= 1")
-        if self.gate_values not in GATE_VALUES:
-            bad("gate_values", ", ".join(GATE_VALUES))
-        if self.capacity not in CAPACITIES:
-            bad("capacity", ", ".join(CAPACITIES))
-        if self.gate_lr is not None and not (isinstance(self.gate_lr, (int, float)) and self.gate_lr > 0):
-            bad("gate_lr", "null or a number > 0")
-        if self.clip_grad is not None and not (isinstance(self.clip_grad, (int, float)) and self.clip_grad > 0):
-            bad("clip_grad", "null or a number > 0")
-        if not isinstance(self.bilevel, bool):
-            bad("bilevel", "true or false")
-        if not isinstance(self.gate_head, bool):
-            bad("gate_head", "true or false")
-        if self.eval_batch_size is not None and (not isinstance(self.eval_batch_size, int) or self.eval_batch_size < 1):
-            bad("eval_batch_size", "null or an integer >= 1")
+    sparsity: float = hp(0.5, ge=0, lt=1)  # fraction of the model switched off; the paper's s = 1 - sparsity
+    block_split: int | None = hp(5, ge=1)  # chunks per tensor; None: one block per output unit/channel
+    # "binary" (0/1, straight-through) | "score" (official forward)
+    gate_values: str = hp("binary", choices=GATE_VALUES)
+    capacity: str = hp("paper", choices=CAPACITIES)  # "paper": s·|θ| | "code": the official (s - min_gate) budget
+    gate_lr: float | None = hp(None, gt=0)  # None: train.lr
+    clip_grad: float | None = hp(10.0, gt=0)  # official max grad norm; None: no clipping
+    bilevel: bool = hp(False)  # False: joint step (official script); True: alternate per batch
+    eval_batch_size: int | None = hp(None, ge=1)  # None: train.batch_size
+    gate_head: bool = hp(False)  # True: gate the classifier too (official); see the module docstring
 
 
 class GatingLayer(nn.Module):
@@ -277,23 +255,21 @@ class PFedGate(ModelMethod):
         model = self._load_client(shared, state)
         opt_model = make_sgd(model.parameters(), t.lr, t.momentum, t.weight_decay)
         opt_gate = make_sgd(self.gating.parameters(), self.p.gate_lr or t.lr, t.momentum, t.weight_decay)
-        total, count = 0.0, 0
-        for _ in range(t.local_epochs):
-            for x, y in data.train_batches(t.batch_size, gen):
-                if self.p.bilevel:
-                    self._step(x, y, opt_gate, train_model=False)
-                    loss = self._step(x, y, opt_model, train_model=True)
-                else:
-                    loss = self._step(x, y, None, train_model=True)
-                    self._clip_and_step(self.gating, opt_gate)
-                    self._clip_and_step(model, opt_model)
-                total += float(loss) * y.numel()
-                count += y.numel()
+
+        def step(x, y):
+            if self.p.bilevel:
+                self._step(x, y, opt_gate, train_model=False)
+                return self._step(x, y, opt_model, train_model=True)
+            loss = self._step(x, y, None, train_model=True)
+            self._clip_and_step(self.gating, opt_gate)
+            self._clip_and_step(model, opt_model)
+            return loss
+
+        stats = train_epochs(model, data, None, t.local_epochs, t.batch_size, gen, step=step)
         new_state = {GATE + k: v.detach().clone() for k, v in self.gating.state_dict().items()}
         new_state[CLIENT_GATE] = self._client_gate(data).detach()
         upload = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train,
-                            metrics={"train_loss": total / max(count, 1)})
+        return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train, metrics=stats.metrics())
 
     def _step(self, x, y, opt, train_model: bool) -> torch.Tensor:
         """One loss evaluation; in bilevel mode also the step of the part being trained."""

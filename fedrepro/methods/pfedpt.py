@@ -1,7 +1,6 @@
 """pFedPT (Li et al., TMLR 2024): a personal visual prompt added to the image border, a global model.
 
-"Visual Prompt Based Personalized Federated Learning". A FedPFT baseline (specs/fedpft.md §4:
-"input-level visual prompts (prompts added to the images) with a global model").
+"Visual Prompt Based Personalized Federated Learning". A FedPFT (ICLR) Table 2 baseline.
 
 Each client owns a **padding prompt** (Bahng et al. 2022's ``PadPrompter``): learnable pixels in a
 frame of width ``prompt_size`` around the image, zero inside, **added** to the (normalised) input.
@@ -44,8 +43,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError
-from ..fl.local import evaluate_model, make_sgd, set_trainable, train_epochs
+from ..fl.local import TrainStats, evaluate_model, make_sgd, set_trainable, train_epochs
 from ..fl.method import ClientUpdate, EvalResult, State
+from ..params import hp
 from .base import ModelMethod
 from .registry import register_method
 
@@ -57,35 +57,13 @@ BN_MODES = ("train", "eval")
 
 @dataclass
 class PFedPTParams:
-    prompt_size: int = 2  # border width in pixels
-    prompt_epochs: int = 5
-    model_epochs: int | None = None  # None: train.local_epochs
-    prompt_lr: float = 1.0
-    prompt_momentum: float = 0.5
-    prompt_init: str = "randn"  # "randn" (official) | "zeros"
-    prompt_bn: str = "train"  # backbone BN mode in the prompt phase: "train" (official) | "eval"
-
-    def validate(self) -> None:
-        def bad(key, valid):
-            raise ConfigError(f"method.args.{key}={getattr(self, key)!r}; valid: {valid}")
-
-        def is_int(v):
-            return isinstance(v, int) and not isinstance(v, bool)
-
-        if not is_int(self.prompt_size) or self.prompt_size < 1:
-            bad("prompt_size", "an integer >= 1 (and < half the image side)")
-        if not is_int(self.prompt_epochs) or self.prompt_epochs < 0:
-            bad("prompt_epochs", "an integer >= 0")
-        if self.model_epochs is not None and (not is_int(self.model_epochs) or self.model_epochs < 0):
-            bad("model_epochs", "null or an integer >= 0")
-        if not isinstance(self.prompt_lr, (int, float)) or self.prompt_lr <= 0:
-            bad("prompt_lr", "a number > 0")
-        if not isinstance(self.prompt_momentum, (int, float)) or not 0 <= self.prompt_momentum < 1:
-            bad("prompt_momentum", "a number in [0, 1)")
-        if self.prompt_init not in INITS:
-            bad("prompt_init", ", ".join(INITS))
-        if self.prompt_bn not in BN_MODES:
-            bad("prompt_bn", ", ".join(BN_MODES))
+    prompt_size: int = hp(2, ge=1)  # border width in pixels (PadPrompt checks it against the image side)
+    prompt_epochs: int = hp(5, ge=0)
+    model_epochs: int | None = hp(None, ge=0)  # None: train.local_epochs
+    prompt_lr: float = hp(1.0, gt=0)
+    prompt_momentum: float = hp(0.5, ge=0, lt=1)
+    prompt_init: str = hp("randn", choices=INITS)  # "randn" (official) | "zeros"
+    prompt_bn: str = hp("train", choices=BN_MODES)  # backbone BN mode in the prompt phase: "train" (official) | "eval"
 
 
 class PadPrompt(nn.Module):
@@ -159,38 +137,30 @@ class PFedPT(ModelMethod):
     def client_update(self, shared: State, state: State, data, gen: torch.Generator, rnd: int) -> ClientUpdate:
         t = self.ctx.cfg.train
         net = self.load_client(shared, state)
-        loss = 0.0
+        stats = TrainStats(0.0)
         if self.p.prompt_epochs:
             set_trainable(self.model, False)
             opt = torch.optim.SGD(self.prompt.parameters(), lr=self.p.prompt_lr, momentum=self.p.prompt_momentum)
-            loss = self._prompt_epochs(net, data, opt, gen)
+            stats = self._prompt_epochs(net, data, opt, gen)
             set_trainable(self.model, True)
         epochs = t.local_epochs if self.p.model_epochs is None else self.p.model_epochs
         if epochs:
             set_trainable(self.prompt, False)
             opt = make_sgd(self.model.parameters(), t.lr, t.momentum, t.weight_decay)
-            loss = train_epochs(net, data, opt, epochs, t.batch_size, gen)
+            stats = train_epochs(net, data, opt, epochs, t.batch_size, gen)
             set_trainable(self.prompt, True)
         upload = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         new_state = {PROMPT + k: v.detach().clone() for k, v in self.prompt.state_dict().items()}
-        return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train,
-                            metrics={"train_loss": loss})
+        return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train, metrics=stats.metrics())
 
-    def _prompt_epochs(self, net: Prompted, data, opt, gen) -> float:
+    def _prompt_epochs(self, net: Prompted, data, opt, gen) -> TrainStats:
         """Step 2: train the prompt; the backbone's BN layers in ``prompt_bn`` mode."""
         t = self.ctx.cfg.train
         net.train()
         self.model.train(self.p.prompt_bn == "train")
-        total, count = 0.0, 0
-        for _ in range(self.p.prompt_epochs):
-            for x, y in data.train_batches(t.batch_size, gen):
-                loss = F.cross_entropy(net(x), y)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                total += float(loss.detach()) * y.numel()
-                count += y.numel()
-        return total / max(count, 1)
+        # The loop puts only the prompt in train mode, so the backbone keeps its ``prompt_bn`` mode.
+        return train_epochs(self.prompt, data, opt, self.p.prompt_epochs, t.batch_size, gen,
+                            batch_loss=lambda _, x, y: F.cross_entropy(net(x), y))
 
     def evaluate(self, shared: State, state: State, data, gen: torch.Generator) -> EvalResult:
         return evaluate_model(self.load_client(shared, state), data)

@@ -1,8 +1,7 @@
 """pFedSD (Jin et al., IEEE TPDS 2023): FedAvg whose local training distils from the client's last model.
 
 "Personalized Edge Intelligence via Federated Self-Knowledge Distillation". One of FedPFT's nine PFL
-baselines (specs/fedpft.md §4: "fine-tunes the global model by self-distillation from the client's
-previous personalized model").
+baselines (FedPFT (ICLR) Table 2).
 
 One round for client i:
 
@@ -42,10 +41,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..errors import ConfigError
 from ..fl.client_data import ClientData
-from ..fl.local import evaluate_model, make_sgd, set_trainable
+from ..fl.local import evaluate_model, make_sgd, set_trainable, train_epochs
 from ..fl.method import ClientUpdate, EvalResult, State
+from ..params import hp
 from .base import ModelMethod
 from .registry import register_method
 
@@ -55,22 +54,10 @@ TEACHER_MODES = ("train", "eval")
 
 @dataclass
 class PFedSDParams:
-    kd_weight: float = 0.5
-    temperature: float = 3.0
-    t2_scaling: bool = True
-    teacher_mode: str = "train"
-
-    def validate(self) -> None:
-        w = self.kd_weight
-        if not isinstance(w, (int, float)) or isinstance(w, bool) or w < 0:
-            raise ConfigError(f"method.args.kd_weight={w!r}; valid: a number >= 0")
-        tau = self.temperature
-        if not isinstance(tau, (int, float)) or isinstance(tau, bool) or tau <= 0:
-            raise ConfigError(f"method.args.temperature={tau!r}; valid: a number > 0")
-        if not isinstance(self.t2_scaling, bool):
-            raise ConfigError(f"method.args.t2_scaling={self.t2_scaling!r}; valid: true, false")
-        if self.teacher_mode not in TEACHER_MODES:
-            raise ConfigError(f"method.args.teacher_mode={self.teacher_mode!r}; valid: {', '.join(TEACHER_MODES)}")
+    kd_weight: float = hp(0.5, ge=0)
+    temperature: float = hp(3.0, gt=0)
+    t2_scaling: bool = hp(True)
+    teacher_mode: str = hp("train", choices=TEACHER_MODES)
 
 
 def self_distillation_loss(student: Tensor, teacher: Tensor, temperature: float, t2_scaling: bool = True) -> Tensor:
@@ -121,30 +108,22 @@ class PFedSD(ModelMethod):
         teacher = self.load_teacher(state) if self.p.kd_weight > 0 else None
         model = self.load(shared, state)  # the student starts from the global model
         opt = make_sgd(model.parameters(), t.lr, t.momentum, t.weight_decay)
-        model.train()
-        total, kd_total, count = 0.0, 0.0, 0
-        for _ in range(t.local_epochs):
-            for x, y in data.train_batches(t.batch_size, gen):
-                out = model(x)
-                loss = F.cross_entropy(out, y)
-                if teacher is not None:
-                    with torch.no_grad():
-                        t_out = teacher(x)
-                    kd = self_distillation_loss(out, t_out, self.p.temperature, self.p.t2_scaling)
-                    loss = loss + self.p.kd_weight * kd
-                    kd_total += float(kd.detach()) * y.numel()
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                total += float(loss.detach()) * y.numel()
-                count += y.numel()
+
+        def batch_loss(m, x, y):
+            out = m(x)
+            loss = F.cross_entropy(out, y)
+            if teacher is None:
+                return loss
+            with torch.no_grad():
+                t_out = teacher(x)
+            kd = self_distillation_loss(out, t_out, self.p.temperature, self.p.t2_scaling)
+            return loss + self.p.kd_weight * kd, {"loss_kd": kd}
+
+        stats = train_epochs(model, data, opt, t.local_epochs, t.batch_size, gen, batch_loss=batch_loss)
         sd = model.state_dict()
         upload = {k: sd[k].detach().clone() for k in self.shared_keys}
         new_state = {PERSONAL + k: v.detach().clone() for k, v in sd.items()}
-        metrics = {"train_loss": total / max(count, 1)}
-        if teacher is not None:
-            metrics["loss_kd"] = kd_total / max(count, 1)
-        return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train, metrics=metrics)
+        return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train, metrics=stats.metrics())
 
     def evaluate(self, shared: State, state: State, data: ClientData, gen: torch.Generator) -> EvalResult:
         return evaluate_model(self._personalised(shared, state), data)

@@ -1,15 +1,16 @@
 """Frozen pretrained backbones with prompt hooks, and a tiny ViT that implements the interface.
 
-PEP-FedPT (specs/pep-fedpt.md §1.1–1.2, §8.3) prompt-tunes a frozen ViT-B/16 and needs to
+PEP-FedPT (arXiv) §3.1 and §4.1 (Eqs. 1–7) prompt-tunes a frozen ViT-B/16 and needs to
 (i) insert extra tokens after the positional embedding, right after cls (VPT-shallow, no pos-emb
 on prompts) and (ii) read or rewrite the token sequence at the input of arbitrary blocks (the
-cls token entering CCMP layers; CCMP token insertion). FedOTP (specs/fedotp.md §1.1, §8) needs a
-frozen CLIP image encoder whose *every* output token is kept. :class:`FrozenBackbone` is the
-common interface; timm ViT-B/16 and open_clip adapters will implement it later (imported lazily
-there, never at import time of this module, and never downloading weights).
+cls token entering CCMP layers; CCMP token insertion). FedOTP (CVPR 2024) §4.2 needs a
+frozen CLIP image encoder whose *every* output token (class token and feature map) is kept.
+:class:`FrozenBackbone` is the common interface; timm ViT-B/16 and open_clip adapters will
+implement it later (imported lazily there, never at import time of this module, and never
+downloading weights).
 
-``tiny_vit`` is a small ViT written with plain torch modules — the scaled-down stand-in that
-pep-fedpt.md §8.2 suggests (pre-LN blocks, cls token, patch 4 on 32×32). It is unrelated to
+``tiny_vit`` is a small ViT written with plain torch modules — our scaled-down stand-in for
+ViT-B/16 (pre-LN blocks, cls token, patch 4 on 32×32). It is unrelated to
 timm's "TinyViT" architecture of the same name.
 """
 from __future__ import annotations
@@ -137,7 +138,7 @@ def tiny_vit(
     num_classes: int, in_channels: int = 3, image_size: int = 32, *,
     patch_size: int = 4, dim: int = 64, depth: int = 4, heads: int = 4, mlp_ratio: float = 4.0,
 ) -> TinyViT:
-    """Small ViT (pep-fedpt.md §8.2 stand-in): features = final-LayerNorm cls token, head Linear(dim, C)."""
+    """Small ViT (our ViT-B/16 stand-in): features = final-LayerNorm cls token, head Linear(dim, C)."""
     for key, v in {"patch_size": patch_size, "dim": dim, "depth": depth, "heads": heads}.items():
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ConfigError(f"{key} must be a positive integer, got {v!r}")

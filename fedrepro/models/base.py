@@ -1,10 +1,10 @@
 """The features-then-head split every model follows, and key helpers FL methods use.
 
 All four reproduced papers decompose the model the same way: a feature extractor φ and a
-classifier h (FedPFT §1.1, pFedCSPC §1.1 encoder/classifier, PEP-FedPT and FedOTP: frozen
-backbone + trainable head/prompts). Methods such as FedBN, FedPer/FedRep, FedRoD and FedPFT
-keep, freeze or swap one of the two parts, so the split is part of the model's contract
-rather than something each method rediscovers.
+classifier h (FedPFT (ICLR) §3.2; pFedCSPC (TNNLS) §III, encoder E then head H and classifier F;
+PEP-FedPT and FedOTP: frozen backbone + trainable head/prompts). Methods such as FedBN,
+FedPer/FedRep, FedRoD and FedPFT keep, freeze or swap one of the two parts, so the split is part
+of the model's contract rather than something each method rediscovers.
 """
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def count_params(module: nn.Module, trainable_only: bool = False, include_buffer
     """Number of scalar parameters in ``module``.
 
     ``include_buffers`` adds every buffer (BN running stats *and* ``num_batches_tracked``), which
-    is how specs/fedpft.md §3.2 counts "with BN buffers".
+    is how :mod:`fedrepro.models.resnet` documents ResNet-8/10 sizes "with BN buffers".
     """
     n = sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
     if include_buffers:
@@ -100,7 +100,7 @@ def check_choice(key: str, value: str, valid: tuple[str, ...]) -> None:
 def norm2d(kind: str, channels: int) -> nn.Module:
     """A 2-d normalisation layer: BatchNorm ("bn"), GroupNorm ("gn") or nothing ("none").
 
-    GroupNorm uses a fixed 2 groups (our choice, not from a spec): with narrow laptop widths
+    GroupNorm uses a fixed 2 groups (our choice, not from a paper): with narrow laptop widths
     (16 channels) more groups would leave too few channels per group for stable statistics.
     """
     check_choice("norm", kind, NORMS)

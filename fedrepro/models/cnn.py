@@ -1,6 +1,6 @@
 """Small convolutional and MLP models: the MOON CNN, a fast 2-conv CNN and a tiny MLP.
 
-- ``moon_cnn``: the pFedCSPC/MOON CIFAR-10 encoder (specs/pfedcspc.md §2.3).
+- ``moon_cnn``: the pFedCSPC/MOON CIFAR-10 encoder (pFedCSPC (TNNLS) §V-B; MOON (CVPR 2021)).
 - ``cnn``: the fast default for Fashion-MNIST experiments on a laptop (a narrowed FedAvg CNN).
 - ``mlp``: flatten → hidden → ReLU; only meant for fast unit tests.
 """
@@ -67,11 +67,12 @@ class MoonCNNFeatures(nn.Module):
 def moon_cnn(
     num_classes: int, in_channels: int = 3, image_size: int = 32, *, projection_dim: int | None = None
 ) -> SplitModel:
-    """MOON simple CNN (specs/pfedcspc.md §2.3): Conv(in→6,5)-ReLU-Pool-Conv(6→16,5)-ReLU-Pool-
-    FC(→120)-ReLU-FC(120→84)-ReLU; head Linear(feature_dim, C).
+    """MOON simple CNN (pFedCSPC (TNNLS) §V-B; layer sizes as in the official FedCSPC/MOON code):
+    Conv(in→6,5)-ReLU-Pool-Conv(6→16,5)-ReLU-Pool-FC(→120)-ReLU-FC(120→84)-ReLU; head
+    Linear(feature_dim, C).
 
     The flatten size follows the input (400 at 3×32×32, 256 at 1×28×28). With ``projection_dim``
-    (pFedCSPC code uses 256) φ also contains the 2-layer projection head and
+    (the official FedCSPC code uses 256) φ also contains the 2-layer projection head and
     ``feature_dim = projection_dim``; without it ``feature_dim = 84`` (plain MOON/FedAvg use).
     """
     if projection_dim is not None:

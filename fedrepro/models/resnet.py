@@ -1,8 +1,9 @@
-"""CIFAR-scale ResNet-8/10/18 exactly as specs/fedpft.md §3.2 infers them.
+"""CIFAR-scale ResNet-8/10/18 as inferred from FedPFT's parameter counts.
 
-The FedPFT paper gives no architecture, only sizes (ResNet-8 φ ≈ 1.24M, ResNet-10 ≈ 4.91M).
-§3.2 derives a definition that reproduces them and matches the same group's
-``FedDecomp/models/LoraResnet1.py``:
+The FedPFT paper gives no architecture, only the models used (ICLR §4.1, App. J) and their
+sizes (ICLR Table 15 / arXiv Table 10: ResNet-8 φ ≈ 1.24M, ResNet-10 ≈ 4.91M). The definition
+below reproduces those sizes and matches the same group's ``FedDecomp/models/LoraResnet1.py``
+(code by FedPFT's first author; there is no official FedPFT code):
 
 - torchvision-style BasicBlock; **ImageNet stem**: 7×7 conv stride 2 pad 3 (no bias), BN, ReLU,
   3×3 max-pool stride 2;
@@ -17,10 +18,10 @@ Parameter counts at the default width 64, ``in_channels=3`` (checked in tests/te
   ``num_batches_tracked`` scalars).
 - ResNet-10 φ = 4,905,792 parameters; 4,911,564 with BN buffers (12 ``num_batches_tracked``).
 
-Options beyond the spec: ``width`` (base width; 16 gives m = 64 for ResNet-8, the laptop profile),
-``stem="cifar"`` (3×3 stride-1 conv, no max-pool, the alternative §3.2 mentions as a slightly
-worse fit: φ = 1,225,024 / 4,898,112 parameters; §3.2's "1.228M / 4.904M" are these counts *with*
-BN buffers, 1,227,721 / 4,903,884), and ``norm`` ("bn" | "gn" | "none").
+Options of ours: ``width`` (base width; 16 gives m = 64 for ResNet-8, the laptop profile),
+``stem="cifar"`` (3×3 stride-1 conv, no max-pool: a slightly worse fit to the paper's sizes,
+φ = 1,225,024 / 4,898,112 parameters, 1,227,721 / 4,903,884 with BN buffers), and ``norm``
+("bn" | "gn" | "none").
 """
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ class ResNetFeatures(nn.Module):
             planes = width * 2**i
             layers = []
             for j in range(n):
-                # stride 2 only at the first block of stages 2.. (spec §3.2)
+                # stride 2 only at the first block of stages 2.. (as in torchvision's ResNets)
                 layers.append(BasicBlock(in_planes, planes, 2 if (i > 0 and j == 0) else 1, norm))
                 in_planes = planes
             stages.append(nn.Sequential(*layers))
@@ -95,7 +96,7 @@ class ResNetFeatures(nn.Module):
         self._init_weights()
 
     def _init_weights(self) -> None:
-        # Same scheme as torchvision.models.resnet (spec §3.2: "Kaiming-normal init, BN weight 1, bias 0").
+        # Same scheme as torchvision.models.resnet: Kaiming-normal convs, BN weight 1, bias 0.
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")

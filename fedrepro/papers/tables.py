@@ -95,8 +95,8 @@ class TableDef:
         from ..experiment import grid_points
 
         out = []
-        for base, g, s in self._groups(profile, seeds, table_seeds, variant, overrides, base):
-            bases = [base] if g.variants is None else [base.replace(**dict(v)) for v in g.variants.values()]
+        for group_base, g, s in self._groups(profile, seeds, table_seeds, variant, overrides, base):
+            bases = [group_base] if g.variants is None else [group_base.replace(**dict(v)) for v in g.variants.values()]
             out += [b.replace(**point, seed=int(seed)) for b in bases for point, seed in grid_points(g.grid or None, s)]
         return out
 

@@ -1,5 +1,7 @@
-"""FedPFT's reported numbers (specs/fedpft.md §5; ICLR and arXiv versions, mapped as in spec §0:
-"FedPFT" = no contrastive task, "FedPFT+Con" = with it). Cells are ``"mean±std"`` as printed.
+"""FedPFT's reported numbers, quoted from the ICLR and arXiv versions' tables (each table's
+``source`` names both numbers). "FedPFT" = no contrastive task (ICLR "FedPFT", arXiv "FedPFT w/o
+L_Con"), "FedPFT+Con" = with it (ICLR "FedPFT+Con", arXiv "FedPFT"); every number the two versions
+share is identical under this mapping. Cells are ``"mean±std"`` as printed.
 """
 
 TABLES = {

@@ -1,4 +1,4 @@
-"""FedPFT's experimental setups at each profile (ICLR §5.1 and App. B; arXiv §5.1).
+"""FedPFT's experimental setups at each profile (ICLR §4.1 and App. D; arXiv §4.1 and App. B).
 
 :func:`layers` returns the override layers that :func:`fedrepro.papers.setup` applies in order:
 the profile's base, then the variant's changes.
@@ -13,17 +13,17 @@ VARIANTS = ("default", "cifar100", "tiny_imagenet", "pathological", "feature_shi
 
 
 def layers(profile: str, variant: str = "default") -> list[dict]:
-    """specs/fedpft.md §3: fixed train/test counts per client (500/100), ResNet-8, R = 5 local epochs
+    """FedPFT (ICLR) §4.1 and App. D.3: fixed train/test counts per client (500/100), ResNet-8, R = 5 local epochs
     for every method, SGD lr 0.1 (0.05 at the laptop's smaller batch), best and final round reported.
 
     Laptop: Fashion-MNIST stands in for CIFAR-10 (10 classes), 10 clients × 200/100 images, a
     width-8 ResNet-8 (m = 32) and 20 rounds, so that one run takes about 20-50 s on one core.
 
-    Variants (§3.1-3.2): ``cifar100`` / ``tiny_imagenet`` (paper: ResNet-10, Table 2; the laptop
+    Variants (ICLR §4.1, App. D.1): ``cifar100`` / ``tiny_imagenet`` (paper: ResNet-10, Table 2; the laptop
     has no stand-in and keeps Fashion-MNIST), ``pathological`` (2 classes per client; the 20/40
     classes of C100/Tiny follow from the dataset at the paper profile via overrides),
-    ``feature_shift`` (one domain per client: DomainNet's 6 at paper, the 6 Fashion-MNIST styles at
-    laptop), ``100_clients`` and ``resnet18`` (ICLR App. J).
+    ``feature_shift`` (ICLR App. I, one domain per client: DomainNet's 6 at paper, the 6
+    Fashion-MNIST styles at laptop), ``100_clients`` and ``resnet18`` (ICLR App. J).
     """
     if variant not in VARIANTS:
         from ...errors import ConfigError

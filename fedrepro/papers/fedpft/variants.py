@@ -1,4 +1,4 @@
-"""FedPFT's ablation settings (ICLR Table 4; arXiv Table 5) and figure variants, as method configs.
+"""FedPFT's ablation settings (ICLR Table 4; arXiv Table 3) and figure variants, as method configs.
 
 Each entry is ``{"method": registered name, "args": method arguments}``; :func:`overrides` turns one
 into config overrides.
@@ -22,7 +22,7 @@ ABLATION_SETTINGS: dict[str, dict[str, Any]] = {
     "V": {"method": "fedpft_con", "args": {}},
     # VI (ICLR) = VIII (arXiv): p_κ, L_Con, p_ρ without alternation.
     "VI": {"method": "fedpft_con", "args": {"alternate": False}},
-    # arXiv-only rows (checkmarks lost in extraction, reconstructed from the text, §5):
+    # arXiv-only rows (the table's checkmarks are lost in the text we have; reconstructed from arXiv §4.3):
     # VI "contrastive learning alone": FTM over [f] in both branches, no prompts, no alternation.
     "arXiv-VI": {"method": "fedpft_con", "args": {"use_prompts": False, "con_prompts": "none", "alternate": False}},
     # VII: p_κ + L_Con, no p_ρ, no alternation.
@@ -30,7 +30,7 @@ ABLATION_SETTINGS: dict[str, dict[str, Any]] = {
     "arXiv-VIII": {"method": "fedpft_con", "args": {"alternate": False}},
 }
 
-# Fig. 4 (t-SNE) panels beyond the main methods (§1.6, §6 item 4).
+# ICLR Fig. 4 / arXiv Fig. 2 (t-SNE, ICLR §4.4) panels beyond the main methods.
 FIGURE_VARIANTS: dict[str, dict[str, Any]] = {
     "FedPFT w/o Alter.": {"method": "fedpft", "args": {"alternate": False}},
     "FedPFT-PerClassifier": {"method": "fedpft", "args": {"personal_classifier": True}},

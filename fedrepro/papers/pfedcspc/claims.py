@@ -1,11 +1,11 @@
-"""pFedCSPC's claims (specs/pfedcspc.md §9, "what a CPU-only reproduction should show"), checked on
-our results.
+"""pFedCSPC's claims, checked on our results: signs and orderings read off pFedCSPC (TNNLS)'s
+tables and figures that should survive a small-scale run (each claim's ``source`` names them).
 
 Tables are :func:`fedrepro.run_grid` outputs; ablation tables carry a ``setting`` column with the
 row names of :data:`fedrepro.methods.pfedcspc.ABLATION_GLOBAL` / ``ABLATION_PERSONAL``. Metrics are
 the **final-round** values (``final_global_acc``: ACC_global; ``final_i_local_mean``: I_local;
 ``final_hm``), the paper training every method for a fixed T. Comparisons are paired by seed; a
-strict ">" (margin 0) is required, since the paper's effects are 0.1-4 points (§9).
+strict ">" (margin 0) is required, since the paper's effects are 0.1-4 points (Tables II-VI).
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def _calibration(r: pd.DataFrame):
 
 
 register_claim(Claim(
-    id="pfedcspc.calibration_raises_global", paper="pfedcspc", source="Table IV; §9 item 1",
+    id="pfedcspc.calibration_raises_global", paper="pfedcspc", source="Table IV (§V-C)",
     statement="Calibrating the global head and classifier on clustered prototypes (CPM+CA) raises the "
               "global model's accuracy over FedAvg (Base)",
     check=_calibration,
@@ -64,7 +64,7 @@ def _cpm_vs_tpg(r: pd.DataFrame):
 
 
 register_claim(Claim(
-    id="pfedcspc.clusters_beat_one_mean", paper="pfedcspc", source="Table IV; §9 item 2",
+    id="pfedcspc.clusters_beat_one_mean", paper="pfedcspc", source="Table IV (§V-C)",
     statement="Clustered prototypes (CPM) calibrate better than one mean prototype per class (TPG)",
     check=_cpm_vs_tpg,
 ))
@@ -76,7 +76,7 @@ def _ablation_adds_up(r: pd.DataFrame):
 
 
 register_claim(Claim(
-    id="pfedcspc.ablation_adds_up", paper="pfedcspc", source="Table IV; §9 item 3",
+    id="pfedcspc.ablation_adds_up", paper="pfedcspc", source="Table IV (§V-C)",
     statement="Global accuracy rises at each ablation step: Base < CPM+CA < +PTA < +KP, and PA adds to CPM+CA",
     check=_ablation_adds_up,
 ))
@@ -98,7 +98,7 @@ def _personal_chain(r: pd.DataFrame):
 
 
 register_claim(Claim(
-    id="pfedcspc.personalisation_chain", paper="pfedcspc", source="Table V; §9 item 4",
+    id="pfedcspc.personalisation_chain", paper="pfedcspc", source="Table V (§V-C)",
     statement="Local I_local rises along the chain global model < +FT_CE < +PMI+FT_CE < +PMI+FT_CE+Align",
     check=_personal_chain,
 ))
@@ -119,7 +119,7 @@ def _pmi_start(r: pd.DataFrame):
 
 
 register_claim(Claim(
-    id="pfedcspc.pmi_starts_better", paper="pfedcspc", source="Fig. 10(a); §9 item 6",
+    id="pfedcspc.pmi_starts_better", paper="pfedcspc", source="Fig. 10(a) (§V-E2)",
     statement="Before local training, the PMI-initialised model scores higher on a client's local test "
               "split than the global model does",
     check=_pmi_start,
@@ -135,7 +135,7 @@ def _both_objectives(r: pd.DataFrame):
 
 
 register_claim(Claim(
-    id="pfedcspc.both_objectives", paper="pfedcspc", source="Tables II, III; §9 item 5",
+    id="pfedcspc.both_objectives", paper="pfedcspc", source="Tables II, III (§V-B)",
     statement="pFedCSPC beats FedAvg on the global test set and FedAvg-FT on the local test splits at once",
     check=_both_objectives,
 ))
@@ -153,7 +153,7 @@ def _plug_and_play(r: pd.DataFrame):
 
 
 register_claim(Claim(
-    id="pfedcspc.plug_and_play", paper="pfedcspc", source="Table VI; §9 item 8",
+    id="pfedcspc.plug_and_play", paper="pfedcspc", source="Table VI (§V-D3)",
     statement="Adding pFedCSPC's calibration to FedProx and to MOON raises their global accuracy",
     check=_plug_and_play,
 ))
@@ -180,12 +180,12 @@ def _fewer_rounds(beta: float):
 
 
 register_claim(Claim(
-    id="pfedcspc.fewer_rounds", paper="pfedcspc", source="Table VII; §9 item 9",
+    id="pfedcspc.fewer_rounds", paper="pfedcspc", source="Table VII (§V-D4)",
     statement="pFedCSPC's global model reaches the target accuracy in fewer rounds than FedAvg's (β = 0.5)",
     check=_fewer_rounds(0.5),
 ))
 register_claim(Claim(
-    id="pfedcspc.fewer_rounds_beta_0.1", paper="pfedcspc", source="Table VII; §9 item 10",
+    id="pfedcspc.fewer_rounds_beta_0.1", paper="pfedcspc", source="Table VII (§V-D4)",
     statement="The advantage in rounds holds under harder heterogeneity (β = 0.1)",
     check=_fewer_rounds(0.1),
 ))
@@ -201,7 +201,7 @@ def _features_align(r: pd.DataFrame):
 
 
 register_claim(Claim(
-    id="pfedcspc.features_align", paper="pfedcspc", source="Figs. 7, 8; §9 item 7",
+    id="pfedcspc.features_align", paper="pfedcspc", source="Figs. 7, 8 (§V-D2, §V-E1)",
     statement="Same-class features of different clients sit closer together, relative to the distance "
               "between classes, under pFedCSPC than under FedAvg",
     check=_features_align,

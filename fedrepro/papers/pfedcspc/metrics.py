@@ -1,8 +1,8 @@
-"""pFedCSPC's two scores and their combination (pFedCSPC (TNNLS) §IV-A, "Evaluation metrics").
+"""pFedCSPC's two scores and their combination (pFedCSPC (TNNLS) §V-A2, "Evaluation Measures").
 
 - **I_local** (Eq. 20): per client, the harmonic mean of its local test accuracy and macro-F1; the
   Local score is its mean over clients.
-- **HM**: the harmonic mean of the global model's accuracy on the whole test split (the engine's
+- **HM** (Eq. 21): the harmonic mean of the global model's accuracy on the whole test split (the engine's
   ``global_acc``, logged with ``train.global_eval``) and the mean I_local.
 
 Both are derived from what every run stores (per-client ``acc`` and ``f1`` rows, per-round

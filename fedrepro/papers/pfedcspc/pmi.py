@@ -14,10 +14,9 @@ comparison isolates the encoder PMI changes.
 from __future__ import annotations
 
 import pandas as pd
-import torch
 
 from ...analysis.embedding import analysis_generator
-from ...fl.local import evaluate_model, make_sgd
+from ...fl.local import evaluate_model, make_sgd, train_epochs
 
 
 def _inits(method, shared: dict, cid: int) -> dict[str, dict]:
@@ -54,15 +53,8 @@ def pmi_finetune(result, epochs: int | None = None, seed: int = 0) -> pd.DataFra
             opt = make_sgd(net.parameters(), t.lr, t.momentum, t.weight_decay)
             gen = analysis_generator(seed, "pmi_finetune", c.cid)
             for e in range(1, epochs + 1):
-                net.train()
-                total, n = 0.0, 0
-                for x, y in c.train_batches(t.batch_size, gen):
-                    loss = torch.nn.functional.cross_entropy(net(x), y)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    total, n = total + float(loss.detach()) * len(y), n + len(y)
-                rows.append({"client": c.cid, "init": name, "epoch": e, "train_loss": total / max(n, 1),
+                stats = train_epochs(net, c, opt, 1, t.batch_size, gen)
+                rows.append({"client": c.cid, "init": name, "epoch": e, "train_loss": stats.loss,
                              "test_acc": evaluate_model(net, c).acc})
     return pd.DataFrame(rows)
 

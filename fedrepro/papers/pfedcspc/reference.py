@@ -1,5 +1,6 @@
-"""pFedCSPC's reported numbers (specs/pfedcspc.md §4, TNNLS 2025), accuracy in %, "mean±std" as
-printed. Table II's HM is as printed (three cells disagree with 2GL/(G+L), spec §4 "Checks").
+"""pFedCSPC's reported numbers, quoted from pFedCSPC (TNNLS) Tables II-VII, accuracy in %,
+"mean±std" as printed. Table II's HM is as printed: three cells (FedSoup Tiny and Vireo, GRACE
+CIFAR-100) disagree with HM = 2GL/(G+L) of Eq. 21.
 Row keys are our method names; ablation rows use the names of
 :data:`fedrepro.methods.pfedcspc.ABLATION_GLOBAL` / ``ABLATION_PERSONAL``.
 """

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 
-# Tables IV and V's rows as method overrides (specs/pfedcspc.md §4). "Base" is FedAvg; every other
+# Tables IV and V's rows (pFedCSPC (TNNLS) §V-C) as method overrides. "Base" is FedAvg; every other
 # row is pFedCSPC with switches. TPG = one class-mean prototype per client (FedProto's), CPM =
 # clustered prototypes, CA = the cross-client weighted contrastive loss, PA = prototype
 # augmentation + triplet loss, PTA = local alignment, KP = knowledge-based prediction. Table IV
