@@ -54,6 +54,7 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..fl.client_data import ClientData
+from ..fl.local import fit_tensors
 from .embedding import EVAL_BATCH, analysis_generator, client_features
 
 MATCH_INITS = ("identity", "random")
@@ -125,16 +126,9 @@ def fit_on_features(params: Sequence[nn.Parameter], forward: Callable[[torch.Ten
         return
     opt = torch.optim.SGD(list(params), lr=cfg.lr if lr is None else lr, momentum=cfg.momentum,
                           weight_decay=cfg.weight_decay)
-    bs = n if cfg.batch_size is None else min(cfg.batch_size, n)
-    for _ in range(cfg.epochs):
-        # Full batch needs no shuffle; skipping the draw keeps it exactly plain gradient descent.
-        order = torch.randperm(n, generator=gen).to(feats.device) if bs < n else None
-        for start in range(0, n, bs):
-            idx = order[start:start + bs] if order is not None else slice(None)
-            loss = F.cross_entropy(forward(feats[idx]), labels[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+    bs = n if cfg.batch_size is None else cfg.batch_size
+    fit_tensors(opt, n, cfg.epochs, bs, lambda idx: F.cross_entropy(forward(feats[idx]), labels[idx]),
+                gen, feats.device, shuffle_full_batch=False)
 
 
 @torch.no_grad()

@@ -108,6 +108,31 @@ def train_epochs(model: nn.Module, data: ClientData, opt: torch.optim.Optimizer 
     return TrainStats(total / denom, {k: v / denom for k, v in part_sums.items()}, count)
 
 
+def fit_tensors(opt: torch.optim.Optimizer, n: int, epochs: int, batch_size: int,
+                batch_loss: Callable[[Tensor | slice], Tensor], gen: torch.Generator | None = None,
+                device: torch.device | str = "cpu", shuffle_full_batch: bool = True,
+                on_epoch: Callable[[int], None] | None = None) -> None:
+    """Mini-batch SGD over ``n`` rows held in memory (server-side calibration, probes): each epoch
+    draws a permutation from ``gen`` (torch's global stream when None), cuts it into batches of
+    ``batch_size`` and takes one step on ``batch_loss(idx)``. ``on_epoch(e)`` runs first in each
+    epoch (a per-epoch lr schedule). With ``shuffle_full_batch=False`` a single full batch draws
+    nothing and passes ``slice(None)``, which keeps it exact plain gradient descent."""
+    bs = min(batch_size, n) if n else batch_size
+    for epoch in range(epochs):
+        if on_epoch is not None:
+            on_epoch(epoch)
+        if bs >= n and not shuffle_full_batch:
+            batches: Iterable[Tensor | slice] = [slice(None)]
+        else:
+            order = torch.randperm(n, generator=gen).to(device)
+            batches = (order[s:s + bs] for s in range(0, n, bs))
+        for idx in batches:
+            loss = batch_loss(idx)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+
 def macro_f1(y_true: torch.Tensor, y_pred: torch.Tensor) -> float:
     """Macro-F1 over the classes present in ``y_true`` (the MF1 of pFedCSPC (TNNLS) Eq. 20; the
     class set is our choice, as the paper does not say: a local test split may lack classes;

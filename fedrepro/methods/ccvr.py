@@ -57,6 +57,7 @@ from torch import Tensor
 
 from ..fl.aggregate import weighted_average
 from ..fl.client_data import ClientData
+from ..fl.local import fit_tensors
 from ..fl.method import ClientUpdate, State
 from ..params import hp
 from .base import ModelMethod
@@ -174,15 +175,9 @@ class CCVR(ModelMethod):
         p = self.p
         opt = torch.optim.SGD(head.parameters(), lr=p.calib_lr, momentum=p.calib_momentum)
         dtype = next(head.parameters()).dtype
-        x_all, n = feats.to(dtype), feats.shape[0]
-        for _ in range(p.calib_epochs):
-            order = torch.randperm(n, device=feats.device)
-            for start in range(0, n, p.calib_batch_size):
-                idx = order[start:start + p.calib_batch_size]
-                loss = F.cross_entropy(head(x_all[idx]), labels[idx])
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
+        x_all = feats.to(dtype)
+        fit_tensors(opt, feats.shape[0], p.calib_epochs, p.calib_batch_size,
+                    lambda idx: F.cross_entropy(head(x_all[idx]), labels[idx]), device=feats.device)
         return {"head." + k: v.detach().clone() for k, v in head.state_dict().items()}
 
     def aggregate(self, shared: State, updates: list[ClientUpdate], server_state: State,

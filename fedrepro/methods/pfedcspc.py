@@ -74,7 +74,7 @@ from torch import Tensor, nn
 
 from ..fl.aggregate import weighted_average
 from ..fl.client_data import ClientData
-from ..fl.local import evaluate_model, make_sgd, proximal_hook, train_epochs
+from ..fl.local import evaluate_model, fit_tensors, make_sgd, proximal_hook, train_epochs
 from ..fl.method import ClientUpdate, EvalResult, Method, State
 from ..params import hp
 from .moon import model_contrastive_loss
@@ -520,32 +520,31 @@ class PFedCSPC(Method):
         net.train()
         n = len(y)
         slot = torch.empty(n, dtype=torch.long, device=u.device)  # pool index → row in the batch
-        for epoch in range(p.server_epochs):
+
+        def set_lr(epoch: int) -> None:
             for group in opt.param_groups:
                 group["lr"] = self.server_lr(rnd, epoch)
-            order = torch.randperm(n, generator=gen).to(u.device)
-            for s in range(0, n, p.server_batch):
-                idx = order[s:s + p.server_batch]
-                a, up, un = augment_prototypes(u, idx.cpu(), partners, p.n_aug, lambdas, gen) if p.pa \
-                    else (idx[:0], u[:0], u[:0])
-                # One pass of H over the batch and its augmentations; an anchor is a batch row, so
-                # its projection is that row's. On one CPU thread the single pass alone saved
-                # nothing measurable; `split` (below) saved about a quarter of the calibration.
-                out = net.proj(torch.cat([u[idx], up, un]))
-                b, m = len(idx), len(a)
-                z, zp, zn = out.split([b, m, m])  # split, not slices: its backward is one concat
-                loss = F.cross_entropy(net.cls(z), y[idx])
-                extra = z.sum() * 0
-                if p.ca:
-                    extra = extra + weighted_supcon(z, y[idx], cid[idx], p.tau_g)
-                if m:
-                    slot[idx] = torch.arange(b, device=u.device)
-                    za = z[slot[a.to(u.device)]]
-                    extra = extra + triplet(za, zp, zn, p.margin, p.triplet_distance)
-                loss = loss + p.eta * extra
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
+
+        def batch_loss(idx: Tensor) -> Tensor:
+            a, up, un = augment_prototypes(u, idx.cpu(), partners, p.n_aug, lambdas, gen) if p.pa \
+                else (idx[:0], u[:0], u[:0])
+            # One pass of H over the batch and its augmentations; an anchor is a batch row, so
+            # its projection is that row's. On one CPU thread the single pass alone saved
+            # nothing measurable; `split` (below) saved about a quarter of the calibration.
+            out = net.proj(torch.cat([u[idx], up, un]))
+            b, m = len(idx), len(a)
+            z, zp, zn = out.split([b, m, m])  # split, not slices: its backward is one concat
+            loss = F.cross_entropy(net.cls(z), y[idx])
+            extra = z.sum() * 0
+            if p.ca:
+                extra = extra + weighted_supcon(z, y[idx], cid[idx], p.tau_g)
+            if m:
+                slot[idx] = torch.arange(b, device=u.device)
+                za = z[slot[a.to(u.device)]]
+                extra = extra + triplet(za, zp, zn, p.margin, p.triplet_distance)
+            return loss + p.eta * extra
+
+        fit_tensors(opt, n, p.server_epochs, p.server_batch, batch_loss, gen, u.device, on_epoch=set_lr)
         for q in net.encoder.parameters():
             q.requires_grad_(True)
 
