@@ -17,12 +17,19 @@ class Registry(Generic[T]):
 
     def register(self, name: str) -> Callable[[T], T]:
         def deco(obj: T) -> T:
-            if name in self._items:
-                raise ValueError(f"{self.kind} {name!r} is registered twice")
+            old = self._items.get(name)
+            # Re-running the cell (or re-importing the module) that defined it replaces it, so a
+            # notebook can redefine a method; another object under a taken name is a clash.
+            if old is not None and _origin(old) != _origin(obj):
+                raise ValueError(f"{self.kind} {name!r} is registered twice: by {_origin(old)} and {_origin(obj)}")
             self._items[name] = obj
             return obj
 
         return deco
+
+    def unregister(self, name: str) -> None:
+        """Forget ``name`` (a method defined for a test or in a notebook); unknown names are ignored."""
+        self._items.pop(name, None)
 
     def get(self, name: str) -> T:
         try:
@@ -40,3 +47,7 @@ class Registry(Generic[T]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
+
+
+def _origin(obj: object) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"

@@ -9,11 +9,11 @@ Evaluation protocol (stated once, used for every method):
 - a round's score is the unweighted mean over participating clients (``acc_mean``); the
   sample-weighted mean, the std across clients and min/max are logged beside it, and held-out
   clients are averaged separately (``heldout_acc_mean``); each client also logs its macro-F1 over
-  the classes of its test split and pFedCSPC's I_local (their harmonic mean), averaged as
-  ``i_local_mean``;
+  the classes of its test split and any metric its method reports in ``EvalResult.extra``, each
+  averaged over participating clients as ``<name>_mean`` without the engine knowing its name;
 - with a ``global_test`` split, the method's global model (if it has one) is also scored on it
-  (``global_acc``), and ``hm`` is the harmonic mean of ``global_acc`` and ``i_local_mean``
-  (pFedCSPC (TNNLS) §V-A2, Eqs. 19–21);
+  (``global_acc``); a paper's own combinations of these (pFedCSPC's I_local and HM) live in its
+  package;
 - the summary reports both the **best round** (max of ``acc_mean`` over evaluated rounds, the
   FedPFT papers' rule, ICLR §4.1) and the **final round**, named as such.
 """
