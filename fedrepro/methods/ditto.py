@@ -22,8 +22,8 @@ Named options and choices:
 - ``lam`` (λ): default 0.1, our choice (pFedCSPC gives no baseline values); the Ditto paper tunes
   λ per data set over a small grid.
 - ``personal_epochs``: epochs of the personal update; ``None`` (default) = ``train.local_epochs``
-  (spec: "the same local epochs"). The paper counts local iterations; epochs are this repository's
-  unit.
+  (our choice: the same local budget as every other method). The paper counts local iterations;
+  epochs are this repository's unit.
 - Personal initialisation: v_k starts as the common initial model (the one the server starts
   from). The paper leaves this open; PFLlib (``clientditto.py``) also deep-copies the initial
   model. A client that never trains is evaluated with that initial model.
@@ -55,7 +55,7 @@ PERSONAL = "personal."
 @dataclass
 class DittoParams:
     lam: float = hp(0.1, ge=0)  # our choice; Ditto tunes λ per data set
-    personal_epochs: int | None = hp(None, ge=0)  # None: train.local_epochs (spec: "the same local epochs")
+    personal_epochs: int | None = hp(None, ge=0)  # None: train.local_epochs, every method's budget
 
 
 @register_method("ditto")

@@ -21,7 +21,7 @@ Named options and choices the paper leaves open:
 - ``rho`` (ρ): ``None`` (default) means 0.7 for ASAM and 0.1 for SAM, the values of the official
   FedSAM repository's CIFAR-10 scripts (``paper_experiments/cifar10.sh``: ``asam -rho 0.7 -eta
   0.2`` and ``sam -rho 0.1``; its CIFAR-100 script uses ASAM ρ = 0.7, η = 0.2 too). ASAM's ρ is
-  measured in the T_w-normalised space, so it is naturally larger than SAM's: the spec's
+  measured in the T_w-normalised space, so it is naturally larger than SAM's: the
   usual ρ = 0.05–0.1 fits SAM's scale. Set ``rho`` to override.
 - ``eta`` (η) = 0.2: the official scripts. Ignored by SAM.
 - ``adaptive``: ``True`` (default) = ASAM (FedASAM); ``False`` = SAM (FedSAM).

@@ -1,6 +1,6 @@
 """GRACE (Zhang, Fan, Xu, Yao, Zhang & Wang, MICCAI 2023): generalized and personalized gradient
 correction. "GRACE: A Generalized and Personalized Federated Learning Method for Medical Imaging"
-(pFedCSPC's reference [65]; the spec's "feature-aligned regularisation plus reweighted aggregation").
+(pFedCSPC (TNNLS) reference [65], a Table II baseline).
 
 **Uncertainty.** The public repository (MediaBrain-SJTU/GPFL-GRACE) releases the server side only
 (``grace_server.py``); its client file is missing and we could not read the paper's client

@@ -31,13 +31,13 @@ class Rows:
     """One group of a table's rows, run over the same seeds.
 
     ``grid`` maps dotted config keys to values (their Cartesian product, as in
-    :func:`fedrepro.run_grid`); ``variants`` names whole config overrides (ablation settings), which
+    :func:`fedrepro.run_grid`; a list of such mappings concatenates their points); ``variants`` names whole config overrides (ablation settings), which
     then label the rows in the table's ``variant_col``; ``base`` overrides the setup for this group
     only; ``seeds`` is ``"claim"`` (the rows a claim reads: the profile's claim seeds) or ``"table"``
     (rows no claim reads: the table seeds).
     """
 
-    grid: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]] = field(default_factory=dict)
     variants: Mapping[str, Mapping[str, Any]] | None = None
     seeds: str = "claim"
     base: Mapping[str, Any] = field(default_factory=dict)
@@ -63,6 +63,8 @@ class TableDef:
     # The quoted table (``fedrepro.papers.<paper>.reference``) and which of its columns to show.
     reference: str | None = None
     reference_columns: Callable[[str], bool] | None = None
+    # Reshapes the quoted table to our layout (e.g. a paper table with α as rows is transposed).
+    reference_view: Callable[[pd.DataFrame], pd.DataFrame] | None = None
     label: Callable[[Any], str] | None = None
     # Columns computed from the stored runs after the grid (e.g. pFedCSPC's I_local and HM).
     derive: Callable[[pd.DataFrame], pd.DataFrame] | None = None
@@ -145,7 +147,7 @@ class TableDef:
         ref = paper_table(self.paper, self.reference)
         if self.reference_columns is not None:
             ref = ref[[c for c in ref.columns if self.reference_columns(c)]]
-        return ref
+        return ref if self.reference_view is None else self.reference_view(ref)
 
     def show(self, table: pd.DataFrame, metric: str | None = None, name: str | None = None,
              ours_label: str | None = None) -> pd.DataFrame:

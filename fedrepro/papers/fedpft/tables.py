@@ -43,6 +43,23 @@ def _ablation_rows(profile: str) -> list[Rows]:
             Rows({A: table_alphas}, variants=extra, seeds="table")]
 
 
+def _by_alpha_rows(profile: str) -> list[Rows]:
+    """Tables 11 and 12 (100 clients, ResNet-18): one α and three baselines at the laptop budget."""
+    alphas = list(ALPHAS) if profile == "paper" else [0.5]
+    methods = ["fedper", "fedrod", "fedpft"] if profile == "laptop" else ["fedper", "fedbn", "fedrod", "fedcac", "fedpft"]
+    return [Rows({M: methods, A: alphas}, seeds="table")]
+
+
+def _alpha_columns(ref):
+    """A quoted table with α as its rows, turned to our layout (methods as rows, ``α=a`` columns)."""
+    return ref.T.rename_axis("method").rename(columns=lambda c: f"α={c}")
+
+
+def _n_rho_rows(profile: str) -> list[Rows]:
+    n_rho = [5, 20] if profile == "laptop" else [5, 20, 40]  # FedPFT+Con is costly at laptop
+    return [Rows({"method.args.n_rho": n_rho}, seeds="table", base={M: "fedpft_con", A: 0.1})]
+
+
 TABLES = {
     # ICLR Table 2 / arXiv Table 2 (CIFAR-10 part quoted as T-C10; CIFAR-100 and Tiny-ImageNet in T2).
     "main_default": _main("default", "T-C10", ""),
@@ -60,4 +77,55 @@ TABLES = {
                         Rows({M: ("local", "fedavg_linear", "fedpft_con"), A: ALPHAS}, seeds="table")],
                        columns=A, reference="T9", label=lambda a: f"C10 α={a}",
                        reference_columns=lambda c: c.startswith("C10")),
+    # ICLR Table 1: Probe / Origin / Match (the probes come from analysis.grid.probe_grid).
+    "probe": TableDef("fedpft", "probe", "Mismatch probe (Table 1)",
+                      [Rows({M: CLAIM_METHODS, A: (0.5, 1.0)}),
+                       Rows({M: ("fedper", "fedbn", "fedcac", "fedpft_con"), A: (0.5, 1.0)}, seeds="table")],
+                      columns=A, reference="T1"),
+    # FedPFT+Con beside FedPFT at every α (its Table 2 rows), and the two-stage baseline (ICLR App. G).
+    "con": TableDef("fedpft", "con", "FedPFT+Con vs FedPFT", [Rows({M: ("fedpft", "fedpft_con"), A: ALPHAS}, seeds="table")],
+                    columns=A, reference="T-C10", label=lambda a: f"α={a}",
+                    reference_view=lambda ref: ref.loc[["fedpft", "fedpft_con"]]),
+    # α is a grid axis so that the claim can pair these rows with the "con" table's by α.
+    "two_stage": TableDef("fedpft", "two_stage", "Joint vs two-stage (ICLR App. G)",
+                          [Rows({M: ("fedpft", "fedpft_con", "fedpft_two_stage"), A: (0.5,)}, seeds="table")]),
+    # ICLR Table 5: linear-probe accuracy on each method's classifier input.
+    "linear_probe": TableDef("fedpft", "linear_probe", "Linear probe (Table 5)",
+                             [Rows({M: CLAIM_METHODS, A: ALPHAS}),
+                              Rows({M: ("fedper", "fedbn", "fedcac", "fedrod", "pfedsd", "fedpft_con"), A: ALPHAS},
+                                   seeds="table")],
+                             columns=A, metric="probe", reference="T-Probe", label=lambda a: f"C10 α={a}",
+                             reference_columns=lambda c: c.startswith("C10")),
+    # ICLR Table 6: FedPFT+Con probed before and after each prompt set.
+    "prompt_effect": TableDef("fedpft", "prompt_effect", "Effect of the prompts (Table 6)",
+                              [Rows({M: ("fedpft", "fedpft_con"), A: ALPHAS}, seeds="table")],
+                              index="point", columns=A, metric="acc", reference="T-Prompt",
+                              label=lambda a: f"C10 α={a}", reference_columns=lambda c: c.startswith("C10")),
+    # ICLR Table 10: feature shift, one style domain per client.
+    "feature_shift": TableDef("fedpft", "feature_shift", "Feature shift (Table 10)",
+                              [Rows({M: CLAIM_METHODS}), Rows({M: ("fedper", "fedbn", "fedcac")}, seeds="table")],
+                              setup="feature_shift", reference="T10"),
+    # ICLR Tables 11 and 12: 100 clients, and ResNet-18.
+    "100_clients": TableDef("fedpft", "100_clients", "100 clients (Table 11)", _by_alpha_rows, columns=A,
+                            setup="100_clients", reference="T11", label=lambda a: f"α={a}",
+                            reference_view=_alpha_columns),
+    "resnet18": TableDef("fedpft", "resnet18", "ResNet-18 (Table 12)", _by_alpha_rows, columns=A,
+                         setup="resnet18", reference="T12", label=lambda a: f"α={a}", reference_view=_alpha_columns),
+    # ICLR Table 13: partial participation.
+    "partial_participation": TableDef("fedpft", "partial_participation", "Partial participation (Table 13)",
+                                      [Rows({M: ("fedpft",), "train.participation": (1.0, 0.9, 0.7, 0.5)},
+                                            seeds="table", base={A: 0.5})],
+                                      index="train.participation", reference="T13"),
+    # ICLR Figs. 11-12: R_f (with R_a = 5 − R_f), n_κ and n_ρ at α = 0.1.
+    "r_f": TableDef("fedpft", "r_f", "R_f sweep",
+                    [Rows([{"method.args.r_f": [r], "method.args.r_a": [5 - r]} for r in range(6)], seeds="table",
+                          base={M: "fedpft", A: 0.1})], index="method.args.r_f"),
+    "n_kappa": TableDef("fedpft", "n_kappa", "Number of prompts p_κ",
+                        [Rows({"method.args.n_prompts": (1, 5, 10, 20)}, seeds="table", base={M: "fedpft", A: 0.1})],
+                        index="method.args.n_prompts"),
+    "n_rho": TableDef("fedpft", "n_rho", "Number of prompts p_ρ (FedPFT+Con)", _n_rho_rows, index="method.args.n_rho"),
+    # ICLR Table 14: training time per round.
+    "time": TableDef("fedpft", "time", "Time per round (Table 14)",
+                     [Rows({M: CLAIM_METHODS}, base={A: 0.5}),
+                      Rows({M: ("fedper", "fedbn", "fedrod", "fedcac")}, seeds="table", base={A: 0.5})]),
 }
