@@ -66,12 +66,17 @@ class ModelMethod(Method):
         new_state = {**state, **{k: sd[k].detach().clone() for k in self.personal}}
         return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train, metrics=stats.metrics())
 
+    def average_shared(self, updates: list[ClientUpdate], weights=None) -> State:
+        """FedAvg of the uploads' shared entries (anything else a method uploads is left out),
+        weighted by sample count unless ``weights`` are given (McMahan et al. 2017)."""
+        return weighted_average([{k: u.upload[k] for k in self.shared_keys} for u in updates],
+                                [u.num_samples for u in updates] if weights is None else weights)
+
     def aggregate(self, shared: State, updates: list[ClientUpdate], server_state: State,
                   rnd: int) -> tuple[State, State]:
         if not updates or not self.shared_keys:
             return shared, server_state
-        new = weighted_average([u.upload for u in updates], [u.num_samples for u in updates])
-        return new, server_state
+        return self.average_shared(updates), server_state
 
     def evaluate(self, shared: State, state: State, data: ClientData, gen: torch.Generator) -> EvalResult:
         """The client's model on its test split; with ``train.eval_finetune_epochs`` > 0, after that

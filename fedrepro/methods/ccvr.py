@@ -55,7 +55,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..fl.aggregate import weighted_average
 from ..fl.client_data import ClientData
 from ..fl.local import fit_tensors
 from ..fl.method import ClientUpdate, State
@@ -185,8 +184,7 @@ class CCVR(ModelMethod):
         server_state = {k: v for k, v in server_state.items() if k != "calibrated"}
         if not updates:
             return shared, server_state
-        new = weighted_average([{k: u.upload[k] for k in self.shared_keys} for u in updates],
-                               [u.num_samples for u in updates])
+        new = self.average_shared(updates)
         with_stats = [u.upload for u in updates if STATS + "count" in u.upload]
         if not with_stats:
             return new, server_state

@@ -54,7 +54,6 @@ from dataclasses import dataclass
 
 import torch
 
-from ..fl.aggregate import weighted_average
 from ..fl.local import evaluate_model
 from ..fl.method import ClientUpdate, EvalResult, State
 from ..params import hp
@@ -177,8 +176,7 @@ class FedCAC(ModelMethod):
         if not updates:
             return shared, server_state
         new = dict(shared)  # keeps the customised models of clients absent this round
-        new.update(weighted_average([{k: u.upload[k] for k in self.shared_keys} for u in updates],
-                                    [u.num_samples for u in updates]))
+        new.update(self.average_shared(updates))
         flat = [torch.cat([u.upload[MASK + k].reshape(-1).float() for k in self.param_keys]) for u in updates]
         for i, partners in enumerate(collaborators(flat, rnd, self.p.beta)):
             group = [updates[i]] + [updates[j] for j in partners]

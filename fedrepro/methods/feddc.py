@@ -57,7 +57,6 @@ from dataclasses import dataclass
 
 import torch
 
-from ..fl.aggregate import weighted_average
 from ..fl.client_data import ClientData
 from ..fl.local import make_sgd, proximal_hook, train_epochs
 from ..fl.method import ClientUpdate, State
@@ -169,7 +168,7 @@ class FedDC(ModelMethod):
         if not updates:
             return shared, server_state
         weights = [u.num_samples if self.p.weighting == "samples" else 1.0 for u in updates]
-        new = weighted_average([{k: u.upload[k] for k in self.shared_keys} for u in updates], weights)
+        new = self.average_shared(updates, weights)
         for n in self.param_names:
             dc = sum(u.upload[DC + n] for u in updates)
             new[C + n] = shared[C + n] + dc / self.num_trainable

@@ -48,7 +48,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..fl.aggregate import weighted_average
 from ..fl.client_data import ClientData
 from ..fl.local import make_sgd, train_epochs
 from ..fl.method import ClientUpdate, State
@@ -183,8 +182,7 @@ class FedPerPP(ModelMethod):
                   rnd: int) -> tuple[State, State]:
         if not updates:
             return shared, server_state
-        new = weighted_average([{k: u.upload[k] for k in self.shared_keys} for u in updates],
-                               [u.num_samples for u in updates])
+        new = self.average_shared(updates)
         if self.p.reg == "prototype":
             total = sum(u.upload[PROTO_SUM].to(torch.float64) for u in updates)
             count = sum(u.upload[PROTO_COUNT] for u in updates)

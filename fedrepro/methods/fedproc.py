@@ -43,7 +43,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..fl.aggregate import weighted_average
 from ..fl.client_data import ClientData
 from ..fl.local import make_sgd, train_epochs
 from ..fl.method import ClientUpdate, State
@@ -165,8 +164,7 @@ class FedProc(ModelMethod):
                   rnd: int) -> tuple[State, State]:
         if not updates:
             return shared, server_state
-        new = weighted_average([{k: u.upload[k] for k in self.shared_keys} for u in updates],
-                               [u.num_samples for u in updates])
+        new = self.average_shared(updates)
         protos, mask = aggregate_prototypes([u.upload[PROTO] for u in updates], [u.upload[COUNT] for u in updates],
                                             shared[G_PROTO], shared[G_MASK].bool())
         new[G_PROTO], new[G_MASK] = protos, mask
