@@ -1,3 +1,6 @@
+"""fedrepro.config: profiles, overrides, YAML and CLI sets, hashing, and errors that name the key."""
+from __future__ import annotations
+
 import pytest
 import yaml
 
@@ -114,3 +117,12 @@ def test_explicit_default_method_args_hash_like_the_defaults():
     pft = fedrepro.make_config("smoke", method__name="fedpft")
     assert pft.replace(**{"method.args": {"r_f": 4, "r_a": 1}}).hash() == pft.hash()
     assert pft.replace(**{"method.args": {"r_f": 3}}).hash() != pft.hash()
+
+
+def test_global_eval_off_keeps_old_config_hashes(tiny):
+    cfg = tiny()
+    assert "global_eval" not in cfg.hashed_dict()["train"]
+    on = cfg.replace(**{"train.global_eval": True})
+    assert on.hashed_dict()["train"]["global_eval"] is True and on.hash() != cfg.hash()
+    with pytest.raises(ConfigError, match="train.global_eval"):
+        cfg.replace(**{"train.global_eval": "yes"})

@@ -31,7 +31,7 @@ Mechanism (one local step on a batch x):
    **Why the default is "binary", not the official "score"** (measured, not assumed): score-valued
    gates scale every parameter tensor by ≈ 0.5 at the start, which shrinks both the signal and the
    effective learning rate of every layer; on the package's tiny synthetic test config (BN-CNN,
-   4 rounds × 2 epochs, tests/test_methods.py) "score" stays at 0.20 accuracy (chance 0.25) while
+   4 rounds × 2 epochs, tests/methods/test_contract.py) "score" stays at 0.20 accuracy (chance 0.25) while
    "binary" reaches 0.64 (FedAvg 0.86); after 20 rounds "score" reaches 0.56 and "binary" 0.91.
    The paper trains for hundreds of rounds; for a faithful reproduction at that length use
    ``gate_values = "score"``.

@@ -12,7 +12,7 @@ below reproduces those sizes and matches the same group's ``FedDecomp/models/Lor
   the shape changes;
 - AdaptiveAvgPool + flatten give the features; the head is Linear(m, C).
 
-Parameter counts at the default width 64, ``in_channels=3`` (checked in tests/test_models.py):
+Parameter counts at the default width 64, ``in_channels=3`` (checked in tests/models/test_resnet.py):
 
 - ResNet-8  φ = 1,232,704 parameters; 1,235,401 with BN buffers (running mean/var *and* the nine
   ``num_batches_tracked`` scalars).

@@ -1,0 +1,80 @@
+"""Fashion-MNIST domains: disjoint and faithful styles, determinism, style subsets, missing data."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import fedrepro.data.fashion_mnist as fm
+from fedrepro.data import load_dataset
+from fedrepro.data.fashion_mnist_domains import STYLES
+from fedrepro.errors import ConfigError, DataNotFoundError
+
+from .fmnist_files import DEBIAN, write_fake_fmnist
+
+pytestmark = pytest.mark.usefixtures("_isolated")
+
+
+def test_fashion_mnist_domains_disjoint_and_faithful(tmp_path: Path) -> None:
+    arrays = write_fake_fmnist(tmp_path / "fashion_mnist", n_train=90, n_test=30)
+    ds = load_dataset("fashion_mnist_domains", root=tmp_path)
+    src = torch.from_numpy(arrays["train-images-idx3-ubyte"])
+    assert ds.domains == list(STYLES) and ds.num_domains == 6
+    assert ds.train_x.shape == (90, 3, 28, 28) and ds.test_x.shape == (30, 3, 28, 28)
+    assert ds.train_x.dtype == torch.uint8 and ds.train_domain.dtype == torch.int64
+    # sample i is source image i in exactly one style: domains partition the source set
+    assert ds.train_y.tolist() == arrays["train-labels-idx1-ubyte"].tolist()
+    assert torch.bincount(ds.train_domain, minlength=6).tolist() == [15] * 6
+    assert torch.bincount(ds.test_domain, minlength=6).tolist() == [5] * 6
+    for d, style in enumerate(ds.domains):
+        m = ds.train_domain == d
+        x, s = ds.train_x[m], src[m][:, None].expand(-1, 3, -1, -1)
+        if style == "original":
+            assert torch.equal(x, s)
+        elif style == "inverted":
+            assert torch.equal(x, 255 - s)
+        elif style == "rotated":
+            assert torch.equal(x, torch.rot90(s, 1, dims=(2, 3)))
+        elif style == "edges":
+            assert torch.equal(x[:, 0], x[:, 1]) and int(x.flatten(1).amax(1).min()) == 255
+        else:  # tinted / noisy really are colour images, differing from the source
+            assert not torch.equal(x[:, 0], x[:, 1]) and not torch.equal(x, s)
+
+
+def test_fashion_mnist_domains_deterministic(tmp_path: Path) -> None:
+    write_fake_fmnist(tmp_path / "fashion_mnist", n_train=60, n_test=24)
+    a = load_dataset("fashion_mnist_domains", root=tmp_path, seed=5)
+    b = load_dataset("fashion_mnist_domains", root=tmp_path, seed=5)
+    c = load_dataset("fashion_mnist_domains", root=tmp_path, seed=6)
+    for f in ("train_x", "test_x", "train_domain", "test_domain", "train_y"):
+        assert torch.equal(getattr(a, f), getattr(b, f)), f
+    assert not torch.equal(a.train_domain, c.train_domain)
+    assert not torch.equal(a.train_x, c.train_x)
+
+
+def test_fashion_mnist_domains_style_subset(tmp_path: Path) -> None:
+    write_fake_fmnist(tmp_path / "fashion_mnist", n_train=40, n_test=20)
+    ds = load_dataset("fashion_mnist_domains", root=tmp_path, styles=["edges", "original"])
+    assert ds.domains == ["edges", "original"]
+    assert torch.bincount(ds.train_domain).tolist() == [20, 20]
+    for bad in (["original", "original"], [], "original"):
+        with pytest.raises(ConfigError, match="styles"):
+            load_dataset("fashion_mnist_domains", root=tmp_path, styles=bad)
+
+
+def test_fashion_mnist_domains_missing_data(tmp_path: Path) -> None:
+    with pytest.raises(DataNotFoundError, match="fashion_mnist"):
+        load_dataset("fashion_mnist_domains", root=tmp_path)
+
+
+@pytest.mark.skipif(not (DEBIAN / "train-images-idx3-ubyte.gz").exists(), reason="dataset-fashion-mnist not installed")
+def test_real_fashion_mnist_domains(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fm, "DEBIAN_DIR", DEBIAN)
+    ds = load_dataset("fashion_mnist_domains", root=tmp_path)
+    assert ds.train_x.shape == (60000, 3, 28, 28) and ds.test_x.shape == (10000, 3, 28, 28)
+    assert torch.bincount(ds.train_domain).tolist() == [10000] * 6
+    assert torch.bincount(ds.train_y).tolist() == [6000] * 10
+    # styles really differ: mean brightness per domain is not all the same
+    means = [ds.train_x[ds.train_domain == d].float().mean().item() for d in range(6)]
+    assert max(means) - min(means) > 20

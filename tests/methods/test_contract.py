@@ -1,0 +1,129 @@
+"""The contract every registered method keeps (fedrepro.methods.METHODS):
+
+- it beats chance on the synthetic task;
+- a bad hyperparameter raises a ConfigError that names it as ``method.args.<key>``: the table of
+  known bad values below, and NaN and ±inf for every float hyperparameter of every method (read
+  from its ``Params`` dataclass, whose bounds fedrepro.params.hp declares).
+
+A method's own mechanism is tested beside it, in tests/methods/test_<name>.py.
+"""
+import dataclasses
+import math
+import typing
+
+import pytest
+from support import BN_CNN, setup
+
+import fedrepro
+from fedrepro.errors import ConfigError
+from fedrepro.methods import METHODS
+
+# The FedPFT family trains φ for only R_a = 1 of its 5 local epochs, so it gets more rounds; and
+# MoCo's crop (down to 20% of the area) would leave about 2×2 pixels of these 8×8 images.
+SMALL_IMAGE_AUG = {"aug_crop_min": 0.8, "aug_jitter": 0.1}
+LEARNING_OVERRIDES = {
+    "fedpft": {"train.rounds": 8},
+    "fedpft_con": {"train.rounds": 8, "method.args": SMALL_IMAGE_AUG},
+    "fedpft_two_stage": {"train.rounds": 8, "method.args": {**SMALL_IMAGE_AUG, "stage1_rounds": 2}},
+    "fedavg_linear": {"train.rounds": 8},
+    # ASAM's ρ = 0.7 (FedASAM's CIFAR setting) perturbs a 4-channel BN-CNN hard: it learns, slower.
+    "fedasam": {"train.rounds": 8},
+}
+
+
+@pytest.mark.parametrize("name", METHODS.names())
+def test_every_method_beats_chance_on_synthetic(tiny, name):
+    # 4 balanced classes: chance is 25%.
+    overrides = {"train.rounds": 4, "train.local_epochs": 2, **LEARNING_OVERRIDES.get(name, {})}
+    res = fedrepro.run(tiny(**BN_CNN, **{"method.name": name}, **overrides))
+    assert res.summary["final_acc_mean"] > 0.5, res.summary
+
+
+# (method, method.args, the key the error must name)
+BAD_ARGS = [
+    ("ccvr", {"calibrate_every": -1}, "calibrate_every"), ("ccvr", {"num_virtual": 0}, "num_virtual"),
+    ("ccvr", {"apply": "always"}, "apply"), ("ccvr", {"calib_lr": 0}, "calib_lr"),
+    ("ditto", {"lam": -0.1}, "lam"), ("ditto", {"personal_epochs": 1.5}, "personal_epochs"),
+    ("fedala", {"rand_percent": 0}, "rand_percent"), ("fedala", {"layer_idx": 0}, "layer_idx"),
+    ("fedala", {"layer_unit": "block"}, "layer_unit"), ("fedala", {"eta": 0.0}, "eta"),
+    ("fedala", {"num_pre_loss": 0}, "num_pre_loss"), ("fedala", {"eval_model": "global"}, "eval_model"),
+    ("fedamp", {"attention": "dot"}, "attention"), ("fedamp", {"alpha_k": 0}, "alpha_k"),
+    ("fedamp", {"self_weight": 2.0}, "self_weight"),
+    ("fedasam", {"rho": -0.1}, "rho"), ("fedasam", {"eta": -1}, "eta"), ("fedasam", {"adaptive": "yes"}, "adaptive"),
+    ("fedasam", {"scale": "biases"}, "scale"),
+    ("fedavg_linear", {"linear_init": "zeros"}, "linear_init"),
+    ("fedcac", {"beta": 0}, "beta"), ("fedcac", {"tau": 1.5}, "tau"), ("fedcac", {"buffers": "x"}, "buffers"),
+    ("feddc", {"alpha": -0.01}, "alpha"), ("feddc", {"correction_update": "none"}, "correction_update"),
+    ("feddc", {"step_count": "adam"}, "step_count"), ("feddc", {"weighting": "loss"}, "weighting"),
+    ("feddecorr", {"beta": -0.1}, "beta"), ("feddecorr", {"loss_form": "barlow"}, "loss_form"),
+    ("fedetf", {"projection": "mlp"}, "projection"), ("fedetf", {"beta_init": 0}, "beta_init"),
+    ("fedetf", {"personalize": "x"}, "personalize"), ("fedetf", {"pers_cycles": -1}, "pers_cycles"),
+    ("fedfomo", {"num_models": 0}, "num_models"), ("fedfomo", {"epsilon": 1.5}, "epsilon"),
+    ("fedfomo", {"epsilon_decay": -0.1}, "epsilon_decay"), ("fedfomo", {"val_fraction": 1.0}, "val_fraction"),
+    ("fedfomo", {"norm": "linf"}, "norm"),
+    ("fedntd", {"tau": 0}, "tau"), ("fedntd", {"beta": "1"}, "beta"), ("fedntd", {"t2_scaling": 1}, "t2_scaling"),
+    ("fedntd", {"teacher_mode": "frozen"}, "teacher_mode"),
+    ("fedperpp", {"reg": "l1"}, "reg"), ("fedperpp", {"mu": -1.0}, "mu"),
+    ("fedpft", {"ftm_heads": 3}, "ftm_heads"),  # does not divide m = 64: checked when the model is built
+    ("fedpft", {"ftm_residual": "post"}, "ftm_residual"),
+    ("fedpft", {"ftm_init": "ones"}, "ftm_init"),
+    ("fedpft", {"r_f": 0, "r_a": 0}, "r_f"),
+    ("fedpft", {"n_prompts": 0}, "n_prompts"),
+    ("fedpft_con", {"moco_momentum": 1.5}, "moco_momentum"),
+    ("fedpft_con", {"con_prompts": "kappa", "use_prompts": False}, "con_prompts"),
+    ("fedproc", {"alpha_schedule": "cosine"}, "alpha_schedule"), ("fedproc", {"alpha": 1.5}, "alpha"),
+    ("fedproc", {"similarity": "l2"}, "similarity"), ("fedproc", {"temperature": 0}, "temperature"),
+    ("fedrod", {"personal_head": "hyper"}, "personal_head"), ("fedrod", {"generic_loss": "ldam"}, "generic_loss"),
+    ("fedrod", {"prior_smoothing": -1}, "prior_smoothing"),
+    ("fedsoup", {"soup_start": 1.5}, "soup_start"), ("fedsoup", {"val_fraction": 0.0}, "val_fraction"),
+    ("fedsoup", {"eval_model": "mine"}, "eval_model"),
+    ("grace", {"align_type": "mmd"}, "align_type"), ("grace", {"align_weight": -1}, "align_weight"),
+    ("grace", {"similarity": "l2"}, "similarity"), ("grace", {"server_lr": 0}, "server_lr"),
+    ("lgfed", {"global_part": "body"}, "global_part"), ("lgfed", {"fedavg_warmup_rounds": -1}, "fedavg_warmup_rounds"),
+    ("moon", {"mu": -1}, "mu"), ("moon", {"temperature": 0}, "temperature"),
+    ("moon", {"anchor_mode": "frozen"}, "anchor_mode"),
+    ("pfedcspc", {"clusters": 0}, "clusters"), ("pfedcspc", {"ratio": 1.5}, "ratio"),
+    ("pfedcspc", {"prototypes": "mean"}, "prototypes"), ("pfedcspc", {"kp_weight": 2}, "kp_weight"),
+    ("pfedcspc", {"base": "scaffold"}, "base"), ("pfedcspc", {"align_weights": [1, 1]}, "align_weights"),
+    ("pfedcspc", {"tau_p": 0}, "tau_p"),
+    ("pfedgate", {"sparsity": 1.0}, "sparsity"), ("pfedgate", {"gate_values": "x"}, "gate_values"),
+    ("pfedpt", {"prompt_bn": "x"}, "prompt_bn"), ("pfedpt", {"prompt_size": 0}, "prompt_size"),
+    ("pfedsd", {"kd_weight": -0.1}, "kd_weight"), ("pfedsd", {"temperature": 0}, "temperature"),
+    ("pfedsd", {"teacher_mode": "frozen"}, "teacher_mode"),
+]
+
+
+def _key_named(key):
+    return rf"method\.args\.{key}\b"
+
+
+@pytest.mark.parametrize("name, args, key", [pytest.param(*case, id=f"{case[0]}-{case[2]}") for case in BAD_ARGS])
+def test_bad_hyperparameters_name_the_key(tiny, name, args, key):
+    with pytest.raises(ConfigError, match=_key_named(key)):
+        METHODS.get(name).parse_params(args)
+        # Checks that need the model (FedPFT's heads must divide its feature dimension) run when
+        # the method is built.
+        setup(tiny(**{"method.name": name, "method.args": args}))
+
+
+def _float_fields(params_cls):
+    """The fields of a Params dataclass annotated ``float`` or ``float | None``."""
+    hints = typing.get_type_hints(params_cls)
+    out = []
+    for f in dataclasses.fields(params_cls):
+        tp = hints.get(f.name)
+        if tp is float or float in typing.get_args(tp):
+            out.append(f.name)
+    return out
+
+
+NON_FINITE = [pytest.param(name, field, value, id=f"{name}-{field}-{value}")
+              for name in METHODS.names() for field in _float_fields(METHODS.get(name).Params)
+              for value in (math.nan, math.inf, -math.inf)]
+
+
+@pytest.mark.parametrize("name, field, value", NON_FINITE)
+def test_non_finite_float_hyperparameters_name_the_key(name, field, value):
+    with pytest.raises(ConfigError, match=_key_named(field)):
+        METHODS.get(name).parse_params({field: value})
+

@@ -1,0 +1,249 @@
+"""pFedCSPC (TNNLS), the method: what leaves a client, CPM's prototype counts, PMI's weights, the
+server step's reach, the losses' definitions, its options, and that it learns."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from support import BN_CNN, setup, update
+
+import fedrepro
+from fedrepro.methods import METHODS
+from fedrepro.methods.pfedcspc import (
+    MODEL,
+    PMI,
+    angle_loss,
+    augment_prototypes,
+    cluster_prototypes,
+    edge_loss,
+    global_prototypes,
+    node_loss,
+    pa_partners,
+    weighted_supcon,
+)
+
+CSPC = {"method.name": "pfedcspc", **BN_CNN,
+        "method.args": {"server_epochs": 5, "proj_dim": 16, "clusters": 2, "n_repeat": 3}}
+
+
+def test_learns_global_and_personalised(tiny):
+    res = fedrepro.run(tiny(**CSPC, **{"train.rounds": 4, "train.local_epochs": 2, "train.global_eval": True}))
+    s = res.summary
+    # 4 balanced classes: chance is 0.25 for the global model and ~ the majority share locally.
+    assert s["final_global_acc"] > 0.5 and s["final_acc_mean"] > 0.5, s
+    from fedrepro.papers.pfedcspc.metrics import run_scores  # HM is derived in the paper's package
+
+    assert 0 < run_scores(res)["final_hm"] <= 1
+
+
+def test_only_the_model_and_prototypes_leave_a_client(tiny):
+    method, clients, st = setup(tiny(**CSPC))
+    c = clients[0]
+    upd = update(method, st, c)
+    model_keys = {MODEL + k for k in method.net.state_dict()}
+    assert set(upd.upload) == model_keys | {"protos", "proto_y", "cid"}
+    m = method.net.proj[0].in_features
+    u, y = upd.upload["protos"], upd.upload["proto_y"]
+    assert u.ndim == 2 and u.shape[1] == m and len(u) == len(y)
+    # Prototypes are averages of encoder features, never images: nothing image-shaped is uploaded,
+    # and no prototype is any single training sample's feature.
+    images = c.train_x.shape[1:]
+    assert not any(v.shape[-len(images):] == images for k, v in upd.upload.items() if k not in model_keys)
+    assert int(upd.upload["cid"]) == c.cid
+    # Labels uploaded are exactly the client's classes.
+    assert set(y.tolist()) == set(c.train_y.unique().tolist())
+
+
+def test_kmeans_prototypes_per_class_number_as_configured():
+    g = torch.Generator().manual_seed(0)
+    feats = torch.randn(70, 6, generator=g)
+    labels = torch.tensor([0] * 30 + [1] * 38 + [2] * 2)
+    rng = np.random.default_rng(0)
+    u, y = cluster_prototypes(feats, labels, "cpm", clusters=3, n_repeat=4, ratio=0.8, replace=True, rng=rng)
+    counts = torch.bincount(y).tolist()
+    assert counts == [12, 12, 8]  # 3 clusters × 4 repeats; class 2 has 2 samples, so 2 clusters
+    assert u.shape == (32, 6)
+    tu, ty = cluster_prototypes(feats, labels, "tpg", 3, 4, 0.8, True, rng)
+    assert ty.tolist() == [0, 1, 2]
+    assert torch.allclose(tu[1], feats[labels == 1].mean(0).to(tu.dtype), atol=1e-6)
+    # Each prototype is a mean of points of its own class (it lies inside their bounding box).
+    for c in range(3):
+        fc = feats[labels == c]
+        assert (u[y == c] >= fc.min(0).values - 1e-6).all() and (u[y == c] <= fc.max(0).values + 1e-6).all()
+
+
+def test_pmi_weights_sum_to_one_and_favour_the_model_that_fits(tiny):
+    method, clients, st = setup(tiny(**CSPC))
+    ups = [update(method, st, c) for c in clients]
+    models = [method._sub(u.upload, MODEL) for u in ups]
+    protos = [(u.upload["protos"], u.upload["proto_y"]) for u in ups]
+    w = method.pmi_weights(models, protos)
+    assert w.shape == (len(clients), len(clients))
+    assert torch.allclose(w.sum(1), torch.ones(len(clients)))
+    assert (w >= 0).all()
+    # A model whose head and classifier classify client 0's prototypes perfectly (logit 50 on the
+    # right class) gets nearly all of client 0's weight.
+    u0, y0 = protos[0]
+    sure = dict(models[1])
+    net = method._load(sure)
+    with torch.no_grad():
+        net.proj[2].weight.zero_()
+        net.proj[2].bias.zero_()
+        net.cls.weight.zero_()
+        net.cls.bias.zero_()
+    rigged = {k: v.clone() for k, v in net.state_dict().items()}
+    per_class_bias = torch.zeros(method.ctx.num_classes)
+    per_class_bias[y0[0]] = 50.0
+    rigged["cls.bias"] = per_class_bias
+    only_one_class = (u0[y0 == y0[0]], y0[y0 == y0[0]])
+    w2 = method.pmi_weights([models[0], rigged], [only_one_class])
+    net0 = method._load(models[0])
+    net0.eval()
+    with torch.no_grad():
+        l0 = float(F.cross_entropy(net0.cls(net0.proj(only_one_class[0])), only_one_class[1]))
+    # softmax(−[l0, ≈0] / τ_p) with τ_p = 1
+    assert float(w2[0, 1]) == pytest.approx(1 / (1 + np.exp(-l0)), abs=1e-4)
+    assert w2[0, 1] > w2[0, 0]
+
+
+def test_pmi_initialises_each_client_with_its_own_encoder_mix(tiny):
+    method, clients, st = setup(tiny(**CSPC))
+    ups = [update(method, st, c) for c in clients]
+    shared, server = method.aggregate(st.shared, ups, st.server_state, 0)
+    w = server["pmi_weights"]
+    models = [method._sub(u.upload, MODEL) for u in ups]
+    key = next(k for k in method.enc_keys if k.endswith("weight"))
+    for i, c in enumerate(clients):
+        expect = sum(w[i, j] * models[j][key].double() for j in range(len(models)))
+        got = method.initial_model(shared, c.cid)[key]
+        assert torch.allclose(got.double(), expect, atol=1e-5)
+        # ...with the calibrated global head and classifier.
+        assert torch.equal(method.initial_model(shared, c.cid)["cls.weight"], shared["g.cls.weight"])
+    assert any(k.startswith(PMI.format(0)) for k in shared)
+
+
+def test_server_step_changes_only_the_head_and_classifier(tiny):
+    method, clients, st = setup(tiny(**CSPC))
+    ups = [update(method, st, c) for c in clients]
+    off = method.__class__(method.ctx, METHODS.get("pfedcspc").parse_params({**CSPC["method.args"], "calibrate": False}))
+    plain, _ = off.aggregate(st.shared, ups, st.server_state, 0)
+    cal, _ = method.aggregate(st.shared, ups, st.server_state, 0)
+    for k in method.net.state_dict():
+        a, b = plain["g." + k], cal["g." + k]
+        if k.startswith("encoder."):
+            assert torch.equal(a, b), k  # E_g is FedAvg's, untouched
+    assert not torch.equal(plain["g.cls.weight"], cal["g.cls.weight"])
+    assert not torch.equal(plain["g.proj.0.weight"], cal["g.proj.0.weight"])
+
+
+def test_node_loss_is_cosine_infonce_over_present_prototypes():
+    g = torch.Generator().manual_seed(1)
+    f, protos = torch.randn(5, 4, generator=g), torch.randn(3, 4, generator=g)
+    y = torch.tensor([0, 1, 0, 1, 2])
+    has = torch.tensor([True, True, False])
+    logits = F.normalize(f[:4], dim=1) @ F.normalize(protos[:2], dim=1).t() / 0.5
+    assert torch.allclose(node_loss(f, y, protos, has, 0.5), F.cross_entropy(logits, y[:4]), atol=1e-6)
+
+
+def test_angle_and_edge_losses_vanish_when_features_sit_on_their_prototypes():
+    g = torch.Generator().manual_seed(2)
+    protos = torch.randn(4, 5, generator=g)
+    y = torch.tensor([0, 1, 2, 3, 1])
+    assert float(angle_loss(protos[y], y, protos)) == pytest.approx(0.0, abs=1e-6)
+    assert float(edge_loss(protos[y], y, protos)) == pytest.approx(0.0, abs=1e-10)
+    f = protos[y] + 0.5 * torch.randn(5, 5, generator=g)
+    assert float(angle_loss(f, y, protos)) > 0 and float(edge_loss(f, y, protos)) > 0
+
+
+def test_weighted_contrastive_uses_the_hard_pair_weights():
+    z = torch.tensor([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0], [0.1, 1.0]])
+    y = torch.tensor([0, 0, 1, 1])
+    cid = torch.tensor([0, 1, 0, 1])
+    zn = F.normalize(z, dim=1)
+    sim = zn @ zn.t() / 0.5
+    same_y, same_c = y[:, None] == y[None], cid[:, None] == cid[None]
+    sigma = torch.where(same_y != same_c, 1.0, 0.5)
+    expect = []
+    for i in range(4):
+        others = [s for s in range(4) if s != i]
+        den = sum(sigma[i, s] * torch.exp(sim[i, s]) for s in others)
+        pos = [p for p in others if y[p] == y[i]]
+        expect.append(-sum(torch.log(sigma[i, p] * torch.exp(sim[i, p]) / den) for p in pos) / len(pos))
+    assert torch.allclose(weighted_supcon(z, y, cid, 0.5), torch.stack(expect).mean(), atol=1e-5)
+
+
+def test_prototype_augmentation_stays_within_one_client():
+    g = torch.Generator().manual_seed(3)
+    u = torch.randn(8, 3, generator=g)
+    y = torch.tensor([0, 0, 1, 1, 0, 1, 2, 2])
+    cid = torch.tensor([0, 0, 0, 0, 1, 1, 2, 2])
+    partners = pa_partners(y, cid)
+    a, up, un = augment_prototypes(u, torch.arange(8), partners, 4, torch.tensor([0.1, 0.3, 0.5]), g)
+    # Clients 0 and 1 hold two classes; client 2 holds one, so its prototypes have no hard negative.
+    assert sorted(set(a.tolist())) == [0, 1, 2, 3, 4, 5] and len(a) == 6 * 4
+    for i, plus, minus in zip(a.tolist(), up, un):
+        # u⁺ = u + λ(u − u₂) with u₂ of the same client and class: solve for u₂ along each λ.
+        ok_pos = any(torch.allclose(plus, u[i] + lam * (u[i] - u[j]), atol=1e-5)
+                     for lam in (0.1, 0.3, 0.5) for j in range(8) if cid[j] == cid[i] and y[j] == y[i])
+        ok_neg = any(torch.allclose(minus, u[i] + lam * (u[j] - u[i]), atol=1e-5)
+                     for lam in (0.1, 0.3, 0.5) for j in range(8) if cid[j] == cid[i] and y[j] != y[i])
+        assert ok_pos and ok_neg, i
+
+
+def test_calibration_step_is_the_plain_loss_with_one_pass_of_the_head():
+    """calibrate() projects a batch and its augmentations in one pass; one full-batch step must
+    equal SGD on CE + η(L_WCL + triplet) computed with a separate pass for each part."""
+    import copy
+    import types
+
+    from fedrepro.methods.pfedcspc import CSPCNet, PFedCSPC, PFedCSPCParams, triplet
+    from fedrepro.models import create_model
+
+    g = torch.Generator().manual_seed(5)
+    net = CSPCNet(create_model("moon_cnn", in_channels=1, num_classes=3, image_size=28, projection_dim=16), 16, 3)
+    n = 12
+    u, y, cid = torch.randn(n, 84, generator=g), torch.arange(n) % 3, torch.arange(n) // 4
+    p = PFedCSPCParams(server_epochs=1, server_batch=n, server_lr=0.1)
+    ref = copy.deepcopy(net)
+    PFedCSPC.calibrate(types.SimpleNamespace(p=p, server_lr=lambda r, e: 0.1), net, u, y, cid, 0,
+                       torch.Generator().manual_seed(9))
+    # The same draws, replayed: the permutation, then the augmentation.
+    gen = torch.Generator().manual_seed(9)
+    idx = torch.randperm(n, generator=gen)
+    a, up, un = augment_prototypes(u, idx, pa_partners(y, cid), p.n_aug, torch.tensor(p.pa_lambdas), gen)
+    z = ref.proj(u[idx])
+    loss = F.cross_entropy(ref.cls(z), y[idx]) + p.eta * (
+        weighted_supcon(z, y[idx], cid[idx], p.tau_g)
+        + triplet(ref.proj(u[a]), ref.proj(up), ref.proj(un), p.margin, p.triplet_distance))
+    params = list(ref.proj.parameters()) + list(ref.cls.parameters())
+    grads = torch.autograd.grad(loss, params)
+    for q, gq, new in zip(params, grads, list(net.proj.parameters()) + list(net.cls.parameters())):
+        assert torch.allclose(new, q - 0.1 * (gq + p.server_weight_decay * q), atol=1e-5)
+    assert any(not torch.equal(q, new) for q, new in zip(params, net.proj.parameters()))
+
+
+def test_global_prototypes_average_clients_then_classes():
+    u = torch.tensor([[0.0], [2.0], [10.0], [4.0]])
+    y = torch.tensor([0, 0, 0, 1])
+    cid = torch.tensor([0, 0, 1, 1])
+    out = global_prototypes(u, y, cid, 3)
+    assert out[:, 0].tolist() == [pytest.approx((1.0 + 10.0) / 2), 4.0, 0.0]
+
+
+@pytest.mark.parametrize("args", [{"base": "fedprox"}, {"base": "moon"}, {"prototypes": "tpg", "pa": False},
+                                  {"kp": False, "pmi": False, "align": False}])
+def test_ablation_and_base_options_run(tiny, args):
+    cfg = tiny(**{**CSPC, "method.args": {**CSPC["method.args"], **args}, "train.rounds": 2, "train.global_eval": True})
+    s = fedrepro.run(cfg).summary
+    assert 0 <= s["final_global_acc"] <= 1
+
+
+def test_moon_cnn_lends_its_encoder_projection_and_classifier(tiny):
+    cfg = tiny(**{**CSPC, "model.name": "moon_cnn", "model.args": {"projection_dim": 12},
+                  "data.dataset_args.image_size": 16})
+    method, clients, st = setup(cfg)
+    assert method.net.enc_dim == 84 and method.net.feature_dim == 12
+    assert method.net.proj[2].out_features == 12 and method.net.cls.in_features == 12
+    upd = update(method, st, clients[0])
+    assert upd.upload["protos"].shape[1] == 84  # prototypes live in encoder space (Eq. 8)
