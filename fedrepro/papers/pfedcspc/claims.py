@@ -105,7 +105,7 @@ register_claim(Claim(
 
 
 def _pmi_start(r: pd.DataFrame):
-    """Rows of :func:`fedrepro.analysis.pfedcspc.pmi_start_table`: per seed, the mean over clients of
+    """Rows of :func:`fedrepro.papers.pfedcspc.pmi.pmi_start_table`: per seed, the mean over clients of
     the PMI-initialised and the global-initialised models' local test accuracy, before training."""
     for col in ("pmi_init_acc", "global_init_acc"):
         if col not in r:
@@ -192,7 +192,7 @@ register_claim(Claim(
 
 
 # Figs. 7-8 (notebook 06): one row per (model, seed) with ``alignment_ratio``
-# (:func:`fedrepro.analysis.pfedcspc.alignment_ratio`; lower: a class sits together across clients).
+# (:func:`fedrepro.analysis.alignment.alignment_ratio`; lower: a class sits together across clients).
 def _features_align(r: pd.DataFrame):
     seeds, a, b = paired(r, {"model": "pFedCSPC"}, {"model": "FedAvg"}, "alignment_ratio")
     return bool(a.mean() < b.mean()), (
