@@ -1,4 +1,4 @@
-"""Command line: ``fedrepro run``, ``fedrepro list``, ``fedrepro reproduce``, ``fedrepro show``.
+"""Command line: ``fedrepro run``, ``fedrepro list``, ``fedrepro reproduce``, ``fedrepro pretrain``.
 
 The CLI and the Python API take the same names: ``--set train.rounds=5`` is ``train__rounds=5``.
 """
@@ -8,7 +8,12 @@ import argparse
 import json
 import sys
 
-from .errors import FedreproError
+from .errors import FedreproError, TrainingDivergedError
+
+# Exit codes: 0 success; 2 an error (bad input, corrupt store, busy run); 3 the run diverged (its
+# rounds before the divergence are stored, so scripts must not mistake it for a result).
+EXIT_ERROR = 2
+EXIT_DIVERGED = 3
 
 
 def _list(what: str) -> list[str]:
@@ -34,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                        help="override, e.g. --set train.rounds=5 --set data.partition_args.alpha=0.1")
     p_run.add_argument("--dry-run", action="store_true", help="print the resolved config and its hash, run nothing")
+    p_run.add_argument("--on-busy", choices=["wait", "reuse", "error"], default="wait",
+                       help="when another process is writing this run: wait for it (then reuse or resume it; "
+                            "default), reuse its result without ever training here, or stop with an error")
 
     p_list = sub.add_parser("list", help="list registered names")
     p_list.add_argument("what", choices=["methods", "datasets", "partitions", "models"])
@@ -41,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     p_rep = sub.add_parser("reproduce", help="run every numbered notebook with papermill")
     p_rep.add_argument("--profile", default="laptop", help="smoke | laptop (default) | paper")
     p_rep.add_argument("--only", default=None, help="run only notebooks whose path contains this text")
+
+    p_pre = sub.add_parser("pretrain", help="regenerate a committed backbone checkpoint (vit | clip)")
+    p_pre.add_argument("what", choices=["vit", "clip"])
+    p_pre.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a pretraining config field, e.g. --set steps=100 --set out=/tmp/vit.pt")
 
     args = parser.parse_args(argv)
     try:
@@ -51,6 +64,11 @@ def main(argv: list[str] | None = None) -> int:
             from .reproduce import reproduce
 
             reproduce(args.profile, only=args.only)
+            return 0
+        if args.cmd == "pretrain":
+            from .pretrain import run_pretrainer
+
+            print(f"checkpoint: {run_pretrainer(args.what, args.sets)}")
             return 0
         from .config import make_config, parse_cli_sets
         from .experiment import run
@@ -63,13 +81,20 @@ def main(argv: list[str] | None = None) -> int:
         if args.dry_run:
             print(cfg.to_yaml() + f"# hash: {cfg.hash()}")
             return 0
-        res = run(cfg)
+        res = run(cfg, on_busy=args.on_busy)
         print(json.dumps(res.summary, indent=2))
         print(f"results: {res.path}")
+        if "diverged_round" in res.summary:
+            print(f"fedrepro: error: the run diverged at round {res.summary['diverged_round']}: "
+                  f"{res.summary.get('diverged', '')}\nthe rounds before it are stored in {res.path}", file=sys.stderr)
+            return EXIT_DIVERGED
         return 0
+    except TrainingDivergedError as e:
+        print(f"fedrepro: error: {e}", file=sys.stderr)
+        return EXIT_DIVERGED
     except FedreproError as e:
         print(f"fedrepro: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
@@ -23,6 +24,29 @@ from .errors import ConfigError
 from .params import check_fields, hp
 
 PROFILES = ("smoke", "laptop", "paper")
+
+
+class _YamlLoader(yaml.SafeLoader):
+    """YAML as users write numbers: PyYAML follows YAML 1.1, where ``1e-3`` (no dot) is a string;
+    YAML 1.2 and every user reading it take it for a float."""
+
+
+_YamlLoader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
+
+
+def _yaml_load(text: str, source: str) -> Any:
+    """Parse YAML text; a ConfigError naming ``source`` (and the line) when it is not valid YAML."""
+    try:
+        return yaml.load(text, Loader=_YamlLoader)  # noqa: S506  (a SafeLoader subclass)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{source} is not valid YAML{where}: {problem}") from None
 
 
 def _is_dict(v: Any) -> bool:
@@ -104,7 +128,8 @@ class RunConfig:
     method: MethodConfig = field(default_factory=MethodConfig)
     device: str = hp("auto", check=lambda v: isinstance(v, str) and (
         v == "auto" or v.split(":")[0] in ("cpu", "cuda", "mps")), valid="'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'")
-    runs_dir: str | None = None
+    runs_dir: str | None = hp(None, check=lambda v: v is None or isinstance(v, str),
+                              valid="null or a folder path (a string)")
     progress: bool = hp(True)
 
     def to_dict(self) -> dict:
@@ -202,18 +227,28 @@ def make_config(profile: str | None = None, overrides: Mapping[str, Any] | None 
     _merge(d, _profile_defaults(profile), path="")
     d["profile"] = profile
     if yaml_path is not None:
-        p = Path(yaml_path)
-        if not p.is_file():
-            raise ConfigError(f"config file {str(p)!r} does not exist")
-        loaded = yaml.safe_load(p.read_text()) or {}
+        loaded = _read_yaml_file(Path(yaml_path)) or {}
         if not isinstance(loaded, dict):
-            raise ConfigError(f"config file {str(p)!r} must hold a mapping, got {type(loaded).__name__}")
+            raise ConfigError(f"config file {str(yaml_path)!r} must hold a mapping, got {type(loaded).__name__}")
         _apply(d, loaded)
     if overrides:
         _apply(d, overrides)
     if kw_overrides:
         _apply(d, {k.replace("__", "."): v for k, v in kw_overrides.items()})
     return from_dict(d)
+
+
+def _read_yaml_file(p: Path) -> Any:
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist" + (" (it is a folder)" if p.is_dir() else ""))
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except OSError as e:
+        raise ConfigError(f"config file {str(p)!r} cannot be read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file {str(p)!r} is not UTF-8 text (byte {e.start}: {e.reason}); "
+                          "valid: a YAML mapping of config keys") from None
+    return _yaml_load(text, f"config file {str(p)!r}")
 
 
 def parse_cli_sets(pairs: list[str]) -> dict:
@@ -223,7 +258,10 @@ def parse_cli_sets(pairs: list[str]) -> dict:
         if "=" not in pair:
             raise ConfigError(f"--set expects key=value, got {pair!r}")
         key, value = pair.split("=", 1)
-        out[key.strip()] = yaml.safe_load(value) if value.strip() else None
+        key = key.strip()
+        if not key:
+            raise ConfigError(f"--set {pair!r} has no key; expected key=value, e.g. train.rounds=5")
+        out[key] = _yaml_load(value, f"--set {key}={value!r}") if value.strip() else None
     return out
 
 
@@ -288,6 +326,8 @@ def from_dict(d: Mapping[str, Any]) -> RunConfig:
     for key in d:
         if key not in valid_top:
             raise ConfigError(f"unknown config key {key!r}; valid keys: {', '.join(sorted(valid_top))}")
+    if isinstance(d.get("runs_dir"), os.PathLike):  # a Path is a fine way to name the folder
+        d["runs_dir"] = os.fspath(d["runs_dir"])
     for f in fields(RunConfig):
         if f.name not in d:
             continue
@@ -333,8 +373,13 @@ def validate(cfg: RunConfig) -> None:
     if alpha is not None:
         _check(isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and math.isfinite(alpha) and alpha > 0,
                "data.partition_args.alpha", alpha, "a number > 0")
-    _check(d.dataset in list_datasets(), "data.dataset", d.dataset, ", ".join(list_datasets()))
-    _check(d.partition in list_partitions(), "data.partition", d.partition, ", ".join(list_partitions()))
-    _check(cfg.model.name in list_models(), "model.name", cfg.model.name, ", ".join(list_models()))
-    _check(cfg.method.name in METHODS, "method.name", cfg.method.name, ", ".join(METHODS.names()))
+    # Names are looked up in registries (dicts): anything but a string is invalid, not unhashable.
+    _check(isinstance(d.dataset, str) and d.dataset in list_datasets(), "data.dataset", d.dataset,
+           ", ".join(list_datasets()))
+    _check(isinstance(d.partition, str) and d.partition in list_partitions(), "data.partition", d.partition,
+           ", ".join(list_partitions()))
+    _check(isinstance(cfg.model.name, str) and cfg.model.name in list_models(), "model.name", cfg.model.name,
+           ", ".join(list_models()))
+    _check(isinstance(cfg.method.name, str) and cfg.method.name in METHODS, "method.name", cfg.method.name,
+           ", ".join(METHODS.names()))
     METHODS.get(cfg.method.name).parse_params(cfg.method.args)

@@ -17,6 +17,11 @@ class CorruptCacheError(FedreproError, RuntimeError):
     """A cached file (dataset cache, run folder) is unreadable, partial or inconsistent."""
 
 
+class RunBusyError(FedreproError, RuntimeError):
+    """Another process is writing the same run (same config, same runs folder) and the caller
+    asked not to wait for it (``on_busy="error"``), or it stopped unfinished (``on_busy="reuse"``)."""
+
+
 class PartitionError(FedreproError, ValueError):
     """A partition request cannot be satisfied (too many clients, k > classes, bad alpha...)."""
 

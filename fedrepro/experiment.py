@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import warnings
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -18,14 +19,14 @@ from tqdm.auto import tqdm
 from .config import RunConfig, make_config
 from .data import ImageDataset, load_dataset
 from .data.partition import Partition, make_partition
-from .errors import ConfigError, TrainingDivergedError
+from .errors import ConfigError, PartitionError, TrainingDivergedError
 from .fl.client_data import ClientData
 from .fl.device import resolve_device
 from .fl.engine import SimState, simulate, summarize_run
 from .fl.method import FLContext
 from .fl.seeding import numpy_rng
 from .methods import METHODS
-from .store import RunResult, RunStore
+from .store import RunResult, RunStore, check_on_busy
 
 
 @lru_cache(maxsize=4)
@@ -46,7 +47,29 @@ def prepare_data(cfg: RunConfig) -> tuple[ImageDataset, Partition]:
         train_domains=None if ds.train_domain is None else ds.train_domain.numpy(),
         test_domains=None if ds.test_domain is None else ds.test_domain.numpy(),
         holdout_clients=d.holdout_clients, **d.partition_args)
+    _check_test_splits(cfg, part)
     return ds, part
+
+
+def _check_test_splits(cfg: RunConfig, part: Partition) -> None:
+    """Say so when the partition leaves participating clients without test data: they are left out
+    of the means (``n_clients_no_test``), so the score covers fewer clients than configured."""
+    held = set(part.held_out)
+    participating = [cid for cid in range(part.num_clients) if cid not in held]
+    empty = [cid for cid in participating if len(part.test[cid]) == 0]
+    if not empty:
+        return
+    d = cfg.data
+    where = (f"data.partition={d.partition!r} with data.partition_args={d.partition_args}"
+             + (f" and data.max_test={d.max_test}" if d.max_test is not None else ""))
+    fix = ("raise data.max_test or data.partition_args.test_per_client, raise data.partition_args.alpha, "
+           "or lower data.num_clients")
+    if len(empty) == len(participating):
+        raise PartitionError(f"{where} gives none of the {len(participating)} participating clients test data, "
+                             f"so there is nothing to score; {fix}")
+    warnings.warn(f"{where} leaves {len(empty)} of {len(participating)} participating clients without test data "
+                  f"(clients {empty[:10]}{' ...' if len(empty) > 10 else ''}); they are left out of the accuracy "
+                  f"means and counted in n_clients_no_test. To score every client: {fix}", stacklevel=3)
 
 
 def build_clients(ds: ImageDataset, part: Partition, device: torch.device) -> list[ClientData]:
@@ -112,25 +135,41 @@ def _to_device(obj: Any, device: torch.device) -> Any:
 
 
 def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: bool | None = None,
-        on_round_end=None, **overrides: Any) -> RunResult:
+        on_round_end=None, on_busy: str = "wait", **overrides: Any) -> RunResult:
     """Run one config (or load it when already finished) and return its :class:`RunResult`.
 
     ``cfg`` may be a :class:`RunConfig`, a dict of overrides, or None; keyword overrides use ``__``
     for nesting: ``run(profile="smoke", method__name="fedper", train__rounds=3)``.
+
+    ``on_busy`` is what happens when another process is writing the same run (same config and
+    runs folder): ``"wait"`` for it, then reuse its result (or resume the run if it stopped
+    unfinished); ``"reuse"``: wait for its result but never train here (RunBusyError if it stopped
+    unfinished); ``"error"``: raise :class:`~fedrepro.errors.RunBusyError` at once.
     """
+    check_on_busy(on_busy)
     if not isinstance(cfg, RunConfig):
         profile = overrides.pop("profile", None)
         cfg = make_config(profile, overrides=dict(cfg or {}), **overrides)
     elif overrides:
         cfg = cfg.replace(**{k.replace("__", "."): v for k, v in overrides.items()})
     store = RunStore(cfg.runs_dir)
-    status = store.status(cfg)
-    if status == "done":
+    if store.status(cfg) == "done":  # the common case, read without the lock: finished runs never change
         return store.load(cfg)
+    # Everything that can fail on bad input happens before the first write to the runs folder.
     device = resolve_device(cfg.device)
     ds, part = prepare_data(cfg)
     clients = build_clients(ds, part, device)
     method = make_method(cfg, ds, device)
+    with store.claim(cfg, on_busy) as status:
+        if status == "done":  # another launcher finished it while this one waited
+            return store.load(cfg)
+        return _train(cfg, store, status, ds, part, clients, method, device, force_progress, on_round_end)
+
+
+def _train(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part: Partition,
+           clients: list[ClientData], method, device: torch.device, force_progress: bool | None,
+           on_round_end) -> RunResult:
+    """Train (or resume) a run whose lock this process holds, and finish it in the store."""
     path = store.path(cfg) if status == "partial" else store.begin(
         cfg, {"seed": cfg.seed, "partition_hash": part.hash(), "device": str(device),
               "num_clients": part.num_clients, "held_out": list(part.held_out),

@@ -110,6 +110,24 @@ def _ok(value: Any, base: type | None, b: Bounds) -> bool:
             and (b.le is None or value <= b.le) and (b.lt is None or value < b.lt))
 
 
+def _non_finite(value: Any, path: str = "") -> tuple[str, float] | None:
+    """``(where, value)`` of the first NaN or infinity inside ``value`` (nested lists and dicts),
+    else None. No field takes one: each number is a weight, a rate or a size."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (path, value)
+    if isinstance(value, dict):
+        items = ((f".{k}", v) for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = ((f"[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for sub, v in items:
+        found = _non_finite(v, path + sub)
+        if found is not None:
+            return found
+    return None
+
+
 def check_fields(obj: Any, prefix: str = "") -> None:
     """Check every :func:`hp` field of the dataclass instance ``obj``, then its ``validate()``.
 
@@ -118,11 +136,16 @@ def check_fields(obj: Any, prefix: str = "") -> None:
     """
     hints = typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        bad = _non_finite(value)
+        if bad is not None:  # checked for every field, bounds or not: NaN passes no comparison
+            where, x = bad
+            raise ConfigError(f"invalid {prefix}{f.name}{where}={x!r}; valid: a finite number (NaN and infinity "
+                              "are not accepted)")
         b = f.metadata.get(_META)
         if b is None:
             continue
         base, nullable = _kind(hints.get(f.name))
-        value = getattr(obj, f.name)
         if value is None and nullable:
             continue
         if not _ok(value, base, b):

@@ -6,6 +6,8 @@ Evaluation protocol (stated once, used for every method):
 - every ``eval_every`` rounds and at the last round, **every** client (sampled or not, held-out
   included) evaluates its personalised model — the method's ``evaluate`` after that round's
   aggregation and download — on its own test split;
+- a client without test data has no accuracy: it is left out of every mean (not counted as 0%)
+  and counted in ``n_clients_no_test`` (round rows and summary);
 - a round's score is the unweighted mean over participating clients (``acc_mean``); the
   sample-weighted mean, the std across clients and min/max are logged beside it, and held-out
   clients are averaged separately (``heldout_acc_mean``); each client also logs its macro-F1 over
@@ -37,7 +39,8 @@ from .seeding import derive_seed, numpy_rng, seeded_scope, torch_gen
 _CLIENT_KEYS = ("round", "client", "acc", "loss", "n_test", "held_out")
 # Round columns the summary treats on their own (the best round is chosen by acc_mean).
 _ROUND_KEYS = ("round", "n_sampled", "train_loss", "loss_mean", "time_eval_s", "time_train_s",
-               "acc_mean", "acc_weighted", "acc_std", "acc_min", "acc_max", "heldout_acc_mean")
+               "acc_mean", "acc_weighted", "acc_std", "acc_min", "acc_max", "heldout_acc_mean",
+               "n_clients_no_test")
 
 
 @dataclass
@@ -94,18 +97,23 @@ def _nanmean(values: list[float]) -> float:
 
 
 def summarize_round(rows: list[dict]) -> dict[str, float]:
-    part = [r for r in rows if not r["held_out"]]
-    held = [r for r in rows if r["held_out"]]
+    # A client with no test data scores 0 correct of 0: averaging that 0 in would bias every mean
+    # down, so it is left out and counted instead.
+    scored = [r for r in rows if r["n_test"] > 0]
+    part = [r for r in scored if not r["held_out"]]
+    held = [r for r in scored if r["held_out"]]
     acc = np.array([r["acc"] for r in part], dtype=np.float64)
     n = np.array([r["n_test"] for r in part], dtype=np.float64)
+    nan = float("nan")
     out = {
-        "acc_mean": float(acc.mean()),
-        "acc_weighted": float((acc * n).sum() / max(n.sum(), 1.0)),
-        "acc_std": float(acc.std()),
-        "acc_min": float(acc.min()),
-        "acc_max": float(acc.max()),
-        "heldout_acc_mean": float(np.mean([r["acc"] for r in held])) if held else float("nan"),
-        "loss_mean": float(np.mean([r["loss"] for r in part])),
+        "acc_mean": float(acc.mean()) if part else nan,
+        "acc_weighted": float((acc * n).sum() / max(n.sum(), 1.0)) if part else nan,
+        "acc_std": float(acc.std()) if part else nan,
+        "acc_min": float(acc.min()) if part else nan,
+        "acc_max": float(acc.max()) if part else nan,
+        "heldout_acc_mean": float(np.mean([r["acc"] for r in held])) if held else nan,
+        "loss_mean": float(np.mean([r["loss"] for r in part])) if part else nan,
+        "n_clients_no_test": len(rows) - len(scored),
     }
     names = dict.fromkeys(k for r in part for k in r if k not in _CLIENT_KEYS)
     for k in names:
@@ -152,7 +160,7 @@ def simulate(method: Method, clients: Sequence[ClientData], *, seed: int, rounds
     """Run rounds ``state.next_round .. rounds-1`` and return the final state.
 
     Randomness per (round, client) comes from generators derived from ``seed``, so resuming from a
-    checkpoint reproduces the uninterrupted run bit for bit (tests/test_engine.py checks it).
+    checkpoint reproduces the uninterrupted run bit for bit (tests/fl/test_engine.py checks it).
     """
     if state is None:
         state = init_state(method, len(clients), seed)
@@ -206,6 +214,8 @@ def summarize_run(round_rows: list[dict]) -> dict[str, Any]:
     for k in ("acc_mean", "acc_weighted", "acc_std", "heldout_acc_mean"):
         out[f"best_{k}"] = best[k]
         out[f"final_{k}"] = final[k]
+    if "n_clients_no_test" in final:  # the partition is fixed, so the count is the same every round
+        out["n_clients_no_test"] = final["n_clients_no_test"]
     # Every other metric: its own best round (max over rounds) and its final value.
     others = dict.fromkeys(k for r in evaluated for k in r if k not in _ROUND_KEYS)
     for k in others:

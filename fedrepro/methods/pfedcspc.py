@@ -304,6 +304,7 @@ def cluster_prototypes(feats: Tensor, labels: Tensor, mode: str, clusters: int, 
     """Per present class: K-means (scikit-learn) into ``clusters`` groups, then ``n_repeat`` means of
     random ``ratio``-subsets per cluster. ``mode="tpg"``: one plain class mean."""
     from sklearn.cluster import KMeans
+    from threadpoolctl import threadpool_limits
 
     x = feats.detach().cpu().double().numpy()
     yv = labels.cpu().numpy()
@@ -317,7 +318,12 @@ def cluster_prototypes(feats: Tensor, labels: Tensor, mode: str, clusters: int, 
         k = min(clusters, len(xc))
         if k > 1:
             km = KMeans(n_clusters=k, n_init=1, random_state=int(rng.integers(2**31 - 1)))
-            assign = km.fit_predict(xc)
+            # scikit-learn's Lloyd step adds each OpenMP thread's partial cluster sums into the
+            # centres in the order the threads finish: with 3+ threads (its default is one per
+            # core) the last bits, and so the assignments, change from run to run. One thread
+            # fixes the order and gives exactly the 1-thread result.
+            with threadpool_limits(limits=1, user_api="openmp"):
+                assign = km.fit_predict(xc)
         else:
             assign = np.zeros(len(xc), dtype=int)
         for j in range(k):
@@ -540,7 +546,11 @@ class PFedCSPC(Method):
                 extra = extra + weighted_supcon(z, y[idx], cid[idx], p.tau_g)
             if m:
                 slot[idx] = torch.arange(b, device=u.device)
-                za = z[slot[a.to(u.device)]]
+                # index_select, not z[...]: an anchor repeats n_aug times, and the backward of advanced
+                # indexing (index_put_ with accumulate) adds the repeats with unordered atomic adds
+                # on 2+ CPU threads, so the last bits changed from run to run. index_select's
+                # backward adds them in index order: the 1-thread result at any thread count.
+                za = z.index_select(0, slot[a.to(u.device)])
                 extra = extra + triplet(za, zp, zn, p.margin, p.triplet_distance)
             return loss + p.eta * extra
 
