@@ -11,7 +11,7 @@ PROFILE ?= laptop
 # Smoke runs and figures never touch the committed figures/ or the default runs/ folder.
 SMOKE_ENV := FEDREPRO_PROFILE=smoke FEDREPRO_RUNS=$(CURDIR)/output/smoke/runs MPLBACKEND=Agg
 
-.PHONY: help setup data test test-unit test-notebooks reproduce smoke lab bench clean distclean
+.PHONY: help setup data test test-unit test-notebooks reproduce smoke pretrain lab bench clean distclean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-15s %s\n", $$1, $$2}'
@@ -46,6 +46,10 @@ reproduce: setup ## set up, then run every numbered notebook at PROFILE (default
 
 smoke: setup ## every notebook at the smoke profile (seconds each); outputs under output/smoke/
 	$(SMOKE_ENV) $(VENV)/bin/fedrepro reproduce --profile smoke
+
+pretrain: setup ## regenerate the committed backbone checkpoints (fedrepro/models/weights/; minutes on a CPU)
+	$(VENV)/bin/fedrepro pretrain vit
+	$(VENV)/bin/fedrepro pretrain clip
 
 lab: setup ## JupyterLab on the notebooks
 	$(VENV)/bin/jupyter lab notebooks/

@@ -1,39 +1,32 @@
-"""Frozen pretrained backbones with prompt hooks, and a tiny ViT that implements the interface.
+"""Frozen pretrained backbones with prompt hooks: the interface and the token helpers.
 
 PEP-FedPT (arXiv) §3.1 and §4.1 (Eqs. 1–7) prompt-tunes a frozen ViT-B/16 and needs to
 (i) insert extra tokens after the positional embedding, right after cls (VPT-shallow, no pos-emb
-on prompts) and (ii) read or rewrite the token sequence at the input of arbitrary blocks (the
-cls token entering CCMP layers; CCMP token insertion). FedOTP (CVPR 2024) §4.2 needs a
-frozen CLIP image encoder whose *every* output token (class token and feature map) is kept.
-:class:`FrozenBackbone` is the common interface; timm ViT-B/16 and open_clip adapters will
-implement it later (imported lazily there, never at import time of this module, and never
-downloading weights).
-
-``tiny_vit`` is a small ViT written with plain torch modules — our scaled-down stand-in for
-ViT-B/16 (pre-LN blocks, cls token, patch 4 on 32×32). It is unrelated to
-timm's "TinyViT" architecture of the same name.
+on prompts), (ii) read the cls token at the input of any block (CCMP's soft weights, Eq. 5) and
+(iii) replace or insert tokens at the input of given blocks (VPT-deep; CCMP, Eq. 4). FedOTP (CVPR
+2024) §4.2 needs a frozen CLIP image encoder whose *every* output token is kept.
+:class:`FrozenBackbone` is the common interface; :mod:`fedrepro.models.vit` implements it on timm's
+``VisionTransformer`` (imported lazily there, never downloading weights).
 """
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable
 
 import torch
 from torch import Tensor, nn
 
 from ..errors import ConfigError
-from .base import SplitModel
-from .registry import MODELS
 
 # Called before block i with the current tokens [B, T, d]; returning a tensor replaces them.
 BlockHook = Callable[[int, Tensor], "Tensor | None"]
+# A prompt at a block: fixed tokens ([P, d] or [B, P, d]) or a function of the tokens entering that
+# block (CCMP mixes class prompts with weights from the entering cls token, PEP-FedPT Eq. 6).
+BlockPrompt = "Tensor | Callable[[Tensor], Tensor]"
 
 
-def insert_prompts(tokens: Tensor, prompts: Tensor | None) -> Tensor:
-    """Insert prompt tokens ([P, d] shared or [B, P, d] per-sample) right after the cls token."""
-    if prompts is None:
-        return tokens
+def _batched(prompts: Tensor, tokens: Tensor) -> Tensor:
     if prompts.dim() == 2:
         prompts = prompts.unsqueeze(0).expand(tokens.shape[0], -1, -1)
     if prompts.dim() != 3 or prompts.shape[-1] != tokens.shape[-1] or prompts.shape[0] != tokens.shape[0]:
@@ -41,7 +34,60 @@ def insert_prompts(tokens: Tensor, prompts: Tensor | None) -> Tensor:
             f"prompts must have shape [P, {tokens.shape[-1]}] or [{tokens.shape[0]}, P, {tokens.shape[-1]}], "
             f"got {list(prompts.shape)}"
         )
-    return torch.cat([tokens[:, :1], prompts.to(tokens.dtype), tokens[:, 1:]], dim=1)
+    return prompts.to(tokens.dtype)
+
+
+def insert_prompts(tokens: Tensor, prompts: Tensor | None) -> Tensor:
+    """Insert prompt tokens ([P, d] shared or [B, P, d] per-sample) right after the cls token."""
+    if prompts is None:
+        return tokens
+    return torch.cat([tokens[:, :1], _batched(prompts, tokens), tokens[:, 1:]], dim=1)
+
+
+def replace_prompts(tokens: Tensor, prompts: Tensor) -> Tensor:
+    """Replace the P tokens right after cls with ``prompts`` (VPT-deep: fresh prompts per block)."""
+    prompts = _batched(prompts, tokens)
+    if prompts.shape[1] > tokens.shape[1] - 1:
+        raise ConfigError(f"cannot replace {prompts.shape[1]} prompt tokens in a sequence of {tokens.shape[1]}")
+    return torch.cat([tokens[:, :1], prompts, tokens[:, 1 + prompts.shape[1]:]], dim=1)
+
+
+PROMPT_MODES: dict[str, Callable[[Tensor, Tensor], Tensor]] = {"insert": insert_prompts, "replace": replace_prompts}
+
+
+def prompt_hook(at: Mapping[int, BlockPrompt], mode: str = "replace") -> BlockHook:
+    """A :data:`BlockHook` that inserts or replaces prompt tokens at the input of the given blocks.
+
+    VPT-deep is ``prompt_hook({i: P_i for i in 1..L-1}, "replace")`` after shallow prompts at block 0;
+    CCMP is ``prompt_hook({j: lambda t: mix(t[:, 0])}, "insert")`` (PEP-FedPT Eq. 4, 6).
+    """
+    if mode not in PROMPT_MODES:
+        raise ConfigError(f"mode must be one of {', '.join(PROMPT_MODES)}, got {mode!r}")
+    apply = PROMPT_MODES[mode]
+
+    def hook(i: int, tokens: Tensor) -> Tensor | None:
+        if i not in at:
+            return None
+        p = at[i]
+        return apply(tokens, p(tokens) if callable(p) else p)
+
+    return hook
+
+
+def chain_hooks(*hooks: BlockHook | None) -> BlockHook:
+    """Run several hooks in order at each block; each sees the previous one's tokens."""
+
+    def hook(i: int, tokens: Tensor) -> Tensor | None:
+        changed = None
+        for h in hooks:
+            if h is None:
+                continue
+            out = h(i, tokens if changed is None else changed)
+            if out is not None:
+                changed = out
+        return changed
+
+    return hook
 
 
 class FrozenBackbone(nn.Module, abc.ABC):
@@ -52,6 +98,7 @@ class FrozenBackbone(nn.Module, abc.ABC):
     """
 
     feature_dim: int
+    depth: int
 
     @abc.abstractmethod
     def embed(self, x: Tensor) -> Tensor:
@@ -59,105 +106,36 @@ class FrozenBackbone(nn.Module, abc.ABC):
 
     @abc.abstractmethod
     def forward_tokens(
-        self, tokens: Tensor, prompts: Tensor | None = None, block_hook: BlockHook | None = None
+        self, tokens: Tensor, prompts: Tensor | None = None, block_hook: BlockHook | None = None,
+        start_block: int = 0,
     ) -> Tensor:
-        """Run the blocks and final norm; return **all** output tokens [B, T, d] (cls at index 0)."""
+        """Run blocks ``start_block``.. and the final norm; return **all** output tokens [B, T, d].
+
+        ``tokens`` are the input of block ``start_block`` (the output of :meth:`embed` for 0);
+        ``prompts`` are inserted right after cls there. ``block_hook`` gets absolute block indices.
+        """
 
     def pool(self, tokens: Tensor) -> Tensor:
         """Output tokens → feature vector [B, feature_dim]; the cls token by default."""
         return tokens[:, 0]
 
-    def forward(self, x: Tensor, prompts: Tensor | None = None) -> Tensor:
-        return self.pool(self.forward_tokens(self.embed(x), prompts))
+    def forward(self, x: Tensor, prompts: Tensor | None = None, block_hook: BlockHook | None = None) -> Tensor:
+        return self.pool(self.forward_tokens(self.embed(x), prompts, block_hook))
 
-    def freeze(self) -> "FrozenBackbone":
+    def freeze(self) -> FrozenBackbone:
         """Stop gradients into every backbone parameter (prompts and heads live elsewhere)."""
         for p in self.parameters():
             p.requires_grad_(False)
         return self
 
 
-class TinyViTEncoder(FrozenBackbone):
-    """Patch embedding + cls token + learned positional embedding + pre-LN blocks + final LayerNorm."""
-
-    def __init__(
-        self, in_channels: int, image_size: int, patch_size: int, dim: int, depth: int, heads: int,
-        mlp_ratio: float,
-    ):
-        super().__init__()
-        self.patch_embed = nn.Conv2d(in_channels, dim, patch_size, stride=patch_size)
-        n_patches = (image_size // patch_size) ** 2
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
-        self.pos_embed = nn.Parameter(torch.zeros(1, 1 + n_patches, dim))
-        self.blocks = nn.ModuleList(
-            nn.TransformerEncoderLayer(
-                dim, heads, dim_feedforward=int(dim * mlp_ratio), dropout=0.0, activation="gelu",
-                batch_first=True, norm_first=True,
-            )
-            for _ in range(depth)
-        )
-        self.norm = nn.LayerNorm(dim)
-        self.feature_dim = dim
-        nn.init.trunc_normal_(self.pos_embed, std=0.02)  # ViT/timm convention
-        nn.init.trunc_normal_(self.cls_token, std=0.02)
-
-    def embed(self, x: Tensor) -> Tensor:
-        patches = self.patch_embed(x).flatten(2).transpose(1, 2)  # [B, N, d]
-        cls = self.cls_token.expand(x.shape[0], -1, -1)
-        return torch.cat([cls, patches], dim=1) + self.pos_embed
-
-    def forward_tokens(
-        self, tokens: Tensor, prompts: Tensor | None = None, block_hook: BlockHook | None = None
-    ) -> Tensor:
-        # Prompts go in after embed() has added positions: VPT gives prompts no pos-emb.
-        tokens = insert_prompts(tokens, prompts)
-        for i, block in enumerate(self.blocks):
-            if block_hook is not None:
-                replaced = block_hook(i, tokens)
-                if replaced is not None:
-                    tokens = replaced
-            tokens = block(tokens)
-        return self.norm(tokens)
-
-
-class TinyViT(SplitModel):
-    """SplitModel whose φ is a :class:`TinyViTEncoder`; forward passes accept prompt tokens."""
-
-    features: TinyViTEncoder
-
-    def forward_features(self, x: Tensor, prompt_tokens: Tensor | None = None) -> Tensor:
-        """cls embedding [B, dim]; ``prompt_tokens`` ([P, dim] or [B, P, dim]) go right after cls."""
-        return self.features(x, prompt_tokens)
-
-    def forward(self, x: Tensor, prompt_tokens: Tensor | None = None) -> Tensor:
-        return self.head(self.forward_features(x, prompt_tokens))
-
-
-@MODELS.register("tiny_vit")
-def tiny_vit(
-    num_classes: int, in_channels: int = 3, image_size: int = 32, *,
-    patch_size: int = 4, dim: int = 64, depth: int = 4, heads: int = 4, mlp_ratio: float = 4.0,
-) -> TinyViT:
-    """Small ViT (our ViT-B/16 stand-in): features = final-LayerNorm cls token, head Linear(dim, C)."""
-    for key, v in {"patch_size": patch_size, "dim": dim, "depth": depth, "heads": heads}.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ConfigError(f"{key} must be a positive integer, got {v!r}")
-    if image_size % patch_size:
-        raise ConfigError(f"image_size={image_size} must be divisible by patch_size={patch_size}")
-    if dim % heads:
-        raise ConfigError(f"dim={dim} must be divisible by heads={heads}")
-    if mlp_ratio <= 0:
-        raise ConfigError(f"mlp_ratio must be positive, got {mlp_ratio!r}")
-    encoder = TinyViTEncoder(in_channels, image_size, patch_size, dim, depth, heads, mlp_ratio)
-    return TinyViT(encoder, nn.Linear(dim, num_classes), dim, num_classes)
-
-
 def load_pretrained(model: nn.Module, path: str | Path) -> nn.Module:
     """Load a local state-dict file into ``model`` strictly; never downloads.
 
-    Accepts a raw state dict or a dict holding one under ``"state_dict"``. Raises
-    FileNotFoundError for a missing file and ConfigError (naming the path and the offending keys)
-    for an unreadable file or any missing, unexpected or wrongly shaped key.
+    Accepts a raw state dict or a dict holding one under ``"state_dict"``; fp16 tensors are cast to
+    the model's dtype by ``load_state_dict``. Raises FileNotFoundError for a missing file and
+    ConfigError (naming the path and the offending keys) for an unreadable file or any missing,
+    unexpected or wrongly shaped key.
     """
     path = Path(path)
     if not path.is_file():
@@ -170,7 +148,13 @@ def load_pretrained(model: nn.Module, path: str | Path) -> nn.Module:
         state = state["state_dict"]
     if not isinstance(state, dict):
         raise ConfigError(f"pretrained weights {path} hold a {type(state).__name__}, not a state dict")
+    check_state_dict(model, state, str(path))
+    model.load_state_dict(state, strict=True)
+    return model
 
+
+def check_state_dict(model: nn.Module, state: Mapping[str, Tensor], source: str) -> None:
+    """Raise ConfigError naming ``source`` and the missing / unexpected / wrongly shaped keys."""
     own = model.state_dict()
     missing = sorted(set(own) - set(state))
     unexpected = sorted(set(state) - set(own))
@@ -185,6 +169,4 @@ def load_pretrained(model: nn.Module, path: str | Path) -> nn.Module:
         if keys
     ]
     if problems:
-        raise ConfigError(f"pretrained weights {path} do not match the model; " + "; ".join(problems))
-    model.load_state_dict(state, strict=True)
-    return model
+        raise ConfigError(f"pretrained weights {source} do not match the model; " + "; ".join(problems))

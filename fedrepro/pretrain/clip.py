@@ -1,0 +1,240 @@
+"""``fedrepro pretrain clip``: contrastive pretraining of the CPU stand-in CLIP.
+
+CLIP's objective (Radford et al., ICML 2021, §2.3): a symmetric cross-entropy over image–text
+similarities. Our pairs repeat captions ("the digit 7" many times per batch), so identical
+captions are positives: image→text is a softmax over the batch's *distinct* captions, and
+text→image spreads the target evenly over every image carrying that caption.
+
+The run is step-based and every draw comes from generators seeded by ``cfg.seed``, so with the same
+thread count it is bitwise reproducible. The checkpoint keeps only the vocabulary rows its captions,
+the downstream class names and a few templates need (:data:`clip_data.EXTRA_WORDS`), which is what
+keeps it under 10 MB; the kept BPE ids are stored with it as ``vocab_ids``.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from ..errors import ConfigError
+from ..models.clip import STANDIN_CHECKPOINT, ClipBackbone, StandinArch, bpe_tokenizer, build_standin
+from . import clip_data
+from .clip_data import FASHION_PRETRAIN_COUNT, FASHION_VAL_COUNT, CaptionedImages
+from .record import write_checkpoint
+
+_MAX_LOGIT_SCALE = math.log(100.0)  # CLIP clips the learned temperature at 100
+
+
+@dataclass(frozen=True)
+class PretrainClipConfig:
+    """Everything that determines the stand-in's weights (plus where to write them)."""
+
+    seed: int = 0
+    # Sized for ~6 minutes on one busy CPU core (0.7–1.3 s a step): issue 12 wants `make pretrain`
+    # well under 15 minutes on the shared 2-core machine.
+    steps: int = 420
+    batch_size: int = 128
+    lr: float = 1e-3
+    warmup_steps: int = 40
+    weight_decay: float = 0.1
+    glyphs: int = 20_000
+    val_glyphs: int = 1_000
+    font_caption_fraction: float = 0.5
+    # Fashion-MNIST training images 0..fashion_images-1 are trained on (0: glyphs only); the last
+    # FASHION_VAL_COUNT images of the pretraining half are the validation split.
+    fashion_images: int = FASHION_PRETRAIN_COUNT - FASHION_VAL_COUNT
+    # One thread: on a shared 2-core machine a second intra-op thread waits on busy cores and makes
+    # each step many times slower. Results are bitwise reproducible only at the same thread count.
+    threads: int = 1
+    evaluate: bool = True
+    out: str = ""  # "" writes the committed stand-in, fedrepro/models/weights/clip_standin.pt
+    arch: StandinArch = field(default_factory=StandinArch)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.arch, dict):  # from YAML / --set arch={...}
+            object.__setattr__(self, "arch", StandinArch(**self.arch))
+        for key in ("seed", "glyphs", "val_glyphs", "fashion_images", "warmup_steps"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{key} must be an int >= 0, got {value!r}")
+        for key in ("steps", "batch_size", "threads"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{key} must be an int >= 1, got {value!r}")
+        if self.fashion_images > FASHION_PRETRAIN_COUNT - FASHION_VAL_COUNT:
+            raise ConfigError(
+                f"fashion_images must be <= {FASHION_PRETRAIN_COUNT - FASHION_VAL_COUNT}: the rest of Fashion-MNIST "
+                f"is the validation split and the downstream data, got {self.fashion_images}"
+            )
+        if not 0 <= self.font_caption_fraction <= 1:
+            raise ConfigError(f"font_caption_fraction must be in [0, 1], got {self.font_caption_fraction!r}")
+        if self.glyphs + self.fashion_images == 0:
+            raise ConfigError("glyphs and fashion_images cannot both be 0: there would be nothing to train on")
+
+
+@dataclass(frozen=True)
+class PretrainData:
+    train: CaptionedImages
+    val: CaptionedImages
+    fashion: object  # the ImageDataset, for the downstream quality checks
+
+
+def _streams(cfg: PretrainClipConfig) -> tuple[np.random.Generator, np.random.Generator]:
+    """Independent glyph streams for the training and validation pairs."""
+    return tuple(np.random.default_rng(s) for s in np.random.SeedSequence(cfg.seed).spawn(2))
+
+
+def load_validation(cfg: PretrainClipConfig, fashion=None) -> CaptionedImages:
+    """The validation pairs alone (fast): the same ones :func:`load_data` returns."""
+    if fashion is None:
+        from ..data import load_dataset
+
+        fashion = load_dataset("fashion_mnist")
+    lo = FASHION_PRETRAIN_COUNT - FASHION_VAL_COUNT
+    return clip_data.build_pairs(_streams(cfg)[1], cfg.val_glyphs, cfg.font_caption_fraction,
+                                 fashion.train_x[lo:FASHION_PRETRAIN_COUNT],
+                                 fashion.train_y[lo:FASHION_PRETRAIN_COUNT], fashion.classes)
+
+
+def load_data(cfg: PretrainClipConfig) -> PretrainData:
+    """Pretraining and validation pairs, and Fashion-MNIST itself for the quality checks."""
+    from ..data import load_dataset
+
+    fashion = load_dataset("fashion_mnist")
+    n = cfg.fashion_images
+    train = clip_data.build_pairs(_streams(cfg)[0], cfg.glyphs, cfg.font_caption_fraction,
+                                  fashion.train_x[:n], fashion.train_y[:n], fashion.classes)
+    return PretrainData(train, load_validation(cfg, fashion), fashion)
+
+
+def vocabulary(texts: list[str]) -> torch.Tensor:
+    """Sorted BPE ids used by ``texts``, plus padding, start and end."""
+    tok = bpe_tokenizer()
+    ids = {0, tok.sot_token_id, tok.eot_token_id}
+    for text in texts:
+        ids.update(tok.encode(text.replace("{}", " ")))
+    return torch.tensor(sorted(ids), dtype=torch.long)
+
+
+def vocabulary_texts(data: PretrainData) -> list[str]:
+    names = clip_data.fashion_names(data.fashion.classes) + clip_data.glyph_names()
+    return [*data.train.captions, *names, *clip_data.EXTRA_WORDS, "."]
+
+
+def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    # As in CLIP: no decay on gains, biases, embeddings and the temperature.
+    decay, rest = [], []
+    for name, p in model.named_parameters():
+        skip = p.ndim < 2 or "embedding" in name or "logit_scale" in name
+        (rest if skip else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def _lr_factor(step: int, cfg: PretrainClipConfig) -> float:
+    if step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    return 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def contrastive_loss(image_f: torch.Tensor, text_f: torch.Tensor, target: torch.Tensor, scale: torch.Tensor):
+    """Symmetric CLIP loss with repeated captions: ``text_f`` holds the batch's distinct captions and
+    ``target[i]`` is image i's caption among them."""
+    logits = scale * F.normalize(image_f, dim=-1) @ F.normalize(text_f, dim=-1).T  # [B, U]
+    to_text = F.cross_entropy(logits, target)
+    owners = (target[None, :] == torch.arange(len(text_f), device=target.device)[:, None]).float()  # [U, B]
+    to_image = -(owners / owners.sum(1, keepdim=True) * F.log_softmax(logits.T, dim=1)).sum(1).mean()
+    return (to_text + to_image) / 2
+
+
+def train(clip: ClipBackbone, data: CaptionedImages, cfg: PretrainClipConfig, progress: bool = True) -> list[float]:
+    """Train every weight of ``clip.model`` in place; returns the loss per step."""
+    model = clip.model
+    model.requires_grad_(True)
+    model.train()
+    tokens = clip.tokenize(data.captions)
+    eot = (tokens == clip.eot_id).int().argmax(dim=1)
+    opt = torch.optim.AdamW(_param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    losses = []
+    bar = tqdm(range(cfg.steps), desc="pretrain clip", disable=not progress)
+    for step in bar:
+        for group in opt.param_groups:
+            group["lr"] = cfg.lr * _lr_factor(step, cfg)
+        idx = torch.randint(len(data), (cfg.batch_size,), generator=gen)
+        caps = data.caption_ids[idx]
+        distinct, target = torch.unique(caps, return_inverse=True)
+        image_f = model.encode_image(clip.preprocess(data.images[idx]))
+        text_f = clip.encode_text_embeddings(model.token_embedding(tokens[distinct]), eot[distinct])
+        loss = contrastive_loss(image_f, text_f, target, model.logit_scale.exp())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        with torch.no_grad():
+            model.logit_scale.clamp_(0, _MAX_LOGIT_SCALE)
+        losses.append(loss.item())
+        if step % 20 == 0 or step == cfg.steps - 1:
+            bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}")
+    model.requires_grad_(False)
+    model.eval()
+    return losses
+
+
+def measure_quality(clip: ClipBackbone, data: PretrainData, seed: int) -> dict:
+    """The numbers recorded beside the checkpoint (see :mod:`fedrepro.pretrain.clip_quality`)."""
+    from . import clip_quality as q
+
+    tasks = q.fashion_style_tasks(data.fashion, seed=seed)
+    styles = q.style_quality(clip, tasks, data.fashion.classes, seed=seed)
+    glyph_val = data.val.source == 0
+    glyph_names = clip_data.glyph_names()
+    feats = q.image_features(clip, data.val.images[glyph_val])
+    return {
+        "retrieval_val": q.retrieval(clip, data.val),
+        "fashion_styles": styles,
+        "glyphs_pretrain_fonts_zero_shot": q.zero_shot_accuracy(
+            clip, feats, data.val.labels[glyph_val], glyph_names, template=clip_data.GLYPH_TEMPLATE),
+        "logit_scale": clip.logit_scale().item(),
+    }
+
+
+def pretrain_clip(cfg: PretrainClipConfig, progress: bool = True) -> Path:
+    """Pretrain the stand-in per ``cfg`` and write ``cfg.out`` (+ ``.json``); returns the checkpoint path."""
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    try:
+        start = time.perf_counter()
+        data = load_data(cfg)
+        clip = build_standin(cfg.arch, vocabulary(vocabulary_texts(data)), seed=cfg.seed)
+        t_train = time.perf_counter()
+        losses = train(clip, data.train, cfg, progress=progress)
+        train_s = time.perf_counter() - t_train
+        quality = measure_quality(clip, data, cfg.seed) if cfg.evaluate else {}
+        state = {**clip.model.state_dict(), "vocab_ids": clip.vocab_ids}
+        extra = {
+            "split": {
+                "glyph_fonts": list(clip_data.glyphs.pretrain_fonts()),
+                "fashion_mnist_train_indices": [0, cfg.fashion_images],
+                "fashion_mnist_val_indices": [FASHION_PRETRAIN_COUNT - FASHION_VAL_COUNT, FASHION_PRETRAIN_COUNT],
+                "never_seen": "fashion_mnist train[30000:], fashion_mnist test, glyphs in heldout_fonts()",
+            },
+            "vocab_rows": len(clip.vocab_ids),
+            "final_loss": float(np.mean(losses[-20:])),
+            "torch_threads": torch.get_num_threads(),
+            "train_seconds": round(train_s, 1),
+            "total_seconds": round(time.perf_counter() - start, 1),
+            "arch_open_clip_cfg": cfg.arch.open_clip_cfg(len(clip.vocab_ids)),
+        }
+        out = Path(cfg.out or STANDIN_CHECKPOINT)
+        return write_checkpoint(out, state, cfg, clip_data.data_hash(data.train, data.val), quality, extra)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+__all__ = ["PretrainClipConfig", "contrastive_loss", "load_data", "load_validation", "pretrain_clip", "train", "vocabulary"]
