@@ -1,6 +1,6 @@
 """How informative a frozen backbone's cls token is about data it never saw.
 
-Two measurements, used as quality bars for the pretrained stand-ins (issue 12) and plotted in
+Two measurements, used as quality bars for the pretrained stand-ins and plotted in
 ``notebooks/backbones/01_vit_standin.ipynb``:
 
 - **linear probe**: a logistic regression on the final (normed) cls token; the same architecture

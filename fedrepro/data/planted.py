@@ -1,4 +1,5 @@
-"""Planted-patch task: CLIP-like images whose object patches are known (FedOTP spec §9.1).
+"""Planted-patch task: CLIP-like images whose object patches are known, so that FedOTP's
+"plans focus on the object" (CVPR 2024 Figs. 2, A4) can be measured against ground truth.
 
 FedOTP (CVPR 2024) §4.3 and Fig. 4 claim that unbalanced transport plans put their mass on the
 object and leave background out. Real images give no ground truth for that, so this task plants it:

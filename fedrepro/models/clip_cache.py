@@ -2,7 +2,7 @@
 
 The image encoder is frozen in FedOTP (CVPR 2024) §4.1, so with augmentation fixed its tokens are a
 function of the image alone: compute them once per dataset and augmentation setting, not once per
-round and client (fedotp spec §9.1). Entries are keyed by the model's weight fingerprint, a hash of
+round and client. Entries are keyed by the model's weight fingerprint, a hash of
 the exact uint8 images and the augmentation tag, so a retrained checkpoint or different data can
 never be served stale tokens.
 """

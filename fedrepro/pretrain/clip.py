@@ -36,8 +36,8 @@ class PretrainClipConfig:
     """Everything that determines the stand-in's weights (plus where to write them)."""
 
     seed: int = 0
-    # Sized for ~6 minutes on one busy CPU core (0.7–1.3 s a step): issue 12 wants `make pretrain`
-    # well under 15 minutes on the shared 2-core machine.
+    # Sized for ~6 minutes on one busy CPU core (0.7–1.3 s a step), so that `make pretrain` stays
+    # well under 15 minutes on a 2-core machine.
     steps: int = 420
     batch_size: int = 128
     lr: float = 1e-3

@@ -2,7 +2,7 @@
 from the federated data.
 
 Pretraining data must differ from the federated data, as CLIP's web pairs differ from the
-benchmarks it is evaluated on (issue 12). The split:
+benchmarks it is evaluated on. The split:
 
 - glyphs in the pretraining fonts (:func:`fedrepro.data.glyphs.pretrain_fonts`), captioned
   "the small letter k", sometimes "the small letter k in bold serif"; the held-out fonts are never

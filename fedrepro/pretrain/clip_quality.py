@@ -1,6 +1,6 @@
 """How good is a CLIP stand-in? Zero-shot, few-shot CoOp and retrieval, as recorded with the checkpoint.
 
-The bars (issue 12): zero-shot accuracy with a hand-written template on downstream data must be
+The bars: zero-shot accuracy with a hand-written template on downstream data must be
 well above chance, and well below what a 16-shot CoOp prompt reaches (CoOp, IJCV 2022, Fig. 3),
 so that prompt learning, and FedOTP's global/local prompts, have room to work; retrieval on the
 pretraining validation split shows the contrastive objective was learnt.

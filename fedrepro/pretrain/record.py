@@ -20,7 +20,7 @@ from torch import Tensor
 
 from ..data.cache import save_atomic
 
-MAX_BYTES = 10_000_000  # committed checkpoints stay small enough for git (issue 12)
+MAX_BYTES = 10_000_000  # committed checkpoints stay small enough for git
 VERSIONED = ("torch", "timm", "open_clip_torch", "numpy", "Pillow", "matplotlib", "fedrepro")
 
 
