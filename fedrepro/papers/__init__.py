@@ -2,7 +2,8 @@
 and claims.
 
 ``fedrepro.papers.fedpft`` and ``fedrepro.papers.pfedcspc`` hold everything a paper's notebooks
-need; ``fedrepro.papers.tour`` holds the tour notebook's claims. Methods live in
+need; ``fedrepro.papers.pep_fedpt`` so far holds PEP-FedPT's setups and quoted tables;
+``fedrepro.papers.tour`` holds the tour notebook's claims. Methods live in
 :mod:`fedrepro.methods` and analyses any method can use in :mod:`fedrepro.analysis`.
 
 A paper package exposes:
@@ -23,7 +24,7 @@ from types import ModuleType
 from ..config import RunConfig, make_config
 from ..errors import ConfigError
 
-PAPERS = ("tour", "fedpft", "pfedcspc")
+PAPERS = ("tour", "fedpft", "pfedcspc", "pep_fedpt")
 
 
 def paper(name: str) -> ModuleType:

@@ -28,6 +28,9 @@ LEARNING_OVERRIDES = {
     "fedavg_linear": {"train.rounds": 8},
     # ASAM's ρ = 0.7 (FedASAM's CIFAR setting) perturbs a 4-channel BN-CNN hard: it learns, slower.
     "fedasam": {"train.rounds": 8},
+    # PEP-FedPT prompt-tunes a frozen ViT: the glyph-pretrained stand-in (a random frozen ViT's cls
+    # carries nothing to tune towards); prompts and head alone learn slower, so more rounds.
+    "pep_fedpt": {"model.name": "tiny_vit", "model.args": {"weights": "glyphs"}, "train.rounds": 8},
 }
 
 
@@ -35,7 +38,7 @@ LEARNING_OVERRIDES = {
 def test_every_method_beats_chance_on_synthetic(tiny, name):
     # 4 balanced classes: chance is 25%.
     overrides = {"train.rounds": 4, "train.local_epochs": 2, **LEARNING_OVERRIDES.get(name, {})}
-    res = fedrepro.run(tiny(**BN_CNN, **{"method.name": name}, **overrides))
+    res = fedrepro.run(tiny(**{**BN_CNN, "method.name": name, **overrides}))
     assert res.summary["final_acc_mean"] > 0.5, res.summary
 
 
@@ -82,6 +85,9 @@ BAD_ARGS = [
     ("lgfed", {"global_part": "body"}, "global_part"), ("lgfed", {"fedavg_warmup_rounds": -1}, "fedavg_warmup_rounds"),
     ("moon", {"mu": -1}, "mu"), ("moon", {"temperature": 0}, "temperature"),
     ("moon", {"anchor_mode": "frozen"}, "anchor_mode"),
+    ("pep_fedpt", {"tau": 0}, "tau"), ("pep_fedpt", {"ccmp_mode": "stack"}, "ccmp_mode"),
+    ("pep_fedpt", {"ccmp_blocks": [4, 4]}, "ccmp_blocks"), ("pep_fedpt", {"proto_momentum": 1.5}, "proto_momentum"),
+    ("pep_fedpt", {"proto_period": 0}, "proto_period"), ("pep_fedpt", {"warm_start": "zeros"}, "warm_start"),
     ("pfedcspc", {"clusters": 0}, "clusters"), ("pfedcspc", {"ratio": 1.5}, "ratio"),
     ("pfedcspc", {"prototypes": "mean"}, "prototypes"), ("pfedcspc", {"kp_weight": 2}, "kp_weight"),
     ("pfedcspc", {"base": "scaffold"}, "base"), ("pfedcspc", {"align_weights": [1, 1]}, "align_weights"),

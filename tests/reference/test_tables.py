@@ -9,13 +9,17 @@ from fedrepro.reference import paper_table, paper_tables
 SPECS = Path(__file__).resolve().parents[3] / "shared" / "specs"
 
 
-@pytest.mark.parametrize("name", list(paper_tables("fedpft")))
-def test_tables_parse_with_one_cell_per_column(name):
-    t = paper_tables("fedpft")[name]
+QUOTED = [(paper, name) for paper in ("fedpft", "pep_fedpt") for name in paper_tables(paper)]
+
+
+@pytest.mark.parametrize("paper, name", QUOTED)
+def test_tables_parse_with_one_cell_per_column(paper, name):
+    t = paper_tables(paper)[name]
     for row, cells in t["rows"].items():
         assert len(cells.split("|")) == len(t["columns"]), (name, row)
-    df = paper_table("fedpft", name, with_std=True)
+    df = paper_table(paper, name, with_std=True)
     assert df.shape[0] == len(t["rows"]) and df.attrs["source"]
+    assert list(df.columns[::2]) == t["columns"] and df[t["columns"]].notna().all().all()
 
 
 @pytest.mark.skipif(not (SPECS / "fedpft.md").is_file(), reason="shared specs not beside the checkout")
