@@ -2,6 +2,8 @@
 ``[tool.pytest.ini_options] pythonpath`` puts tests/ on sys.path)."""
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import torch
 
 import fedrepro
@@ -98,3 +100,98 @@ def interrupt_at(cfg, rnd: int) -> None:
 
     with pytest.raises(Interrupt):
         fedrepro.run(cfg, on_round_end=stop)
+
+
+def perturbed(sd, scale, seed):
+    """``sd`` with seeded Gaussian noise of std ``scale`` on its float entries (a model moved away
+    from another: a teacher, a personal model, a peer)."""
+    g = torch.Generator().manual_seed(seed)
+    return {k: (v + scale * torch.randn(v.shape, generator=g)) if v.is_floating_point() else v.clone()
+            for k, v in sd.items()}
+
+
+# Checks that several methods share; each method's test file calls them for its own method.
+
+def check_fedavg_server(cfg):
+    """Only the model is uploaded, the server takes the sample-weighted average, and that average is
+    the global model."""
+    method, clients, st = setup(cfg)
+    ups = [update(method, st, c) for c in clients[:2]]
+    assert all(set(u.upload) == set(st.shared) for u in ups)
+    new, _ = method.aggregate(st.shared, ups, st.server_state, 0)
+    w = [u.num_samples for u in ups]
+    for k in new:
+        manual = (w[0] * ups[0].upload[k] + w[1] * ups[1].upload[k]) / sum(w)
+        assert torch.allclose(new[k], manual, atol=1e-6), k
+    g = method.global_model(new, st.server_state)
+    assert g is not None and all(torch.equal(g.state_dict()[k], new[k]) for k in new)
+
+
+def check_personal_layers_stay(cfg, keys_of):
+    """The layers ``keys_of(model)`` names stay in the client's state: never uploaded or shared."""
+    method, clients, st = setup(cfg)
+    personal = keys_of(method.model)
+    assert personal, "the model must have layers of this kind"
+    upd = method.client_update(st.shared, st.client_states[0], clients[0], torch_gen(0, "client", 0, 0), 0)
+    assert not personal & set(upd.upload) and not personal & set(st.shared)
+    assert personal <= set(upd.state)
+    new, _ = method.aggregate(st.shared, [upd], st.server_state, 0)
+    assert set(new) == set(st.shared)
+
+
+def check_batchnorm_buffers(cfg):
+    """Buffers (BN running statistics, the integer step counter) are averaged like FedAvg's."""
+    method, clients, st = setup(cfg)
+    ups = [update(method, st, c) for c in clients]
+    new, _ = method.aggregate(st.shared, ups, st.server_state, 0)
+    buffers = [k for k, _ in method.model.named_buffers()]
+    assert buffers and all(k in new and new[k].dtype == st.shared[k].dtype for k in buffers)
+    assert method.evaluate(new, ups[0].state, clients[0], None).total == clients[0].num_test
+
+
+def check_resume_matches(cfg, tmp_path):
+    """A run stopped after round 2 and resumed gives the uninterrupted run's metrics, bit for bit."""
+    full = fedrepro.run(cfg.replace(runs_dir=str(tmp_path / "full")))
+    cut = cfg.replace(runs_dir=str(tmp_path / "cut"))
+    interrupt_at(cut, 2)
+    resumed = fedrepro.run(cut)
+    assert full.clients["acc"].tolist() == resumed.clients["acc"].tolist()
+    assert full.rounds["train_loss"].tolist() == resumed.rounds["train_loss"].tolist()
+
+
+def claim_table(local, fedavg, alpha):
+    """A run_grid-like table of Local and FedAvg at one α, one row per (method, seed); the i-th
+    entries of ``local`` and ``fedavg`` are seed i's best and final accuracy."""
+    rows = []
+    for seed, (loc, f) in enumerate(zip(local, fedavg)):
+        rows += [{"method.name": "local", "data.partition_args.alpha": alpha, "seed": seed, "best": loc, "final": loc},
+                 {"method.name": "fedavg", "data.partition_args.alpha": alpha, "seed": seed, "best": f, "final": f}]
+    return pd.DataFrame(rows)
+
+
+def domain_data(n_dom: int = 3, per: int = 400, c: int = 5):
+    """Labels and domain ids (train, test) of ``n_dom`` shuffled domains with ``c`` classes."""
+    g = np.random.default_rng(7)
+    d_tr, d_te = np.repeat(np.arange(n_dom), per), np.repeat(np.arange(n_dom), per // 4)
+    g.shuffle(d_tr)
+    g.shuffle(d_te)
+    return g.integers(0, c, d_tr.size), g.integers(0, c, d_te.size), d_tr, d_te
+
+
+def poison_fedavg(monkeypatch, rnd: int = 1):
+    """Make FedAvg's aggregation after round ``rnd`` (0-based) put NaN in one shared tensor, so the
+    run diverges in round ``rnd + 1``; the method, not torch, is patched. Returns a function that
+    puts the real aggregation back."""
+    from fedrepro.methods.fedavg import FedAvg
+
+    aggregate = FedAvg.aggregate
+
+    def poisoned(self, shared, updates, server_state, r):
+        shared, server_state = aggregate(self, shared, updates, server_state, r)
+        if r == rnd:
+            k = next(k for k, v in shared.items() if v.is_floating_point())
+            shared = {**shared, k: shared[k] * float("nan")}
+        return shared, server_state
+
+    monkeypatch.setattr(FedAvg, "aggregate", poisoned)
+    return lambda: monkeypatch.setattr(FedAvg, "aggregate", aggregate)

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from support import poison_fedavg
 
 import fedrepro
 from fedrepro.cli import EXIT_DIVERGED, main
@@ -134,24 +135,13 @@ def test_yaml_file_errors_name_the_file_through_the_api(inputs):
 
 
 def test_a_diverged_run_exits_non_zero_and_keeps_its_rounds(tmp_path, capsys, monkeypatch):
-    from fedrepro.methods.fedavg import FedAvg
-
-    aggregate = FedAvg.aggregate
-
-    def poisoned(self, shared, updates, server_state, rnd):  # the method, not torch, is patched
-        shared, server_state = aggregate(self, shared, updates, server_state, rnd)
-        if rnd == 1:
-            k = next(k for k, v in shared.items() if v.is_floating_point())
-            shared = {**shared, k: shared[k] * float("nan")}
-        return shared, server_state
-
-    monkeypatch.setattr(FedAvg, "aggregate", poisoned)
+    restore = poison_fedavg(monkeypatch)
     args = _base(tmp_path / "runs")[:-6] + ["--set", "train.rounds=3", "--set", f"runs_dir={tmp_path / 'runs'}",
                                             "--set", "progress=false"]
     assert main(args) == EXIT_DIVERGED
     err = capsys.readouterr().err
     assert "diverged at round 2" in err and "Traceback" not in err
-    monkeypatch.setattr(FedAvg, "aggregate", aggregate)
+    restore()
     assert main(args) == EXIT_DIVERGED  # the stored diverged run is reused, and still reported
     (path,) = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")]
     res = fedrepro.RunResult(path)

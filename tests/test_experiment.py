@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from support import poison_fedavg
 
 import fedrepro
 from fedrepro.data import list_datasets
@@ -91,23 +92,12 @@ def test_pivot_mean_std_marks_single_seed_cells():
 
 
 def test_a_diverged_run_is_stored_as_a_result_and_reused(tiny, monkeypatch):
-    from fedrepro.methods.fedavg import FedAvg
-
-    aggregate = FedAvg.aggregate
-
-    def poisoned(self, shared, updates, server_state, rnd):
-        shared, server_state = aggregate(self, shared, updates, server_state, rnd)
-        if rnd == 1:
-            k = next(k for k, v in shared.items() if v.is_floating_point())
-            shared = {**shared, k: shared[k] * float("nan")}
-        return shared, server_state
-
-    monkeypatch.setattr(FedAvg, "aggregate", poisoned)
+    restore = poison_fedavg(monkeypatch)
     cfg = tiny(**{"method.name": "fedavg", "train.rounds": 3})
     s = fedrepro.run(cfg).summary
     assert s["diverged_round"] == 2 and "NaN/inf" in s["diverged"]
     assert pd.isna(s["final_acc_mean"]) and s["rounds"] == 1  # NaN is stored as null and 0 <= s["best_acc_mean"] <= 1
-    monkeypatch.setattr(FedAvg, "aggregate", aggregate)  # a re-run loads the stored result, no retraining
+    restore()  # a re-run loads the stored result, no retraining
     assert fedrepro.run(cfg).summary["diverged_round"] == 2
     table = fedrepro.run_grid(cfg, seeds=[cfg.seed], progress=False)
     assert table["diverged_round"].item() == 2 and pd.isna(table["final"].item())

@@ -1,6 +1,7 @@
 """The claim machinery: compare, select, and saved claims collected (unchecked ones NOT RUN)."""
 import pandas as pd
 import pytest
+from support import claim_table
 
 import fedrepro.claims  # noqa: F401  (registers every paper's claims)
 from fedrepro.claims import MissingResults, compare, evaluate_claims, select
@@ -8,16 +9,8 @@ from fedrepro.claims import MissingResults, compare, evaluate_claims, select
 A = "data.partition_args.alpha"
 
 
-def table(local, fedavg, alpha):
-    rows = []
-    for seed, (loc, f) in enumerate(zip(local, fedavg)):
-        rows += [{"method.name": "local", A: alpha, "seed": seed, "best": loc, "final": loc},
-                 {"method.name": "fedavg", A: alpha, "seed": seed, "best": f, "final": f}]
-    return pd.DataFrame(rows)
-
-
 def test_compare_passes_and_fails_on_the_numbers():
-    t = table([0.9, 0.8], [0.5, 0.6], 0.1)
+    t = claim_table([0.9, 0.8], [0.5, 0.6], 0.1)
     ok, ev = compare(t, {"method.name": "local"}, {"method.name": "fedavg"}, margin=0.05)
     assert ok and "gap +30.00" in ev and "2/2" in ev
     ok, _ = compare(t, {"method.name": "local"}, {"method.name": "fedavg"}, margin=0.35)
@@ -26,14 +19,14 @@ def test_compare_passes_and_fails_on_the_numbers():
 
 def test_select_raises_on_missing_rows():
     with pytest.raises(MissingResults):
-        select(table([0.9], [0.6], 0.1), {"method.name": "fedprox"}, "best")
+        select(claim_table([0.9], [0.6], 0.1), {"method.name": "fedprox"}, "best")
 
 
 def test_saved_claims_are_collected_and_unchecked_ones_are_not_run(tmp_path, monkeypatch):
     import fedrepro.claims.core as claims_mod
 
     monkeypatch.setattr(claims_mod, "claims_dir", lambda profile: tmp_path)
-    t = pd.concat([table([0.9, 0.9], [0.6, 0.6], 0.1)])
+    t = pd.concat([claim_table([0.9, 0.9], [0.6, 0.6], 0.1)])
     out = evaluate_claims(t, paper="tour")
     claims_mod.save_claims(out, "00_tour", "smoke")
     collected = claims_mod.collect_claims("smoke").set_index("claim_id")

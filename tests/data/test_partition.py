@@ -13,6 +13,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from support import domain_data  # noqa: E402
 
 from fedrepro.data.partition import (  # noqa: E402
     PARTITIONERS,
@@ -300,14 +301,6 @@ def test_dirichlet_balance_variant():
 # ------------------------------------------------------------------------------------------
 # Domains
 # ------------------------------------------------------------------------------------------
-def domain_data(n_dom: int = 3, per: int = 400, c: int = 5):
-    g = np.random.default_rng(7)
-    d_tr, d_te = np.repeat(np.arange(n_dom), per), np.repeat(np.arange(n_dom), per // 4)
-    g.shuffle(d_tr)
-    g.shuffle(d_te)
-    return g.integers(0, c, d_tr.size), g.integers(0, c, d_te.size), d_tr, d_te
-
-
 def test_domain_one_client_per_domain():
     y_tr, y_te, d_tr, d_te = domain_data()
     p = make_partition("domain", y_tr, y_te, 3, rng(0), train_domains=d_tr, test_domains=d_te)

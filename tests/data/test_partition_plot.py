@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+from support import domain_data  # noqa: E402
 
 from fedrepro.data.partition import (  # noqa: E402
     make_partition,
@@ -26,14 +27,6 @@ def rng(seed: int = 0) -> np.random.Generator:
 
 def labels(n: int, c: int, seed: int) -> np.ndarray:
     return np.random.default_rng(10_000 + seed).integers(0, c, n)
-
-
-def domain_data(n_dom: int = 3, per: int = 400, c: int = 5):
-    g = np.random.default_rng(7)
-    d_tr, d_te = np.repeat(np.arange(n_dom), per), np.repeat(np.arange(n_dom), per // 4)
-    g.shuffle(d_tr)
-    g.shuffle(d_te)
-    return g.integers(0, c, d_tr.size), g.integers(0, c, d_te.size), d_tr, d_te
 
 
 def test_stats_one_row_per_client():

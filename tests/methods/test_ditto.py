@@ -1,17 +1,11 @@
 """Ditto (Li et al., ICML 2021): the personal step (CE plus the proximal pull), the global step
 (FedAvg's), what it scores, and its global model."""
 import torch
-from support import PLAIN_STEP, setup, update
+from support import PLAIN_STEP, perturbed, setup, update
 
 import fedrepro
 from fedrepro.fl.local import evaluate_model
 from fedrepro.methods.ditto import PERSONAL
-
-
-def perturbed(sd, scale=0.1, seed=3):
-    g = torch.Generator().manual_seed(seed)
-    return {k: (v + scale * torch.randn(v.shape, generator=g)) if v.is_floating_point() else v.clone()
-            for k, v in sd.items()}
 
 
 def test_ditto_global_model_learns(tiny):
@@ -27,7 +21,7 @@ def test_ditto_personal_step_is_ce_plus_proximal_pull_and_global_step_is_fedavg(
     for name, lam_ in (("ditto", lam), ("free", 0.0)):
         method, clients, st = setup(tiny(**PLAIN_STEP, **{"train.lr": lr, "method.name": "ditto",
                                                           "method.args.lam": lam_}))
-        v = perturbed(st.shared)  # a personal model away from the global one
+        v = perturbed(st.shared, 0.1, 3)  # a personal model away from the global one
         res[name] = update(method, st, clients[0], state={PERSONAL + k: t for k, t in v.items()})
     w = st.shared
     for k in w:

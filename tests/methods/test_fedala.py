@@ -6,17 +6,11 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
-from support import BN_CNN, interrupt_at, setup, update
+from support import BN_CNN, check_resume_matches, perturbed, setup, update
 
 import fedrepro
 from fedrepro.fl.local import evaluate_model
 from fedrepro.methods.fedala import top_parameters
-
-
-def noisy(sd, scale, seed):
-    g = torch.Generator().manual_seed(seed)
-    return {k: (v + scale * torch.randn(v.shape, generator=g)) if v.is_floating_point() else v.clone()
-            for k, v in sd.items()}
 
 
 def test_fedala_global_model_learns(tiny):
@@ -42,7 +36,7 @@ def test_fedala_weight_step_is_the_clipped_gradient_step(tiny):
                                         "method.args": {"rand_percent": 100, "eta": eta}}))
     c = clients[0]
     init = st.client_states[0]["model"]
-    local, glob = noisy(init, 0.3, 1), noisy(init, 0.3, 2)
+    local, glob = perturbed(init, 0.3, 1), perturbed(init, 0.3, 2)
     ones = {k: torch.ones_like(local[k]) for k in method.top}
     new, w, losses = method.adaptive_local_aggregation(local, glob, ones, c, torch.Generator().manual_seed(0),
                                                        until_converged=False)
@@ -104,9 +98,4 @@ def test_resume_with_partial_participation_matches_uninterrupted(tiny, tmp_path,
     """FedFomo's model store, affinity and validation masks, FedALA's W and flags go through the
     checkpoint; half the clients train per round, so some start late."""
     cfg = tiny(**BN_CNN, **{"method.name": name, "train.rounds": 3, "train.participation": 0.5})
-    full = fedrepro.run(cfg.replace(runs_dir=str(tmp_path / "full")))
-    cut = cfg.replace(runs_dir=str(tmp_path / "cut"))
-    interrupt_at(cut, 2)
-    resumed = fedrepro.run(cut)
-    assert full.clients["acc"].tolist() == resumed.clients["acc"].tolist()
-    assert full.rounds["train_loss"].tolist() == resumed.rounds["train_loss"].tolist()
+    check_resume_matches(cfg, tmp_path)

@@ -2,9 +2,8 @@
 alpha schedule, and its server state through a checkpoint."""
 import pytest
 import torch
-from support import BN_CNN, PLAIN_STEP, interrupt_at, setup, update
+from support import BN_CNN, PLAIN_STEP, check_resume_matches, setup, update
 
-import fedrepro
 from fedrepro.methods import METHODS
 from fedrepro.methods.fedamp import attention_weights
 
@@ -91,11 +90,4 @@ def test_fedamp_alpha_decays_on_schedule():
 def test_resume_with_partial_participation_matches_uninterrupted(tiny, tmp_path, name):
     """FedAMP's server state (every client's latest model, keyed by id) and pFedSD's per-client
     teachers go through the checkpoint; half the clients train per round, so some start late."""
-    cfg = tiny(**{"method.name": name, "train.rounds": 3, "train.participation": 0.5})
-    full = fedrepro.run(cfg.replace(runs_dir=str(tmp_path / "full")))
-
-    cut = cfg.replace(runs_dir=str(tmp_path / "cut"))
-    interrupt_at(cut, 2)
-    resumed = fedrepro.run(cut)
-    assert full.clients["acc"].tolist() == resumed.clients["acc"].tolist()
-    assert full.rounds["train_loss"].tolist() == resumed.rounds["train_loss"].tolist()
+    check_resume_matches(tiny(**{"method.name": name, "train.rounds": 3, "train.participation": 0.5}), tmp_path)

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from support import BN_CNN, PLAIN_STEP, fedavg_step, full_batch, setup, update
+from support import BN_CNN, PLAIN_STEP, check_batchnorm_buffers, fedavg_step, full_batch, setup, update
 
 import fedrepro
 from fedrepro.methods import METHODS
@@ -16,12 +16,7 @@ from fedrepro.methods.fedasam import sam_perturbation
 @pytest.mark.parametrize("name", ["fedasam"])
 def test_runs_with_batchnorm_buffers(tiny, name):
     """Buffers (BN running statistics, the integer step counter) are averaged like FedAvg's."""
-    method, clients, st = setup(tiny(**BN_CNN, **{"method.name": name}))
-    ups = [update(method, st, c) for c in clients]
-    new, _ = method.aggregate(st.shared, ups, st.server_state, 0)
-    buffers = [k for k, _ in method.model.named_buffers()]
-    assert buffers and all(k in new and new[k].dtype == st.shared[k].dtype for k in buffers)
-    assert method.evaluate(new, ups[0].state, clients[0], None).total == clients[0].num_test
+    check_batchnorm_buffers(tiny(**BN_CNN, **{"method.name": name}))
 
 
 def _params_with_grads():

@@ -2,7 +2,7 @@
 server's drift-corrected average and its update of c, and a global model that learns."""
 import pytest
 import torch
-from support import BN_CNN, PLAIN_STEP, fedavg_step, model_part, setup, update
+from support import BN_CNN, PLAIN_STEP, check_batchnorm_buffers, fedavg_step, model_part, setup, update
 
 import fedrepro
 from fedrepro.methods.feddc import DC, C, H, effective_steps
@@ -11,12 +11,7 @@ from fedrepro.methods.feddc import DC, C, H, effective_steps
 @pytest.mark.parametrize("name", ["feddc"])
 def test_runs_with_batchnorm_buffers(tiny, name):
     """Buffers (BN running statistics, the integer step counter) are averaged like FedAvg's."""
-    method, clients, st = setup(tiny(**BN_CNN, **{"method.name": name}))
-    ups = [update(method, st, c) for c in clients]
-    new, _ = method.aggregate(st.shared, ups, st.server_state, 0)
-    buffers = [k for k, _ in method.model.named_buffers()]
-    assert buffers and all(k in new and new[k].dtype == st.shared[k].dtype for k in buffers)
-    assert method.evaluate(new, ups[0].state, clients[0], None).total == clients[0].num_test
+    check_batchnorm_buffers(tiny(**BN_CNN, **{"method.name": name}))
 
 
 def _random_like(tensors, scale, seed):

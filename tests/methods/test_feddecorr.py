@@ -2,7 +2,7 @@
 body only), and the FedAvg server."""
 import pytest
 import torch
-from support import PLAIN_STEP, first_batch, setup, update
+from support import PLAIN_STEP, check_fedavg_server, first_batch, setup, update
 
 import fedrepro
 from fedrepro.methods.feddecorr import decorrelation_loss
@@ -10,16 +10,7 @@ from fedrepro.methods.feddecorr import decorrelation_loss
 
 @pytest.mark.parametrize("name", ["feddecorr"])
 def test_only_the_model_is_uploaded_and_the_global_model_is_the_average(tiny, name):
-    method, clients, st = setup(tiny(**{"method.name": name}))
-    ups = [update(method, st, c) for c in clients[:2]]
-    assert all(set(u.upload) == set(st.shared) for u in ups)
-    new, _ = method.aggregate(st.shared, ups, st.server_state, 0)
-    w = [u.num_samples for u in ups]
-    for k in new:
-        manual = (w[0] * ups[0].upload[k] + w[1] * ups[1].upload[k]) / sum(w)
-        assert torch.allclose(new[k], manual, atol=1e-6), k
-    g = method.global_model(new, st.server_state)
-    assert g is not None and all(torch.equal(g.state_dict()[k], new[k]) for k in new)
+    check_fedavg_server(tiny(**{"method.name": name}))
 
 
 def test_decorrelation_loss_by_hand():

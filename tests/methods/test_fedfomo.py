@@ -6,18 +6,11 @@ import dataclasses
 import pytest
 import torch
 import torch.nn.functional as F
-from support import BN_CNN, interrupt_at, setup, update
+from support import BN_CNN, check_resume_matches, perturbed, setup, update
 
-import fedrepro
 from fedrepro.fl.local import make_sgd, train_epochs
 from fedrepro.methods import METHODS
 from fedrepro.methods.fedfomo import fomo_weights
-
-
-def noisy(sd, scale, seed):
-    g = torch.Generator().manual_seed(seed)
-    return {k: (v + scale * torch.randn(v.shape, generator=g)) if v.is_floating_point() else v.clone()
-            for k, v in sd.items()}
 
 
 def _val_loss(model, sd, x, y):
@@ -40,7 +33,7 @@ def test_fedfomo_weights_and_update_follow_the_first_order_formula(tiny):
         train_epochs(ref, c, opt, epochs, 20, torch.Generator().manual_seed(epochs))
         return {k: v.detach().clone() for k, v in ref.state_dict().items()}
 
-    peers = {1: trained(1), 2: noisy(own, 0.5, 0), 3: trained(4), 5: {k: v.clone() for k, v in own.items()}}
+    peers = {1: trained(1), 2: perturbed(own, 0.5, 0), 3: trained(4), 5: {k: v.clone() for k, v in own.items()}}
     ids = [1, 2, 3, 5]
     shared = {"models": peers, "download": {0: torch.tensor(ids)}}
     upd = update(method, st, c, rnd=1, shared=shared)
@@ -129,9 +122,4 @@ def test_resume_with_partial_participation_matches_uninterrupted(tiny, tmp_path,
     """FedFomo's model store, affinity and validation masks, FedALA's W and flags go through the
     checkpoint; half the clients train per round, so some start late."""
     cfg = tiny(**BN_CNN, **{"method.name": name, "train.rounds": 3, "train.participation": 0.5})
-    full = fedrepro.run(cfg.replace(runs_dir=str(tmp_path / "full")))
-    cut = cfg.replace(runs_dir=str(tmp_path / "cut"))
-    interrupt_at(cut, 2)
-    resumed = fedrepro.run(cut)
-    assert full.clients["acc"].tolist() == resumed.clients["acc"].tolist()
-    assert full.rounds["train_loss"].tolist() == resumed.rounds["train_loss"].tolist()
+    check_resume_matches(cfg, tmp_path)

@@ -3,30 +3,15 @@ gradient, and the FedAvg server."""
 import pytest
 import torch
 import torch.nn.functional as F
-from support import first_batch, setup, update
+from support import check_fedavg_server, first_batch, perturbed, setup, update
 
 import fedrepro
 from fedrepro.methods.fedntd import not_true_logits, ntd_loss
 
 
-def perturbed(sd, scale=0.3, seed=1):
-    g = torch.Generator().manual_seed(seed)
-    return {k: v + scale * torch.randn(v.shape, generator=g) if v.is_floating_point() else v.clone()
-            for k, v in sd.items()}
-
-
 @pytest.mark.parametrize("name", ["fedntd"])
 def test_only_the_model_is_uploaded_and_the_global_model_is_the_average(tiny, name):
-    method, clients, st = setup(tiny(**{"method.name": name}))
-    ups = [update(method, st, c) for c in clients[:2]]
-    assert all(set(u.upload) == set(st.shared) for u in ups)
-    new, _ = method.aggregate(st.shared, ups, st.server_state, 0)
-    w = [u.num_samples for u in ups]
-    for k in new:
-        manual = (w[0] * ups[0].upload[k] + w[1] * ups[1].upload[k]) / sum(w)
-        assert torch.allclose(new[k], manual, atol=1e-6), k
-    g = method.global_model(new, st.server_state)
-    assert g is not None and all(torch.equal(g.state_dict()[k], new[k]) for k in new)
+    check_fedavg_server(tiny(**{"method.name": name}))
 
 
 def test_not_true_logits_drop_the_true_class():
@@ -62,7 +47,7 @@ def test_fedntd_head_gradient_is_ce_plus_not_true_distillation(tiny):
     τ·(q_l − q_g)/N on the not-true classes and 0 on the true class."""
     beta, tau = 0.7, 3.0
     method, clients, st = setup(tiny(**{"method.name": "fedntd", "method.args": {"beta": beta, "tau": tau}}))
-    teacher = method.load_teacher(perturbed(st.shared))
+    teacher = method.load_teacher(perturbed(st.shared, 0.3, 1))
     assert not teacher.training  # default teacher_mode="eval"
     model = method.load(st.shared, {})
     x, y = first_batch(clients[0])

@@ -1,16 +1,10 @@
 """FedPer++ (Yi et al.): the FedPer limit, the feature and parameter regularisers' values and
 gradients, and the prototypes."""
 import torch
-from support import BN_CNN, first_batch, setup, update
+from support import BN_CNN, first_batch, perturbed, setup, update
 
 from fedrepro.methods.fedperpp import PROTO_COUNT, PROTO_MASK, PROTO_SUM, PROTOS
 from fedrepro.models import head_keys
-
-
-def perturbed(sd, scale=0.1, seed=3):
-    g = torch.Generator().manual_seed(seed)
-    return {k: (v + scale * torch.randn(v.shape, generator=g)) if v.is_floating_point() else v.clone()
-            for k, v in sd.items()}
 
 
 def test_fedperpp_without_regulariser_is_fedper_and_with_it_differs(tiny):
@@ -31,7 +25,7 @@ def test_fedperpp_feature_regulariser_value_and_gradient(tiny):
     mu = 0.7
     method, clients, st = setup(tiny(**{"method.name": "fedperpp", "method.args.mu": mu}))
     model = method.load(st.shared, st.client_states[0])
-    model.load_state_dict(perturbed(model.state_dict()))  # a local φ away from φ_g
+    model.load_state_dict(perturbed(model.state_dict(), 0.1, 3))  # a local φ away from φ_g
     method.load_anchor(st.shared)
     x, y = first_batch(clients[0])
     model.zero_grad(set_to_none=True)
@@ -53,7 +47,7 @@ def test_fedperpp_param_regulariser_gradient_is_the_proximal_pull(tiny):
     mu = 0.3
     method, clients, st = setup(tiny(**{"method.name": "fedperpp", "method.args.reg": "param", "method.args.mu": mu}))
     model = method.load(st.shared, st.client_states[0])
-    model.load_state_dict(perturbed(model.state_dict()))
+    model.load_state_dict(perturbed(model.state_dict(), 0.1, 3))
     x, y = first_batch(clients[0])
     model.zero_grad(set_to_none=True)
     method.regularizer(model, x, y, model.features(x), st.shared).backward()

@@ -4,30 +4,15 @@ import math
 
 import pytest
 import torch
-from support import BN_CNN, PLAIN_STEP, first_batch, interrupt_at, setup, update
+from support import BN_CNN, PLAIN_STEP, check_fedavg_server, check_resume_matches, first_batch, perturbed, setup, update
 
 import fedrepro
 from fedrepro.methods.moon import PREV, model_contrastive_loss
 
 
-def perturbed(sd, scale=0.3, seed=1):
-    g = torch.Generator().manual_seed(seed)
-    return {k: v + scale * torch.randn(v.shape, generator=g) if v.is_floating_point() else v.clone()
-            for k, v in sd.items()}
-
-
 @pytest.mark.parametrize("name", ["moon"])
 def test_only_the_model_is_uploaded_and_the_global_model_is_the_average(tiny, name):
-    method, clients, st = setup(tiny(**{"method.name": name}))
-    ups = [update(method, st, c) for c in clients[:2]]
-    assert all(set(u.upload) == set(st.shared) for u in ups)
-    new, _ = method.aggregate(st.shared, ups, st.server_state, 0)
-    w = [u.num_samples for u in ups]
-    for k in new:
-        manual = (w[0] * ups[0].upload[k] + w[1] * ups[1].upload[k]) / sum(w)
-        assert torch.allclose(new[k], manual, atol=1e-6), k
-    g = method.global_model(new, st.server_state)
-    assert g is not None and all(torch.equal(g.state_dict()[k], new[k]) for k in new)
+    check_fedavg_server(tiny(**{"method.name": name}))
 
 
 def test_moon_contrastive_loss_by_hand():
@@ -55,7 +40,7 @@ def test_moon_step_adds_the_contrastive_gradient(tiny):
     for mu_ in (mu, 0.0):
         method, clients, st = setup(tiny(**PLAIN_STEP, **{"train.lr": lr, "method.name": "moon",
                                                           "method.args": {"mu": mu_, "temperature": tau}}))
-        prev_sd = perturbed(st.shared)
+        prev_sd = perturbed(st.shared, 0.3, 1)
         state = {PREV + k: v for k, v in prev_sd.items()}
         ups[mu_] = update(method, st, clients[0], state=state).upload
         methods[mu_] = method
@@ -103,13 +88,8 @@ def test_moon_previous_model_is_the_clients_last_local_model(tiny):
 
 def test_moon_resume_with_partial_participation_matches_uninterrupted(tiny, tmp_path):
     """The per-client previous models go through the checkpoint; some clients start late."""
-    cfg = tiny(**BN_CNN, **{"method.name": "moon", "train.rounds": 3, "train.participation": 0.5})
-    full = fedrepro.run(cfg.replace(runs_dir=str(tmp_path / "full")))
-    cut = cfg.replace(runs_dir=str(tmp_path / "cut"))
-    interrupt_at(cut, 2)
-    resumed = fedrepro.run(cut)
-    assert full.clients["acc"].tolist() == resumed.clients["acc"].tolist()
-    assert full.rounds["train_loss"].tolist() == resumed.rounds["train_loss"].tolist()
+    check_resume_matches(tiny(**BN_CNN, **{"method.name": "moon", "train.rounds": 3, "train.participation": 0.5}),
+                         tmp_path)
 
 
 def test_moon_global_model_learns(tiny):

@@ -3,9 +3,8 @@ distillation gradient, and the teachers through a checkpoint."""
 import pytest
 import torch
 import torch.nn.functional as F
-from support import BN_CNN, interrupt_at, setup, update
+from support import BN_CNN, check_resume_matches, setup, update
 
-import fedrepro
 from fedrepro.fl.local import evaluate_model
 from fedrepro.fl.seeding import torch_gen
 from fedrepro.methods.pfedsd import PERSONAL, self_distillation_loss
@@ -63,11 +62,4 @@ def test_pfedsd_distillation_gradient(tiny):
 def test_resume_with_partial_participation_matches_uninterrupted(tiny, tmp_path, name):
     """FedAMP's server state (every client's latest model, keyed by id) and pFedSD's per-client
     teachers go through the checkpoint; half the clients train per round, so some start late."""
-    cfg = tiny(**{"method.name": name, "train.rounds": 3, "train.participation": 0.5})
-    full = fedrepro.run(cfg.replace(runs_dir=str(tmp_path / "full")))
-
-    cut = cfg.replace(runs_dir=str(tmp_path / "cut"))
-    interrupt_at(cut, 2)
-    resumed = fedrepro.run(cut)
-    assert full.clients["acc"].tolist() == resumed.clients["acc"].tolist()
-    assert full.rounds["train_loss"].tolist() == resumed.rounds["train_loss"].tolist()
+    check_resume_matches(tiny(**{"method.name": name, "train.rounds": 3, "train.participation": 0.5}), tmp_path)
