@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import ConfigError
+from ..fl.aggregate import weighted_average
 from ..fl.client_data import ClientData
 from ..fl.local import evaluate_model, train_epochs
 from ..fl.method import ClientUpdate, EvalResult, Method, State
@@ -327,10 +328,7 @@ class PEPFedPT(Method):
         if not updates:
             return shared, server_state
         w = [1.0] * len(updates) if self.p.fedavg_weighting == "uniform" else [u.num_samples for u in updates]
-        total = sum(w) or 1.0
-        new = dict(shared)
-        for k in THETA:
-            new[k] = sum(wi / total * u.upload[k] for wi, u in zip(w, updates))
+        new = {**shared, **weighted_average([{k: u.upload[k] for k in THETA} for u in updates], w)}
         protos = torch.stack([u.upload["proto"] for u in updates])  # [K, L, C, d]
         present = torch.stack([(u.upload["proto_count"] > 0).float() for u in updates])  # [K, C]
         if not bool(shared["mu_ready"]):
