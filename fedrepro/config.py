@@ -101,6 +101,11 @@ class TrainConfig:
     # (``ModelMethod`` baselines): pFedCSPC's "Local" score of a global method (TNNLS Table II's
     # FedAvg "Local" column equals Table III's FedAvg-FT, FedAvg with local fine-tuning).
     eval_finetune_epochs: int = hp(0, ge=0)
+    # The learning rate of prompt tokens in methods that prompt-tune a frozen backbone (None:
+    # ``lr``, one rate for prompts and head as PEP-FedPT App. A.3.2 trains them). VPT (Jia et al.
+    # 2022) tunes prompts at rates far above the head's; a small backbone whose attention gives one
+    # inserted token little weight needs that too. Methods without prompts ignore it.
+    prompt_lr: float | None = hp(None, gt=0)
 
 
 @dataclass
@@ -115,7 +120,7 @@ class MethodConfig:
 _UNHASHED = ("device", "runs_dir", "progress")
 # Fields added after results were first stored: hashed only when set away from this value, so
 # older run folders keep their keys.
-_HASHED_IF_NOT = {("train", "global_eval"): False, ("train", "eval_finetune_epochs"): 0}
+_HASHED_IF_NOT = {("train", "global_eval"): False, ("train", "eval_finetune_epochs"): 0, ("train", "prompt_lr"): None}
 
 
 @dataclass

@@ -323,7 +323,10 @@ def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mappi
             extra["diverged_round"] = s["diverged_round"]
         rows.append({**label, **point, "seed": int(seed), "best": s["best_acc_mean"], "final": s["final_acc_mean"],
                      "best_weighted": s["best_acc_weighted"], "final_weighted": s["final_acc_weighted"],
-                     "final_std_clients": s["final_acc_std"], "best_round": s["best_round"], **extra,
+                     "final_std_clients": s["final_acc_std"], "best_round": s["best_round"],
+                     # the worst participating client and the held-out clients' mean, at the last round
+                     "final_worst": s.get("final_acc_min", float("nan")),
+                     "final_heldout": s.get("final_heldout_acc_mean", float("nan")), **extra,
                      "time_train_s": s["time_train_s"], "path": str(res.path)})
     return pd.DataFrame(rows)
 

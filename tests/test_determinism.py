@@ -19,10 +19,13 @@ FAST_ARGS = {
     "fedpft_con": {"queue_size": 64, "n_rho": 4, "proj_dim": 8},
     "fedetf": {"pers_cycle_epochs": 1},
 }
-# Methods that need another model than the tiny config's MLP (PEP-FedPT: a prompt-tunable ViT).
-MODEL_ARGS = {
-    "pep_fedpt": {"model.name": "tiny_vit", "model.args": {"dim": 16, "depth": 3, "heads": 2}},
-}
+# Methods that need another model than the tiny config's MLP: PEP-FedPT and its baselines
+# prompt-tune a ViT.
+PROMPT_VIT = {"model.name": "tiny_vit", "model.args": {"dim": 16, "depth": 3, "heads": 2}}
+
+
+def model_args(name):
+    return PROMPT_VIT if getattr(METHODS.get(name), "requires_prompt_vit", False) else {}
 # Fewer images than the tiny config: 34 methods × 2 runs at 2 threads must stay quick.
 SMALL_DATA = {"data.dataset_args.train_per_class": 20, "data.dataset_args.test_per_class": 5,
               "data.partition_args.alpha": 1.0}
@@ -40,7 +43,7 @@ def two_threads():
 
 def _metrics(tmp_path, tiny, name: str, run: int) -> list[list[float]]:
     cfg = tiny(**{"method.name": name, "method.args": FAST_ARGS.get(name, {}), "train.rounds": 2,
-                  **SMALL_DATA, **MODEL_ARGS.get(name, {}), "runs_dir": str(tmp_path / f"{name}-{run}")})
+                  **SMALL_DATA, **model_args(name), "runs_dir": str(tmp_path / f"{name}-{run}")})
     rounds = fedrepro.run(cfg).rounds
     return rounds[[c for c in METRICS if c in rounds]].to_numpy().tolist()
 

@@ -211,7 +211,7 @@ def summarize_run(round_rows: list[dict]) -> dict[str, Any]:
     final = evaluated[-1]
     out: dict[str, Any] = {"rounds": round_rows[-1]["round"], "best_round": best["round"],
                            "selection_rule": "best = max over evaluated rounds of the unweighted mean client accuracy"}
-    for k in ("acc_mean", "acc_weighted", "acc_std", "heldout_acc_mean"):
+    for k in ("acc_mean", "acc_weighted", "acc_std", "acc_min", "heldout_acc_mean"):
         out[f"best_{k}"] = best[k]
         out[f"final_{k}"] = final[k]
     if "n_clients_no_test" in final:  # the partition is fixed, so the count is the same every round

@@ -1,7 +1,8 @@
 """Federated methods. Importing this package registers every method in :data:`METHODS`.
 
 Every module of this package except the shared ones (``base``, ``registry``; ``pft``, what the
-FedPFT methods share; ``contrastive``, MoCo's pieces) holds one method and registers it with
+FedPFT methods share; ``contrastive``, MoCo's pieces; ``prompted``, the frozen-ViT prompt tuning
+PEP-FedPT's baselines share) holds one method and registers it with
 :func:`register_method` on import; the loop below imports them all, so adding a method is adding
 its file.
 """
@@ -10,7 +11,7 @@ import pkgutil
 
 from .registry import METHODS, list_methods, register_method
 
-_SHARED = {"base", "registry", "pft", "contrastive"}
+_SHARED = {"base", "registry", "pft", "contrastive", "prompted"}
 for _mod in sorted(m.name for m in pkgutil.iter_modules(__path__)):
     if _mod not in _SHARED and not _mod.startswith("_"):
         importlib.import_module(f"{__name__}.{_mod}")

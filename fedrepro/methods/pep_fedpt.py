@@ -45,6 +45,7 @@ from ..fl.method import ClientUpdate, EvalResult, Method, State
 from ..fl.seeding import derive_seed
 from ..models.backbones import FrozenBackbone, insert_prompts, replace_prompts
 from ..params import hp
+from .prompted import block_list, class_prior, prompt_sgd
 from .registry import register_method
 
 POSITIONS = ("first", "middle", "late")
@@ -56,12 +57,6 @@ THETA = ("P_S", "P_C", "head.weight", "head.bias")
 COS_EPS = 1e-8
 
 
-def _block_list(v) -> bool:
-    return v is None or (isinstance(v, (list, tuple)) and len(v) > 0
-                         and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in v)
-                         and len(set(v)) == len(v))
-
-
 @dataclass
 class PEPFedPTParams:
     """PEP-FedPT (arXiv §4, Alg. 1, App. A.3.2)."""
@@ -69,7 +64,7 @@ class PEPFedPTParams:
     n_shared: int = hp(1, ge=0)  # n_S = 1 in every experiment but Tiny-ImageNet Dir(0.3) (App. A.3.2)
     # CCMP blocks, 0-indexed; None: ``ccmp_count`` blocks at ``ccmp_position``. Paper layers 5,6,7
     # (1-indexed TL_5..TL_7) are blocks 4,5,6 of ViT-B/16, SGPT's layers too.
-    ccmp_blocks: tuple | None = hp(None, check=_block_list,
+    ccmp_blocks: tuple | None = hp(None, check=block_list,
                                    valid="null or a non-empty list of distinct block indices >= 0")
     ccmp_position: str = hp("middle", choices=POSITIONS)  # Table 12: the middle is the paper's best
     ccmp_count: int = hp(3, ge=1)  # three CCMP layers, "for a fair comparison with SGPT" (App. A.3.2)
@@ -120,13 +115,6 @@ def sample_laplace(shape, scale: Tensor, gen: torch.Generator) -> Tensor:
         scale.device if isinstance(scale, Tensor) else "cpu") * scale
 
 
-def class_prior(labels: Tensor, num_classes: int) -> Tensor:
-    """δ_k^c = n_{k,c} / N_k (PEP-FedPT (arXiv) Eq. 14); uniform for a client without labels, which
-    has no label set to encode."""
-    counts = torch.bincount(labels.cpu(), minlength=num_classes).float()
-    return counts / counts.sum() if counts.sum() > 0 else torch.full((num_classes,), 1.0 / num_classes)
-
-
 def soft_weights(feat: Tensor, mu: Tensor, log_prior: Tensor | None, tau: float) -> Tensor:
     """s = softmax(cos(cls, μ)/τ + log δ) (PEP-FedPT (arXiv) Eqs. 13-15): exp(cos/τ)·δ, renormalised; log 0 = −∞, so
     classes absent at the client get exactly zero weight. A zero prototype (a class nobody has
@@ -172,31 +160,45 @@ class PEPNet(nn.Module):
     def forward(self, x: Tensor, record: list[Tensor] | None = None, bare: bool = False) -> Tensor:
         """Logits; ``record`` receives the similarity feature at each CCMP block (Eq. 10's cls).
         ``bare``: w_pre alone, no prompts (the warm start's "WarmStartUp(w_pre, S_0)")."""
+        return self.head(self.backbone.pool(self._tokens(x, record, bare)))
+
+    def cls_per_block(self, x: Tensor) -> Tensor:
+        """[B, depth + 1, d]: the cls token each block receives (after CCMP), then the final-norm cls."""
+        seen: list[Tensor] = []
+        out = self._tokens(x, spy=lambda i, t: seen.append(t[:, 0]))
+        return torch.stack(seen + [self.backbone.pool(out)], dim=1)
+
+    def _tokens(self, x: Tensor, record: list[Tensor] | None = None, bare: bool = False, spy=None) -> Tensor:
         at = {b: j for j, b in enumerate(self.blocks)}
         filled = [False]
 
         def hook(i: int, tokens: Tensor) -> Tensor | None:
-            if i not in at:
-                return None
-            j = at[i]
-            feat = self._feature(i, tokens[:, 0])
-            if record is not None:
-                record.append(feat.detach())
-            if bare:
-                return None
-            s = soft_weights(feat, self.mu[j], self.log_prior if self.p.use_prior else None, self.p.tau)
-            if self.p.detach_scores:
-                s = s.detach()
-            bank = self.P_C[j if self.P_C.shape[0] > 1 else 0]
-            m = (s @ bank).unsqueeze(1)  # PEP-FedPT (arXiv) Eq. 25: a convex mix, so one token whatever |C|
-            if self.p.ccmp_mode == "replace" and filled[0]:
-                return replace_prompts(tokens, m)
-            filled[0] = True
-            return insert_prompts(tokens, m)  # right after cls: [cls, m, P_S, E] (Eq. 7)
+            out = self._ccmp(i, tokens, at, filled, record, bare)
+            if spy is not None:
+                spy(i, tokens if out is None else out)
+            return out
 
         prompts = None if bare or self.P_S.shape[0] == 0 else self.P_S
-        out = self.backbone.forward_tokens(self.backbone.embed(x), prompts, hook)
-        return self.head(self.backbone.pool(out))
+        return self.backbone.forward_tokens(self.backbone.embed(x), prompts, hook)
+
+    def _ccmp(self, i: int, tokens: Tensor, at: dict, filled: list, record, bare: bool) -> Tensor | None:
+        if i not in at:
+            return None
+        j = at[i]
+        feat = self._feature(i, tokens[:, 0])
+        if record is not None:
+            record.append(feat.detach())
+        if bare:
+            return None
+        s = soft_weights(feat, self.mu[j], self.log_prior if self.p.use_prior else None, self.p.tau)
+        if self.p.detach_scores:
+            s = s.detach()
+        bank = self.P_C[j if self.P_C.shape[0] > 1 else 0]
+        m = (s @ bank).unsqueeze(1)  # PEP-FedPT (arXiv) Eq. 25: a convex mix, so one token whatever |C|
+        if self.p.ccmp_mode == "replace" and filled[0]:
+            return replace_prompts(tokens, m)
+        filled[0] = True
+        return insert_prompts(tokens, m)  # right after cls: [cls, m, P_S, E] (Eq. 7)
 
 
 def ccmp_blocks(p: PEPFedPTParams, depth: int) -> list[int]:
@@ -218,6 +220,7 @@ class PEPFedPT(Method):
 
     Params = PEPFedPTParams
     p: PEPFedPTParams
+    requires_prompt_vit = True
 
     def __init__(self, ctx, params):
         super().__init__(ctx, params)
@@ -307,9 +310,7 @@ class PEPFedPT(Method):
         params = [net.P_S, net.P_C, *net.head.parameters()]
         for q in params:
             q.requires_grad_(True)
-        lr = t.lr * self.p.lr_decay ** rnd
-        opt = torch.optim.SGD([q for q in params if q.numel()], lr=lr, momentum=t.momentum,
-                              weight_decay=t.weight_decay)
+        opt = prompt_sgd(t, params, self.p.lr_decay ** rnd, heads=list(net.head.parameters()))
         clip = None
         if self.p.grad_clip is not None:
             def clip():

@@ -1,9 +1,8 @@
 """One package per paper: its setups and variants, table definitions, baselines, reference numbers
 and claims.
 
-``fedrepro.papers.fedpft`` and ``fedrepro.papers.pfedcspc`` hold everything a paper's notebooks
-need; ``fedrepro.papers.pep_fedpt`` so far holds PEP-FedPT's setups and quoted tables;
-``fedrepro.papers.tour`` holds the tour notebook's claims. Methods live in
+``fedrepro.papers.fedpft``, ``fedrepro.papers.pfedcspc`` and ``fedrepro.papers.pep_fedpt`` hold
+everything a paper's notebooks need; ``fedrepro.papers.tour`` holds the tour notebook's claims. Methods live in
 :mod:`fedrepro.methods` and analyses any method can use in :mod:`fedrepro.analysis`.
 
 A paper package exposes:

@@ -28,16 +28,24 @@ LEARNING_OVERRIDES = {
     "fedavg_linear": {"train.rounds": 8},
     # ASAM's ρ = 0.7 (FedASAM's CIFAR setting) perturbs a 4-channel BN-CNN hard: it learns, slower.
     "fedasam": {"train.rounds": 8},
-    # PEP-FedPT prompt-tunes a frozen ViT: the glyph-pretrained stand-in (a random frozen ViT's cls
-    # carries nothing to tune towards); prompts and head alone learn slower, so more rounds.
-    "pep_fedpt": {"model.name": "tiny_vit", "model.args": {"weights": "glyphs"}, "train.rounds": 8},
 }
+# Methods that prompt-tune a frozen ViT (PEP-FedPT and its baselines) run on the glyph-pretrained
+# stand-in (a random frozen ViT's cls carries nothing to tune towards) at its own 28×28 input (at
+# 8×8 it sees four patches); prompts and head alone learn slower, so more rounds.
+PROMPT_VIT = {"model.name": "tiny_vit", "model.args": {"weights": "glyphs"}, "train.rounds": 8,
+              "data.dataset_args.image_size": 28}
+
+
+def learning_overrides(name):
+    if getattr(METHODS.get(name), "requires_prompt_vit", False):
+        return PROMPT_VIT
+    return LEARNING_OVERRIDES.get(name, {})
 
 
 @pytest.mark.parametrize("name", METHODS.names())
 def test_every_method_beats_chance_on_synthetic(tiny, name):
     # 4 balanced classes: chance is 25%.
-    overrides = {"train.rounds": 4, "train.local_epochs": 2, **LEARNING_OVERRIDES.get(name, {})}
+    overrides = {"train.rounds": 4, "train.local_epochs": 2, **learning_overrides(name)}
     res = fedrepro.run(tiny(**{**BN_CNN, "method.name": name, **overrides}))
     assert res.summary["final_acc_mean"] > 0.5, res.summary
 
@@ -55,6 +63,15 @@ BAD_ARGS = [
     ("fedasam", {"rho": -0.1}, "rho"), ("fedasam", {"eta": -1}, "eta"), ("fedasam", {"adaptive": "yes"}, "adaptive"),
     ("fedasam", {"scale": "biases"}, "scale"),
     ("fedavg_linear", {"linear_init": "zeros"}, "linear_init"),
+    ("fedpr", {"null_fraction": 1.5}, "null_fraction"), ("fedpr", {"kept_energy": 0}, "kept_energy"),
+    ("fedpr", {"null_scope": "model"}, "null_scope"), ("fedpr", {"blocks": [0, 1]}, "blocks"),
+    ("sgpt", {"n_groups": 0}, "n_groups"), ("sgpt", {"group_blocks": [1, 99]}, "group_blocks"),
+    ("sgpt", {"query": "last"}, "query"), ("sgpt", {"key_momentum": 1.5}, "key_momentum"),
+    ("fedvpt", {"n_prompts": 0}, "n_prompts"), ("fedvpt", {"prior_logits": "add"}, "prior_logits"),
+    ("fedvpt", {"grad_clip": 0}, "grad_clip"), ("fedvpt", {"lr_decay": 1.5}, "lr_decay"),
+    ("fedvpt", {"fedavg_weighting": "clients"}, "fedavg_weighting"),
+    ("fedvpt_d", {"blocks": [0, 1]}, "blocks"), ("fedvpt_d", {"blocks": [1, 99]}, "blocks"),
+    ("head_tuning", {"grad_clip": -1}, "grad_clip"), ("p_pt", {"n_prompts": -1}, "n_prompts"),
     ("fedcac", {"beta": 0}, "beta"), ("fedcac", {"tau": 1.5}, "tau"), ("fedcac", {"buffers": "x"}, "buffers"),
     ("feddc", {"alpha": -0.01}, "alpha"), ("feddc", {"correction_update": "none"}, "correction_update"),
     ("feddc", {"step_count": "adam"}, "step_count"), ("feddc", {"weighting": "loss"}, "weighting"),
@@ -92,6 +109,8 @@ BAD_ARGS = [
     ("pfedcspc", {"prototypes": "mean"}, "prototypes"), ("pfedcspc", {"kp_weight": 2}, "kp_weight"),
     ("pfedcspc", {"base": "scaffold"}, "base"), ("pfedcspc", {"align_weights": [1, 1]}, "align_weights"),
     ("pfedcspc", {"tau_p": 0}, "tau_p"),
+    ("pfedpg", {"n_base": 0}, "n_base"), ("pfedpg", {"head": "global"}, "head"),
+    ("pfedpg", {"server_lr": 0}, "server_lr"), ("pfedpg", {"eval_prompt": "local"}, "eval_prompt"),
     ("pfedgate", {"sparsity": 1.0}, "sparsity"), ("pfedgate", {"gate_values": "x"}, "gate_values"),
     ("pfedpt", {"prompt_bn": "x"}, "prompt_bn"), ("pfedpt", {"prompt_size": 0}, "prompt_size"),
     ("pfedsd", {"kd_weight": -0.1}, "kd_weight"), ("pfedsd", {"temperature": 0}, "temperature"),
@@ -109,7 +128,8 @@ def test_bad_hyperparameters_name_the_key(tiny, name, args, key):
         METHODS.get(name).parse_params(args)
         # Checks that need the model (FedPFT's heads must divide its feature dimension) run when
         # the method is built.
-        setup(tiny(**{"method.name": name, "method.args": args}))
+        model = {k: v for k, v in learning_overrides(name).items() if k.startswith(("model.", "data."))}
+        setup(tiny(**{"method.name": name, "method.args": args, **model}))
 
 
 def _float_fields(params_cls):

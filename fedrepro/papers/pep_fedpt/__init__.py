@@ -2,14 +2,22 @@
 (Yashwanth, Ghosh, Tripathi, Chakraborty; arXiv), with the Class-Contextualized Mixed Prompt (CCMP)
 on a frozen ViT.
 
-The package so far holds the setups (:mod:`.setup`) and the paper's numbers (:mod:`.reference`).
-Table definitions and claims come once the method and its baselines are registered.
+- :mod:`.setup`: the setups at each profile and their variants (pathological, Dir(0.3), feature
+  shift, held-out clients, Tiny-ImageNet);
+- :mod:`.variants`: the table rows (the paper's methods, its ablation settings, our control);
+- :mod:`.tables`: the runs behind Tables 1-3, 7, 10-12 (Tables 4, 5, 6 and 9 read the same runs);
+- :mod:`.reference`: the paper's numbers, as printed;
+- :mod:`.claims`: its findings, checked on our results;
+- :mod:`.internals`: the soft weights of trained runs (Fig. 8).
+
+The method is :mod:`fedrepro.methods.pep_fedpt`; the baselines are ``head_tuning``, ``fedvpt``,
+``fedvpt_d``, ``fedpr``, ``sgpt``, ``pfedpg`` and ``p_pt`` in :mod:`fedrepro.methods`.
 """
+from . import claims  # noqa: F401  (registers the claims)
 from .setup import VARIANTS, layers
+from .tables import TABLES, label_results
+from .variants import BASELINES, CONTROL, METHODS
 
 TITLE = "PEP-FedPT (Yashwanth et al.): prompt estimation from prototypes for federated prompt tuning of ViTs"
 
-# Table definitions (fedrepro.papers.tables.TableDef) need the method and its baselines; none yet.
-TABLES: dict = {}
-
-__all__ = ["TABLES", "TITLE", "VARIANTS", "layers"]
+__all__ = ["BASELINES", "CONTROL", "METHODS", "TABLES", "TITLE", "VARIANTS", "label_results", "layers"]

@@ -10,10 +10,12 @@ from fedrepro.papers.pep_fedpt.setup import ENV_VIT_B16_WEIGHTS
 PROFILES = ("smoke", "laptop", "paper")
 
 
-def test_registered_with_title_and_no_tables_yet():
+def test_registered_with_title_and_tables():
     assert "pep_fedpt" in PAPERS
     mod = paper("pep_fedpt")
-    assert mod.TITLE.startswith("PEP-FedPT") and mod.TABLES == {}
+    assert mod.TITLE.startswith("PEP-FedPT")
+    assert {"label_pathological", "label_dirichlet", "feature_shift", "heldout", "n_shared", "fedvpt_prompts",
+            "position", "dp"} == set(mod.TABLES)
     assert {"pathological", "dirichlet", "feature_shift", "heldout"} <= set(variants("pep_fedpt"))
 
 
@@ -23,7 +25,10 @@ def test_every_profile_and_variant_resolves(profile, variant):
     cfg = setup("pep_fedpt", profile, variant, method__name="fedavg")
     assert cfg.profile == profile and cfg.method.name == "fedavg"
     assert cfg.model.name == ("vit_b16" if profile == "paper" else "tiny_vit")
-    assert cfg.train.momentum == 0.9 and cfg.train.lr == 0.1  # PEP-FedPT (arXiv) App. A.3.2
+    assert cfg.train.momentum == 0.9  # PEP-FedPT (arXiv) App. A.3.2
+    # One lr of 0.1 for prompts and head at paper (App. A.3.2); the small profiles' own (setup.layers).
+    lrs = (0.1, None) if profile == "paper" else (0.01, 1.0)
+    assert (cfg.train.lr, cfg.train.prompt_lr) == lrs
     if variant == "heldout":
         assert cfg.data.holdout_clients == max(1, cfg.data.num_clients // 10)
     if variant == "dirichlet":

@@ -1,0 +1,121 @@
+"""PEP-FedPT's tables: the runs that fill them and the quoted numbers they sit beside.
+
+Rows are named settings (:mod:`.variants`), labelled in the ``row`` column under the quoted tables'
+row keys. Rows a claim reads run over the claim seeds (3 at laptop and paper); the other rows over
+the table seeds (1 at laptop, marked ¹ in the tables; 3 at paper). Scores are the final round's
+(PEP-FedPT reports the model after the last round), mean and worst client accuracy.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from ..tables import Rows, TableDef
+from .variants import BASELINES, CONTROL, row, rows
+
+ROW = "row"
+# The rows the claims read, over the claim seeds.
+PATH_CLAIM_ROWS = ("fedvpt", "pep_fedpt")
+
+
+def _thin(profile: str, rows: tuple[str, ...], laptop: tuple[str, ...]) -> tuple[str, ...]:
+    """At the laptop profile the rows no claim reads are thinned to fit the 15-minute budget."""
+    return tuple(r for r in rows if r in laptop) if profile == "laptop" else rows
+
+
+def _path_rows(profile: str) -> list[Rows]:
+    others = tuple(b for b in BASELINES if b != "fedvpt")
+    return [Rows(variants=rows(*PATH_CLAIM_ROWS, "pep_fedpt_no_cp")), Rows(variants=rows(*others, CONTROL), seeds="table")]
+
+
+def _dir_rows(profile: str) -> list[Rows]:
+    others = _thin(profile, (*(b for b in BASELINES if b != "fedvpt"), "pep_fedpt_no_cp", CONTROL),
+                   ("fedvpt_d", "pfedpg", "pep_fedpt_no_cp", CONTROL))
+    return [Rows(variants=rows(*PATH_CLAIM_ROWS)), Rows(variants=rows(*others), seeds="table")]
+
+
+def _heldout_rows(profile: str) -> list[Rows]:
+    others = _thin(profile, tuple(b for b in BASELINES if b != "p_pt"), ("fedvpt", "pfedpg"))
+    return [Rows(variants=rows("p_pt", "pep_fedpt")), Rows(variants=rows(*others), seeds="table")]
+
+
+def _feature_rows(profile: str) -> list[Rows]:
+    return [Rows(variants=rows(*_thin(profile, (*BASELINES, "pep_fedpt"), ("fedvpt", "fedvpt_d", "pfedpg", "pep_fedpt"))),
+                 seeds="table")]
+
+
+def _n_shared_rows(profile: str) -> list[Rows]:
+    return [Rows({"method.args.n_shared": [1, 5, 10]}, variants=rows("pep_fedpt"), seeds="table")]
+
+
+
+def _prompts_rows(profile: str) -> list[Rows]:
+    """Table 11: FedVPT with 1 and |C| shallow prompts (|C| = 100 at paper, 10 at laptop and smoke)."""
+    many = 100 if profile == "paper" else 10
+    return [Rows(variants={ONE_PROMPT: row("fedvpt"), MANY_PROMPTS: {**row("fedvpt"), "method.args": {"n_prompts": many}},
+                           "pep_fedpt": row("pep_fedpt")})]
+
+
+ONE_PROMPT, MANY_PROMPTS = "fedvpt (1 prompt)", "fedvpt (|C| prompts)"
+
+
+def _rename_rows(names: dict):
+    """A quoted table whose index is a setting (Tables 11, 12) under our row names."""
+    return lambda ref: ref.rename(index=names).loc[[v for v in names.values() if v in ref.rename(index=names).index]]
+
+
+def _position_rows(profile: str) -> list[Rows]:
+    return [Rows(variants=rows("ccmp first", "ccmp middle")), Rows(variants=rows("ccmp late"), seeds="table")]
+
+
+def _dp_rows(profile: str) -> list[Rows]:
+    return [Rows(variants=rows("pep_fedpt", "pep_fedpt_dp"))]
+
+
+def _path(c: str) -> bool:
+    return c.startswith("C100 Path")
+
+
+def _dir(c: str) -> bool:
+    return c.startswith("C100 Dir")
+
+
+def _table(name, title, rows_fn, setup, reference=None, ref_columns=None, **kw) -> TableDef:
+    return TableDef("pep_fedpt", name, title, rows_fn, index=ROW, setup=setup, variant_col=ROW, metric="final",
+                    reference=reference, reference_columns=ref_columns, **kw)
+
+
+TABLES = {
+    # Table 1 (and Tables 4, 5, 9's rows on the same runs): pathological and Dir(0.3) label skew.
+    "label_pathological": _table("label_pathological", "Label heterogeneity, pathological (Tables 1, 4, 5)",
+                                 _path_rows, "pathological", "T1", _path),
+    "label_dirichlet": _table("label_dirichlet", "Label heterogeneity, Dir(0.3) (Tables 1, 4, 5)",
+                              _dir_rows, "dirichlet", "T1", _dir),
+    # Table 2: feature shift, one domain per client.
+    "feature_shift": _table("feature_shift", "Feature heterogeneity (Table 2)", _feature_rows, "feature_shift",
+                            "T2", lambda c: c.startswith(("DN Mean", "DN Worst"))),
+    # Table 3: 10% of the clients held out, pathological split.
+    "heldout": _table("heldout", "Held-out clients (Table 3)", _heldout_rows, "heldout", "T3",
+                      lambda c: c.startswith("C100")),
+    # Table 10: the number of shared prompts n_S, under Dir(0.3).
+    "n_shared": _table("n_shared", "Shared prompts n_S (Table 10)", _n_shared_rows, "dirichlet", "T10",
+                       columns="method.args.n_shared", label=lambda n: f"n_S={n}",
+                       reference_view=lambda ref: ref.loc[["cifar100"]].rename(index={"cifar100": "pep_fedpt"})),
+    # Table 11: FedVPT with |C| generic prompts, pathological.
+    "fedvpt_prompts": _table("fedvpt_prompts", "FedVPT with |C| prompts (Table 11)", _prompts_rows,
+                             "pathological", "T11", reference_view=_rename_rows({"1": ONE_PROMPT, "100": MANY_PROMPTS})),
+    # Table 12: where CCMP goes, pathological.
+    "position": _table("position", "CCMP position (Table 12)", _position_rows, "pathological", "T12",
+                       reference_view=_rename_rows({"1,2,3": "ccmp first", "5,6,7": "ccmp middle",
+                                                    "8,9,10": "ccmp late"})),
+    # Table 7: Laplace noise on the prototypes, pathological.
+    "dp": _table("dp", "Differential privacy on prototypes (Table 7)", _dp_rows, "pathological", "T7",
+                 _path),
+}
+
+
+def label_results(profile: str, progress: bool = True, **kw) -> pd.DataFrame:
+    """Table 1's two splits in one results table, with a ``split`` column (the label-skew claims
+    compare them)."""
+    parts = [TABLES[f"label_{s}"].run(profile, progress=progress, **kw).assign(split=s)
+             for s in ("pathological", "dirichlet")]
+    return pd.concat(parts, ignore_index=True)

@@ -1,0 +1,92 @@
+"""PEP-FedPT's claims pass and fail on the numbers, paired by seed."""
+import pandas as pd
+import pytest
+
+import fedrepro.claims  # noqa: F401  (registers every paper's claims)
+from fedrepro.claims import evaluate_claims
+from fedrepro.papers.pep_fedpt.tables import MANY_PROMPTS
+
+
+def table(rows, **cols):
+    """rows: (row, seed, final[, split]) tuples."""
+    out = []
+    for r in rows:
+        d = {"row": r[0], "seed": r[1], "final": r[2]}
+        if len(r) > 3:
+            d["split"] = r[3]
+        out.append({**d, **cols})
+    return pd.DataFrame(out)
+
+
+def verdict(results, claim):
+    out = evaluate_claims(results, ids=[f"pep_fedpt.{claim}"])
+    return out["verdict"].iloc[0], out["evidence"].iloc[0]
+
+
+def label(pep, vpt, no_cp, pep_dir, vpt_dir):
+    rows = []
+    for s in range(3):
+        rows += [("pep_fedpt", s, pep[s], "pathological"), ("fedvpt", s, vpt[s], "pathological"),
+                 ("pep_fedpt_no_cp", s, no_cp[s], "pathological"),
+                 ("pep_fedpt", s, pep_dir[s], "dirichlet"), ("fedvpt", s, vpt_dir[s], "dirichlet")]
+    return table(rows)
+
+
+def test_the_label_skew_claims_pass_on_the_papers_pattern():
+    r = label(pep=[0.95, 0.94, 0.96], vpt=[0.83, 0.84, 0.83], no_cp=[0.84, 0.84, 0.85],
+              pep_dir=[0.88, 0.89, 0.88], vpt_dir=[0.85, 0.85, 0.84])
+    for claim in ("ccmp_beats_fedvpt_pathological", "priors_carry_the_gain", "gain_shrinks_under_dirichlet"):
+        v, ev = verdict(r, claim)
+        assert v == "PASS", (claim, ev)
+
+
+def test_a_gap_carried_by_one_seed_fails():
+    r = label(pep=[0.99, 0.80, 0.80], vpt=[0.80, 0.81, 0.80], no_cp=[0.8] * 3, pep_dir=[0.8] * 3, vpt_dir=[0.8] * 3)
+    v, ev = verdict(r, "ccmp_beats_fedvpt_pathological")
+    assert v == "FAIL" and "per seed +19.0, -1.0, +0.0" in ev
+
+
+def test_priors_that_explain_little_fail_and_a_missing_split_is_not_run():
+    r = label(pep=[0.95] * 3, vpt=[0.83] * 3, no_cp=[0.93] * 3, pep_dir=[0.9] * 3, vpt_dir=[0.8] * 3)
+    assert verdict(r, "priors_carry_the_gain")[0] == "FAIL"
+    assert verdict(r, "gain_shrinks_under_dirichlet")[0] == "PASS"  # +12 pathological vs +10 Dir(0.3)
+    assert verdict(r.drop(columns="split"), "ccmp_beats_fedvpt_pathological")[0] == "NOT RUN"
+
+
+def test_heldout_claim_compares_the_two_drops():
+    def held(pep_drop, ppt_drop):
+        rows = []
+        for s in range(3):
+            rows += [{"row": "pep_fedpt", "seed": s, "final": 0.9, "final_heldout": 0.9 - pep_drop},
+                     {"row": "p_pt", "seed": s, "final": 0.8, "final_heldout": 0.8 - ppt_drop}]
+        return pd.DataFrame(rows)
+
+    assert verdict(held(0.02, 0.2), "heldout_keeps_accuracy")[0] == "PASS"
+    assert verdict(held(0.10, 0.2), "heldout_keeps_accuracy")[0] == "FAIL"  # PEP-FedPT drops too much
+    assert verdict(held(0.02, 0.01), "heldout_keeps_accuracy")[0] == "FAIL"  # P-PT does not drop more
+
+
+@pytest.mark.parametrize("many, expected", [(0.85, "PASS"), (0.93, "FAIL")])
+def test_many_prompts_claim(many, expected):
+    r = table([(n, s, v) for s in range(3) for n, v in (("pep_fedpt", 0.95), (MANY_PROMPTS, many))])
+    assert verdict(r, "many_prompts_do_not_close_gap")[0] == expected
+
+
+def test_position_and_dp_claims():
+    r = table([(n, s, v) for s in range(3) for n, v in (("ccmp middle", 0.95), ("ccmp first", 0.90))])
+    assert verdict(r, "middle_beats_first")[0] == "PASS"
+    r = table([(n, s, v) for s in range(3) for n, v in (("pep_fedpt", 0.95), ("pep_fedpt_dp", 0.93))])
+    assert verdict(r, "dp_costs_little")[0] == "PASS"
+    r = table([(n, s, v) for s in range(3) for n, v in (("pep_fedpt", 0.95), ("pep_fedpt_dp", 0.85))])
+    v, ev = verdict(r, "dp_costs_little")
+    assert v == "FAIL" and "+10.00 pts" in ev
+
+
+def test_soft_weight_claim_reads_the_last_ccmp_block():
+    rows = [{"seed": s, "block": b, "true_class": c, "peak_class": c if b == 4 else 0}
+            for s in range(3) for b in (2, 4) for c in range(10)]
+    assert verdict(pd.DataFrame(rows), "soft_weights_peak_on_true_class")[0] == "PASS"
+    rows = [{**r, "peak_class": 9} if r["block"] == 4 and r["true_class"] < 3 and r["seed"] == 0 else r
+            for r in rows]
+    v, ev = verdict(pd.DataFrame(rows), "soft_weights_peak_on_true_class")
+    assert v == "FAIL" and "seed 0: 70%" in ev
