@@ -289,6 +289,11 @@ _SUMMARY_COLUMNS = ("best_acc_mean", "final_acc_mean", "best_acc_weighted", "fin
                     "best_round")
 
 
+def _number(v: Any) -> float:
+    """A summary value as a float: NaN (stored as null) and absent keys read as NaN."""
+    return float("nan") if v is None else float(v)
+
+
 def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]] | None = None,
              seeds: Iterable[int] = (0,), progress: bool = True, workers: int | None = None,
              variants: Mapping[str, Mapping[str, Any]] | None = None, variant_col: str = "variant",
@@ -325,8 +330,8 @@ def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mappi
                      "best_weighted": s["best_acc_weighted"], "final_weighted": s["final_acc_weighted"],
                      "final_std_clients": s["final_acc_std"], "best_round": s["best_round"],
                      # the worst participating client and the held-out clients' mean, at the last round
-                     "final_worst": s.get("final_acc_min", float("nan")),
-                     "final_heldout": s.get("final_heldout_acc_mean", float("nan")), **extra,
+                     "final_worst": _number(s.get("final_acc_min")),
+                     "final_heldout": _number(s.get("final_heldout_acc_mean")), **extra,
                      "time_train_s": s["time_train_s"], "path": str(res.path)})
     return pd.DataFrame(rows)
 

@@ -97,9 +97,15 @@ def _heldout(r):
     if np.isnan(pep).any() or np.isnan(ppt).any():
         raise MissingResults("no held-out scores (run the heldout setup)")
     ok = pep.mean() < HELDOUT_TOL and ppt.mean() > pep.mean() and bool((ppt > pep).all())
+    context = ""
+    try:  # not part of the verdict: how much a global method loses on the same held-out clients
+        _, vpt = _gap(r, {ROW: "fedvpt"}, {ROW: "fedvpt"}, "final", "final_heldout")
+        context = f"; for reference FedVPT (global) drops {100 * vpt.mean():+.2f} pts (per seed {_fmt(vpt)})"
+    except MissingResults:
+        pass
     return ok, (f"participating − held-out: PEP-FedPT {100 * pep.mean():+.2f} pts (per seed {_fmt(pep)}), "
                 f"P-PT {100 * ppt.mean():+.2f} pts (per seed {_fmt(ppt)}); required PEP-FedPT's drop < "
-                f"{100 * HELDOUT_TOL:.0f} pts and P-PT's larger at every seed {list(seeds)}")
+                f"{100 * HELDOUT_TOL:.0f} pts and P-PT's larger at every seed {list(seeds)}{context}")
 
 
 def _many_prompts(r):
