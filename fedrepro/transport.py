@@ -41,8 +41,8 @@ without gradient and differentiates only through the similarities, as FedOTP fix
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from numbers import Integral, Real
-from typing import Callable
 
 import torch
 
