@@ -46,17 +46,19 @@ def savefig(fig, name: str, profile: str) -> Path:
     return path
 
 
-def plot_curves(results: dict[str, Sequence[RunResult]], ax=None, metric: str = "acc_mean", title: str | None = None):
-    """Mean learning curve over seeds (band = ± std across seeds) for each labelled group of runs."""
+def plot_curves(results: dict[str, Sequence[RunResult]], ax=None, metric: str = "acc_mean", title: str | None = None,
+                scale: float = 100.0, ylabel: str = "mean client test accuracy (%)"):
+    """Mean learning curve over seeds (band = ± std across seeds) for each labelled group of runs;
+    values × ``scale`` (100: accuracies in %; 1 for a loss)."""
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 3.5))
     for label, runs in results.items():
         curves = pd.concat([r.rounds.set_index("round")[metric].dropna().rename(i) for i, r in enumerate(runs)], axis=1)
-        m, s = 100 * curves.mean(axis=1), 100 * curves.std(axis=1).fillna(0.0)
+        m, s = scale * curves.mean(axis=1), scale * curves.std(axis=1).fillna(0.0)
         ax.plot(m.index, m.values, label=label)
         ax.fill_between(m.index, (m - s).values, (m + s).values, alpha=0.2)
     ax.set_xlabel("round")
-    ax.set_ylabel("mean client test accuracy (%)")
+    ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title)
     ax.grid(alpha=0.3)

@@ -13,7 +13,8 @@ import os
 ENV_VIT_B16_WEIGHTS = "FEDREPRO_VIT_B16_WEIGHTS"
 VIT_B16_WEIGHTS_UNSET = f"${ENV_VIT_B16_WEIGHTS}-is-unset"
 
-VARIANTS = ("default", "pathological", "dirichlet", "feature_shift", "heldout", "tiny_imagenet")
+VARIANTS = ("default", "pathological", "dirichlet", "feature_shift", "heldout", "heldout_feature_shift",
+            "tiny_imagenet")
 
 
 def vit_b16_weights() -> str:
@@ -66,6 +67,9 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
       images, half of which the stand-in was pretrained on.
     - ``heldout``: Table 3, 10% of the clients never train (``data.holdout_clients``), pathological
       split (paper: 90 train / 10 held out; laptop: 16 train / 4 held out, 5 sampled per round).
+    - ``heldout_feature_shift``: Table 13's DomainNet columns, ``feature_shift`` with one client per
+      domain held out (``holdout_by_domain``; paper: 54 train, 6 held out, 6 sampled per round;
+      laptop and smoke: one of each font's two clients).
     - ``tiny_imagenet``: Table 1's Tiny-ImageNet columns at paper (200 clients, 5 per round,
       pathological 10 classes per client); the laptop keeps Fashion-MNIST.
     """
@@ -114,7 +118,7 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
             # held-out score; the same 1,000 images over 20 clients with 4 held out (20%) average
             # the held-out score over 4 clients (12 over the 3 seeds, each seed its own split).
             extra = {"data": {"num_clients": 20, "holdout_clients": 4}, "train": {"participation": 5 / 16}}
-    elif variant == "feature_shift":
+    elif variant in ("feature_shift", "heldout_feature_shift"):
         if profile == "paper":
             # DomainNet, 60 clients (10 per domain), 6 sampled per round, 50 rounds: PEP-FedPT (arXiv) §5.1.
             # An IID split of each domain among its 10 clients is our choice; alpha=None
@@ -134,6 +138,13 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
                               "partition_args": {"clients_per_domain": 2, "alpha": None},
                               "max_train": None, "max_test": None},
                      "train": {"participation": 0.5}}
+        if variant == "heldout_feature_shift":
+            # PEP-FedPT (arXiv) App. A.4.7: one client per domain held out, the rest train.
+            data = extra["data"]
+            data["holdout_clients"] = 6
+            data["partition_args"] = {**data["partition_args"], "holdout_by_domain": True}
+            if profile == "paper":
+                extra["train"]["participation"] = 6 / 54
     elif variant == "tiny_imagenet" and profile == "paper":
         # 200 clients, 5 per round (2.5%), pathological 10 classes per client: PEP-FedPT (arXiv) §5.1.
         # 224×224 inputs as the paper resizes (App. A.3.2).

@@ -18,7 +18,8 @@ PATH_CLAIM_ROWS = ("fedvpt", "pep_fedpt")
 
 
 def _thin(profile: str, rows: tuple[str, ...], laptop: tuple[str, ...]) -> tuple[str, ...]:
-    """At the laptop profile the rows no claim reads are thinned to fit the 15-minute budget."""
+    """At the laptop profile the rows no claim reads are thinned to fit the 15-minute budget (the
+    paper profile runs them all)."""
     return tuple(r for r in rows if r in laptop) if profile == "laptop" else rows
 
 
@@ -28,9 +29,8 @@ def _path_rows(profile: str) -> list[Rows]:
 
 
 def _dir_rows(profile: str) -> list[Rows]:
-    others = _thin(profile, (*(b for b in BASELINES if b != "fedvpt"), "pep_fedpt_no_cp", CONTROL),
-                   ("fedvpt_d", "pfedpg", "pep_fedpt_no_cp", CONTROL))
-    return [Rows(variants=rows(*PATH_CLAIM_ROWS)), Rows(variants=rows(*others), seeds="table")]
+    others = _thin(profile, (*(b for b in BASELINES if b != "fedvpt"), "pep_fedpt_no_cp", CONTROL), ())
+    return [Rows(variants=rows(*PATH_CLAIM_ROWS)), *([Rows(variants=rows(*others), seeds="table")] if others else [])]
 
 
 def _heldout_rows(profile: str) -> list[Rows]:
@@ -41,12 +41,12 @@ def _heldout_rows(profile: str) -> list[Rows]:
 
 
 def _feature_rows(profile: str) -> list[Rows]:
-    return [Rows(variants=rows(*_thin(profile, (*BASELINES, "pep_fedpt"), ("fedvpt", "fedvpt_d", "pfedpg", "pep_fedpt"))),
-                 seeds="table")]
+    return [Rows(variants=rows(*_thin(profile, (*BASELINES, "pep_fedpt"), ("fedvpt", "pep_fedpt"))), seeds="table")]
 
 
 def _n_shared_rows(profile: str) -> list[Rows]:
-    return [Rows({"method.args.n_shared": [1, 5, 10]}, variants=rows("pep_fedpt"), seeds="table")]
+    n_shared = [1] if profile == "laptop" else [1, 5, 10]  # laptop: the Dirichlet table's run only
+    return [Rows({"method.args.n_shared": n_shared}, variants=rows("pep_fedpt"), seeds="table")]
 
 
 
@@ -66,7 +66,8 @@ def _rename_rows(names: dict):
 
 
 def _position_rows(profile: str) -> list[Rows]:
-    return [Rows(variants=rows("ccmp first", "ccmp middle")), Rows(variants=rows("ccmp late"), seeds="table")]
+    late = [] if profile == "laptop" else [Rows(variants=rows("ccmp late"), seeds="table")]
+    return [Rows(variants=rows("ccmp first", "ccmp middle")), *late]
 
 
 def _dp_rows(profile: str) -> list[Rows]:
@@ -102,6 +103,10 @@ TABLES = {
     # Table 3: 10% of the clients held out, pathological split.
     "heldout": _table("heldout", "Held-out clients (Table 3)", _heldout_rows, "heldout", "T3",
                       lambda c: c.startswith("C100")),
+    # Table 13's DomainNet columns: one client per domain held out (the paper profile's; notebook
+    # 03 runs it there only).
+    "heldout_feature_shift": _table("heldout_feature_shift", "Held-out clients under feature shift (Table 13)",
+                                    _heldout_rows, "heldout_feature_shift", "T13", lambda c: c.startswith("DN")),
     # Table 10: the number of shared prompts n_S, under Dir(0.3).
     "n_shared": _table("n_shared", "Shared prompts n_S (Table 10)", _n_shared_rows, "dirichlet", "T10",
                        columns="method.args.n_shared", label=lambda n: f"n_S={n}",

@@ -14,7 +14,7 @@ def test_registered_with_title_and_tables():
     assert "pep_fedpt" in PAPERS
     mod = paper("pep_fedpt")
     assert mod.TITLE.startswith("PEP-FedPT")
-    assert {"label_pathological", "label_dirichlet", "label_tiny_imagenet", "feature_shift", "heldout", "n_shared", "fedvpt_prompts",
+    assert {"label_pathological", "label_dirichlet", "label_tiny_imagenet", "feature_shift", "heldout", "heldout_feature_shift", "n_shared", "fedvpt_prompts",
             "position", "dp"} == set(mod.TABLES)
     assert {"pathological", "dirichlet", "feature_shift", "heldout"} <= set(variants("pep_fedpt"))
 
