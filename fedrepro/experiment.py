@@ -102,16 +102,21 @@ def global_test_split(ds: ImageDataset, device: torch.device) -> ClientData:
 
 
 def make_method(cfg: RunConfig, ds: ImageDataset, device: torch.device):
-    return make_method_for(cfg, ds.num_classes, ds.in_channels, ds.image_size, device)
+    return make_method_for(cfg, ds.num_classes, ds.in_channels, ds.image_size, device, class_names=ds.classes)
 
 
 def make_method_for(cfg: RunConfig, num_classes: int, in_channels: int, image_size: int,
-                    device: torch.device | str = "cpu"):
+                    device: torch.device | str = "cpu", class_names: Sequence[str] = ()):
     """The configured method for data of a given shape, without loading any data (e.g. to count
-    parameters at the paper's scale where the dataset is not installed)."""
+    parameters at the paper's scale where the dataset is not installed). ``class_names`` in label
+    order, when the method needs them."""
+    names = tuple(str(n) for n in class_names)
+    if names and len(names) != num_classes:
+        raise ConfigError(f"class_names has {len(names)} names for num_classes={num_classes}; valid: one name per "
+                          "class, in label order")
     cls = METHODS.get(cfg.method.name)
     ctx = FLContext(cfg=cfg, num_classes=num_classes, in_channels=in_channels, image_size=image_size,
-                    device=torch.device(device), num_clients=cfg.data.num_clients)
+                    device=torch.device(device), num_clients=cfg.data.num_clients, class_names=names)
     return cls(ctx, cls.parse_params(cfg.method.args))
 
 

@@ -115,3 +115,20 @@ def test_fedavg_and_local_learn_fashion_mnist_smoke(tmp_path):
         pytest.skip(f"Fashion-MNIST not installed: {e}")
     for m, res in results.items():
         assert res.summary["final_acc_mean"] > 0.4, (m, res.summary)  # chance is 0.10
+
+
+def test_a_method_knows_the_class_names_in_label_order(tiny):
+    from support import setup
+
+    from fedrepro.experiment import make_method_for, prepare_data
+
+    cfg = tiny(**{"data.dataset": "fashion_mnist_federated", "data.dataset_args": {}, "data.max_train": 200,
+                  "data.max_test": 100})
+    ds, _ = prepare_data(cfg)
+    method, _, _ = setup(cfg)
+    assert method.ctx.class_names == tuple(ds.classes) and len(ds.classes) == ds.num_classes
+    assert method.ctx.class_names[0] == ds.classes[0] != ds.classes[1]
+    # Counting parameters without data needs no names; a wrong count is refused.
+    assert make_method_for(cfg, 10, 1, 28).ctx.class_names == ()
+    with pytest.raises(ConfigError, match="class_names"):
+        make_method_for(cfg, 10, 1, 28, class_names=["a", "b"])

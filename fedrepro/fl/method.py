@@ -62,7 +62,9 @@ class EvalResult:
 
 @dataclass
 class FLContext:
-    """What a method may know about the run: the resolved config and the data's shape."""
+    """What a method may know about the run: the resolved config, the data's shape and its class
+    names in label order (``class_names[y]`` names label ``y``; text-prompted methods such as CoOp
+    and FedOTP build their prompts from them)."""
 
     cfg: Any  # RunConfig (not imported, to keep this module free of config imports)
     num_classes: int
@@ -70,6 +72,7 @@ class FLContext:
     image_size: int
     device: torch.device
     num_clients: int
+    class_names: tuple[str, ...] = ()
 
     def create_model(self, seed: int):
         from ..models import create_model
