@@ -23,6 +23,10 @@ from ..fl.client_data import ClientData
 from .embedding import analysis_generator
 
 
+def _batches(data: ClientData, split: str):
+    return data.test_batches(500) if split == "test" else data.eval_train_batches(500)
+
+
 def _pep(method):
     if getattr(method, "name", "") != "pep_fedpt":
         raise ConfigError(f"this analysis reads PEP-FedPT's soft weights; got method {getattr(method, 'name', method)!r}")
@@ -41,7 +45,7 @@ def soft_weights_by_class(method, shared, clients: Sequence[ClientData], split: 
     for data in clients:
         net = method.load(shared, data)
         net.eval()
-        batches = data.test_batches(500) if split == "test" else data.eval_train_batches(500)
+        batches = _batches(data, split)
         for x, y in batches:
             rec: list[torch.Tensor] = []
             net(x, record=rec)
@@ -69,7 +73,7 @@ def cls_tokens(method, shared, clients: Sequence[ClientData], blocks: Sequence[i
     for data in clients:
         net = method.load(shared, data)
         net.eval()
-        batches = data.test_batches(500) if split == "test" else data.eval_train_batches(500)
+        batches = _batches(data, split)
         per, ys = [], []
         for x, y in batches:
             per.append(net.cls_per_block(x)[:, list(blocks)].transpose(0, 1))

@@ -54,11 +54,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..errors import ConfigError
 from ..fl.local import train_epochs
 from ..fl.method import ClientUpdate
 from ..params import hp
-from .prompted import PromptNet, PromptParams, PromptTuning, block_list
+from .fedvpt_d import FedVPTD, FedVPTDParams
 from .registry import register_method
 
 PROMPTS = ("shallow", "deep")
@@ -68,12 +67,10 @@ ENERGY_SLACK = 1e-9
 
 
 @dataclass
-class FedPRParams(PromptParams):
-    """FedPR (Feng et al., CVPR 2023) on PEP-FedPT's frozen ViT."""
+class FedPRParams(FedVPTDParams):
+    """FedPR (Feng et al., CVPR 2023) on PEP-FedPT's frozen ViT: FedVPT-D's prompt layout
+    (``n_prompts`` tokens per block, ~10-12 tokens on ViT-B/16; ``blocks``) and the projection."""
 
-    n_prompts: int = hp(1, ge=1)  # tokens per block (FedVPT-D's layout, ~10-12 tokens on ViT-B/16)
-    # Blocks (0-indexed, > 0) whose prompt tokens are renewed; None: every block after the first.
-    blocks: tuple | None = hp(None, check=block_list, valid="null or a non-empty list of distinct block indices >= 1")
     projection: str = hp("null", choices=("null", "none"))  # "none": FedVPT-D, the ablation
     null_rule: str = hp("fraction", choices=("fraction", "energy"))
     # f: the share of the d directions (smallest eigenvalues) that count as null; 0.8 in FedPR's code.
@@ -119,25 +116,16 @@ def prompt_layers(shallow: Tensor, deep: Tensor) -> list[Tensor]:
 
 
 @register_method("fedpr")
-class FedPR(PromptTuning):
+class FedPR(FedVPTD):
     """FedPR: deep prompts whose local updates stay in the global prompt's null space, and a head,
     FedAvg-ed on a frozen ViT (PEP-FedPT (arXiv) baseline)."""
 
     Params = FedPRParams
     p: FedPRParams
-    SHARED = ("shallow", "deep", "head.weight", "head.bias")
 
     def __init__(self, ctx, params):
         super().__init__(ctx, params)
         self._cache: tuple[Tensor, Tensor, dict[str, Tensor], float] | None = None
-
-    def build(self, backbone, head):
-        blocks = tuple(range(1, backbone.depth)) if self.p.blocks is None else tuple(sorted(self.p.blocks))
-        bad = [b for b in blocks if not 1 <= b < backbone.depth]
-        if bad:
-            raise ConfigError(f"invalid method.args.blocks={list(blocks)!r}: valid: distinct indices in "
-                              f"[1, {backbone.depth - 1}] (block 0 gets the inserted prompts)")
-        return PromptNet(backbone, head, n_shallow=self.p.n_prompts, deep_blocks=blocks, n_deep=self.p.n_prompts)
 
     def projecting(self, rnd: int) -> bool:
         return self.p.projection == "null" and rnd >= self.p.free_rounds

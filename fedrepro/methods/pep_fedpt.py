@@ -30,7 +30,6 @@ defaults and why are given beside each field. Two more that are not options:
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -45,7 +44,7 @@ from ..fl.method import ClientUpdate, EvalResult, Method, State
 from ..fl.seeding import derive_seed
 from ..models.backbones import FrozenBackbone, insert_prompts, replace_prompts
 from ..params import hp
-from .prompted import block_list, class_prior, prompt_sgd
+from .prompted import block_list, class_prior, prompt_backbone, prompt_sgd, vpt_bound, vpt_uniform
 from .registry import register_method
 
 POSITIONS = ("first", "middle", "late")
@@ -224,31 +223,24 @@ class PEPFedPT(Method):
 
     def __init__(self, ctx, params):
         super().__init__(ctx, params)
-        # w_pre is an input of Alg. 1 that every party holds, so it is never communicated: each
-        # side builds the same one (the run's initial model; seed-free once pretrained weights load).
-        model = ctx.create_model(seed=derive_seed(ctx.cfg.seed, "init"))
-        backbone = getattr(model, "features", None)
-        if not isinstance(backbone, FrozenBackbone) or not hasattr(backbone, "vit"):
-            raise ConfigError(f"method pep_fedpt needs a prompt-tunable ViT, got model.name={ctx.cfg.model.name!r}; "
-                              "valid: tiny_vit or vit_b16")
+        # w_pre is an input of Alg. 1 that every party holds, so it is never communicated.
+        backbone, head = prompt_backbone(ctx, self.name)
         self.blocks = ccmp_blocks(self.p, backbone.depth)
         self.num_classes = ctx.num_classes
         self.dim = backbone.feature_dim
-        self.patch = backbone.vit.patch_embed.patch_size
+        # The paper gives no init; VPT's uniform(−v, v) keeps the prompts on the scale of a patch
+        # embedding (the patch of the configured ViT, 16 for ViT-B/16).
+        self.v = vpt_bound(backbone)
         banks = len(self.blocks) if self.p.class_prompts == "per_layer" else 1
-        self.net = PEPNet(backbone, model.head, self.p.n_shared, banks, self.blocks, self.p).to(ctx.device)
+        self.net = PEPNet(backbone, head, self.p.n_shared, banks, self.blocks, self.p).to(ctx.device)
 
     # The five steps ---------------------------------------------------------------------------
     def init_server(self, seed: int) -> tuple[State, State]:
         head = self.ctx.create_model(seed).head.state_dict()
         gen = torch.Generator().manual_seed(derive_seed(seed, "init", 1))
-        # The paper gives no init; VPT's uniform(−v, v), v = sqrt(6 / (3·patch² + d)), keeps the prompts on
-        # the scale of a patch embedding (the patch of the configured ViT, 16 for ViT-B/16).
-        ph, pw = self.patch if isinstance(self.patch, tuple) else (self.patch, self.patch)
-        v = math.sqrt(6.0 / (3 * ph * pw + self.dim))
         dev = self.ctx.device
-        p_c = (torch.rand(self.net.P_C.shape, generator=gen) * 2 - 1) * v
-        p_s = (torch.rand(self.net.P_S.shape, generator=gen) * 2 - 1) * v
+        p_c = vpt_uniform(self.net.P_C.shape, self.v, gen)
+        p_s = vpt_uniform(self.net.P_S.shape, self.v, gen)
         if self.p.shared_init == "zeros":
             p_s.zero_()
         shared = {"P_S": p_s.to(dev), "P_C": p_c.to(dev), "head.weight": head["weight"].clone(),
@@ -308,8 +300,6 @@ class PEPFedPT(Method):
         mu_k, n_k, sens = self.local_prototypes(net, data, bare=warm)
         t = self.ctx.cfg.train
         params = [net.P_S, net.P_C, *net.head.parameters()]
-        for q in params:
-            q.requires_grad_(True)
         opt = prompt_sgd(t, params, self.p.lr_decay ** rnd, heads=list(net.head.parameters()))
         clip = None
         if self.p.grad_clip is not None:

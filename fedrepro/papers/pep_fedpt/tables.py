@@ -62,7 +62,7 @@ ONE_PROMPT, MANY_PROMPTS = "fedvpt (1 prompt)", "fedvpt (|C| prompts)"
 
 def _rename_rows(names: dict):
     """A quoted table whose index is a setting (Tables 11, 12) under our row names."""
-    return lambda ref: ref.rename(index=names).loc[[v for v in names.values() if v in ref.rename(index=names).index]]
+    return lambda ref: ref.rename(index=names).loc[[names[k] for k in names if k in ref.index]]
 
 
 def _position_rows(profile: str) -> list[Rows]:
