@@ -11,7 +11,7 @@ import pkgutil
 
 from .registry import METHODS, list_methods, register_method
 
-_SHARED = {"base", "registry", "pft", "contrastive", "prompted"}
+_SHARED = {"base", "registry", "pft", "contrastive", "prompted", "clip_prompt"}
 for _mod in sorted(m.name for m in pkgutil.iter_modules(__path__)):
     if _mod not in _SHARED and not _mod.startswith("_"):
         importlib.import_module(f"{__name__}.{_mod}")

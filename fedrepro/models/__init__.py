@@ -7,7 +7,7 @@ from .base import SplitModel, bn_keys, count_params, head_keys
 from .registry import MODELS, create_model, list_models, model_kwargs
 
 # Imported for their registration side effect.
-from . import backbones, cnn, resnet, vit  # noqa: E402,F401  isort:skip
+from . import backbones, clip_model, cnn, resnet, vit  # noqa: E402,F401  isort:skip
 from .backbones import FrozenBackbone, load_pretrained  # noqa: E402
 
 __all__ = [

@@ -1,0 +1,102 @@
+"""The ``clip`` model: a frozen CLIP as a registered :class:`SplitModel`, for the text-prompt methods.
+
+FedOTP (CVPR 2024) and its baselines (CoOp, PromptFL and its PFL adaptations, pFedPrompt) tune text
+prompts on a frozen CLIP. They read the CLIP itself (:attr:`ClipClassifier.clip`) and the images as
+uint8, since CLIP has its own preprocessing; the split model only makes the backbone a config
+choice like any other (``model.name: clip``, ``model.args: {arch, weights, source}``) and gives
+analyses a ``features`` (the pooled, normalised image embedding) and a ``head`` (zero-shot text
+features, filled by the method that knows the class names).
+
+``arch="standin"`` is the committed CPU stand-in (:func:`fedrepro.models.clip.load_standin`);
+``"ViT-B-16"`` and ``"RN50"`` read a local OpenAI or LAION file (``weights``; nothing is
+downloaded). Loading is cached per process: the CLIP is frozen, so every method and client of a
+process may share one copy.
+"""
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..errors import ConfigError
+from .base import SplitModel
+from .clip import PAPER_ARCHS, WEIGHT_SOURCES, ClipBackbone, load_clip, load_standin
+from .registry import MODELS
+
+ARCHS = ("standin", *PAPER_ARCHS)
+# The paper profile's CLIP weights: a local file named by this variable (our choice of name).
+ENV_CLIP_WEIGHTS = "FEDREPRO_CLIP_WEIGHTS"
+
+
+@lru_cache(maxsize=4)
+def _cached_backbone(arch: str, weights: str | None, source: str) -> ClipBackbone:
+    if arch == "standin":
+        return load_standin(weights)
+    return load_clip(arch, weights, source)
+
+
+def clip_backbone(arch: str = "standin", weights: str | None = None, source: str = "openai") -> ClipBackbone:
+    """The frozen CLIP ``arch`` (one shared copy per process and arguments)."""
+    if arch not in ARCHS:
+        raise ConfigError(f"model.args.arch must be one of {', '.join(ARCHS)}, got {arch!r}")
+    if source not in WEIGHT_SOURCES:
+        raise ConfigError(f"model.args.source must be one of {', '.join(WEIGHT_SOURCES)}, got {source!r}")
+    if weights is not None and not isinstance(weights, str):
+        raise ConfigError(f"model.args.weights must be a file path (a string) or null, got {weights!r}")
+    if arch != "standin" and weights is None:
+        weights = os.environ.get(ENV_CLIP_WEIGHTS)
+        if not weights:
+            raise ConfigError(f"model.args.weights must name a local {arch} CLIP file (or set ${ENV_CLIP_WEIGHTS}); "
+                              "nothing is downloaded, see docs/backbones.md")
+    return _cached_backbone(arch, weights, source)
+
+
+class ClipImageFeatures(nn.Module):
+    """uint8 images (or floats on the 0-255 scale) -> L2-normalised pooled CLIP image embeddings."""
+
+    def __init__(self, clip: ClipBackbone):
+        super().__init__()
+        self.clip = clip
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dtype != torch.uint8:
+            x = x.round().clamp(0, 255).to(torch.uint8)
+        return F.normalize(self.clip.encode_image(self.clip.preprocess(x)), dim=-1)
+
+
+class ClipClassifier(SplitModel):
+    """A frozen CLIP image tower (``features``) and a text-feature head (``head``, bias-free).
+
+    The head's rows are L2-normalised text features times CLIP's logit scale once a method calls
+    :meth:`set_text_features`; until then they are zero.
+    """
+
+    def __init__(self, clip: ClipBackbone, num_classes: int):
+        features = ClipImageFeatures(clip)
+        head = nn.Linear(clip.embed_dim, num_classes, bias=False)
+        nn.init.zeros_(head.weight)
+        super().__init__(features, head, clip.embed_dim, num_classes)
+        for p in self.parameters():
+            p.requires_grad_(False)
+
+    @property
+    def clip(self) -> ClipBackbone:
+        return self.features.clip
+
+    @torch.no_grad()
+    def set_text_features(self, text: Tensor) -> None:
+        self.head.weight.copy_(self.clip.logit_scale() * F.normalize(text, dim=-1))
+
+
+@MODELS.register("clip")
+def clip(num_classes: int, in_channels: int = 3, image_size: int = 28, *, arch: str = "standin",
+         weights: str | None = None, source: str = "openai") -> ClipClassifier:
+    """Frozen CLIP (``arch``: standin, ViT-B-16 or RN50) for the text-prompt methods; grey images are
+    repeated to RGB and resized to the CLIP's own input size by its preprocessing."""
+    return ClipClassifier(clip_backbone(arch, weights, source), num_classes)
+
+
+__all__ = ["ARCHS", "ENV_CLIP_WEIGHTS", "ClipClassifier", "ClipImageFeatures", "clip", "clip_backbone"]
