@@ -22,13 +22,26 @@ FAST_ARGS = {
 # Methods that need another model than the tiny config's MLP: PEP-FedPT and its baselines
 # prompt-tune a ViT.
 PROMPT_VIT = {"model.name": "tiny_vit", "model.args": {"dim": 16, "depth": 3, "heads": 2}}
-
-
-def model_args(name):
-    return PROMPT_VIT if getattr(METHODS.get(name), "requires_prompt_vit", False) else {}
+# FedOTP and its baselines tune text prompts on the stand-in CLIP, whose vocabulary lacks the
+# synthetic dataset's class names: they run on few-shot Fashion-MNIST instead (its own small data).
+CLIP = {"model.name": "clip", "model.args": {"arch": "standin"}, "data.dataset": "fashion_mnist_federated",
+        "data.dataset_args": {}, "data.partition": "pathological",
+        "data.partition_args": {"classes_per_client": 2, "shots": 4}, "data.num_clients": 3,
+        "data.max_test": 60, "train.batch_size": 4}
 # Fewer images than the tiny config: 34 methods × 2 runs at 2 threads must stay quick.
 SMALL_DATA = {"data.dataset_args.train_per_class": 20, "data.dataset_args.test_per_class": 5,
               "data.partition_args.alpha": 1.0}
+
+
+def run_setting(name):
+    """The data (and model) a method runs on: the small synthetic set, or the CLIP methods' own."""
+    if getattr(METHODS.get(name), "requires_prompt_vit", False):
+        return {**SMALL_DATA, **PROMPT_VIT}
+    if getattr(METHODS.get(name), "requires_clip", False):
+        return CLIP
+    return SMALL_DATA
+
+
 METRICS = ("train_loss", "acc_mean", "acc_weighted", "acc_std", "loss_mean")
 
 
@@ -43,7 +56,7 @@ def two_threads():
 
 def _metrics(tmp_path, tiny, name: str, run: int) -> list[list[float]]:
     cfg = tiny(**{"method.name": name, "method.args": FAST_ARGS.get(name, {}), "train.rounds": 2,
-                  **SMALL_DATA, **model_args(name), "runs_dir": str(tmp_path / f"{name}-{run}")})
+                  **run_setting(name), "runs_dir": str(tmp_path / f"{name}-{run}")})
     rounds = fedrepro.run(cfg).rounds
     return rounds[[c for c in METRICS if c in rounds]].to_numpy().tolist()
 

@@ -7,6 +7,7 @@ image is rendered in exactly one style, chosen by a seeded permutation.
 """
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -16,11 +17,13 @@ import torch.nn.functional as F
 
 from ..errors import ConfigError
 from .base import ImageDataset
+from .cache import load_cache, save_atomic
 from .fashion_mnist import load_fashion_mnist
 from .registry import DATASETS
 
 STYLES = ("original", "inverted", "rotated", "tinted", "noisy", "edges")
 
+RENDER_VERSION = 1  # bump when a style's rendering changes (cached renderings are keyed by it)
 _NUM_TEXTURES = 64  # background textures shared by all "tinted" images
 _NOISE_STD = 0.3  # on the [0, 1] scale: clearly degraded, still recognisable
 
@@ -116,25 +119,50 @@ def render(
     return out, domain_t
 
 
+def _cache_path(root: Path, base: ImageDataset, styles: list[str], seed: int) -> Path:
+    """Where the rendering of ``base`` in ``styles`` is kept: rendering 40,000 images takes seconds,
+    reading them back a fraction of one, and every notebook kernel and worker process loads them.
+    Keyed by the source images, so other source files never read a stale rendering."""
+    h = hashlib.sha256(f"v{RENDER_VERSION}|{','.join(styles)}|{seed}|".encode())
+    for t in (base.train_x, base.test_x):
+        h.update(t.numpy().tobytes())
+    return Path(root) / "cache" / "fashion_mnist_domains" / f"{h.hexdigest()[:24]}.pt"
+
+
 @DATASETS.register("fashion_mnist_domains")
 def load_fashion_mnist_domains(
-    root: Path, download: bool, styles: Sequence[str] | None = None, seed: int = 0
+    root: Path, download: bool, styles: Sequence[str] | None = None, seed: int = 0, half: str | None = None
 ) -> ImageDataset:
     """Fashion-MNIST split into disjoint style domains, all RGB 28x28 uint8.
 
     ``styles``: subset of ``original, inverted, rotated, tinted, noisy, edges``
     (default all six); domain ids follow this order. ``seed`` fixes the
-    image-to-domain assignment and all rendering randomness.
+    image-to-domain assignment and all rendering randomness. ``half="federated"`` keeps only the
+    training images no committed backbone was pretrained on (:mod:`fedrepro.data.splits`); the
+    default keeps all 60,000.
     """
     chosen = _check_styles(styles)
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
         raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
+    if half not in (None, "federated"):
+        raise ConfigError(f"half must be null (all training images) or 'federated', got {half!r}")
     base = load_fashion_mnist(root, download)
-    # Separate streams per split and purpose, so e.g. the test split's rendering
-    # does not depend on how many random numbers the train split consumed.
-    a_tr, a_te, r_tr, r_te = (np.random.default_rng(s) for s in np.random.SeedSequence(int(seed)).spawn(4))
-    train_x, train_d = render(base.train_x, chosen, a_tr, r_tr)
-    test_x, test_d = render(base.test_x, chosen, a_te, r_te)
+    if half is not None:
+        from .splits import fashion_mnist_half
+
+        base = fashion_mnist_half(base, half)
+    cache = _cache_path(root, base, chosen, int(seed))
+    if cache.is_file():
+        c = load_cache(cache, ("train_x", "train_d", "test_x", "test_d"))
+        train_x, train_d, test_x, test_d = c["train_x"], c["train_d"], c["test_x"], c["test_d"]
+    else:
+        # Separate streams per split and purpose, so e.g. the test split's rendering
+        # does not depend on how many random numbers the train split consumed.
+        a_tr, a_te, r_tr, r_te = (np.random.default_rng(s) for s in np.random.SeedSequence(int(seed)).spawn(4))
+        train_x, train_d = render(base.train_x, chosen, a_tr, r_tr)
+        test_x, test_d = render(base.test_x, chosen, a_te, r_te)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        save_atomic({"train_x": train_x, "train_d": train_d, "test_x": test_x, "test_d": test_d}, cache)
     return ImageDataset(
         "fashion_mnist_domains", train_x, base.train_y, test_x, base.test_y, list(base.classes),
         train_domain=train_d, test_domain=test_d, domains=chosen,

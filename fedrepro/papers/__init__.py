@@ -23,7 +23,7 @@ from types import ModuleType
 from ..config import RunConfig, make_config
 from ..errors import ConfigError
 
-PAPERS = ("tour", "fedpft", "pfedcspc", "pep_fedpt")
+PAPERS = ("tour", "fedpft", "pfedcspc", "pep_fedpt", "fedotp")
 
 
 def paper(name: str) -> ModuleType:

@@ -78,3 +78,38 @@ def test_real_fashion_mnist_domains(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     # styles really differ: mean brightness per domain is not all the same
     means = [ds.train_x[ds.train_domain == d].float().mean().item() for d in range(6)]
     assert max(means) - min(means) > 20
+
+
+def test_fashion_mnist_domains_federated_half(tmp_path: Path) -> None:
+    # The federated half needs the real 60,000-image training split: a fake of that size, cheap in
+    # a single style, checks the cut and that every kept image is a federated one.
+    arrays = write_fake_fmnist(tmp_path / "fashion_mnist", n_train=60000, n_test=20)
+    ds = load_dataset("fashion_mnist_domains", root=tmp_path, styles=["original"], half="federated")
+    src = torch.from_numpy(arrays["train-images-idx3-ubyte"])
+    assert ds.train_x.shape[0] == 30000 and ds.test_x.shape[0] == 20
+    assert torch.equal(ds.train_x[:, 0], src[30000:])
+    with pytest.raises(ConfigError, match="half must be"):
+        load_dataset("fashion_mnist_domains", root=tmp_path, styles=["original"], half="pretrain")
+
+
+def test_fashion_mnist_domains_federated_half_needs_the_full_split(tmp_path: Path) -> None:
+    write_fake_fmnist(tmp_path / "fashion_mnist", n_train=90, n_test=30)
+    with pytest.raises(ConfigError, match="60000"):
+        load_dataset("fashion_mnist_domains", root=tmp_path, half="federated")
+
+
+def test_fashion_mnist_domains_rendering_is_cached_and_identical(tmp_path: Path) -> None:
+    from fedrepro.errors import CorruptCacheError
+
+    write_fake_fmnist(tmp_path / "fashion_mnist", n_train=60, n_test=24)
+    first = load_dataset("fashion_mnist_domains", root=tmp_path, seed=3)
+    files = list((tmp_path / "cache" / "fashion_mnist_domains").glob("*.pt"))
+    assert len(files) == 1
+    again = load_dataset("fashion_mnist_domains", root=tmp_path, seed=3)
+    for f in ("train_x", "test_x", "train_domain", "test_domain"):
+        assert torch.equal(getattr(first, f), getattr(again, f)), f
+    load_dataset("fashion_mnist_domains", root=tmp_path, seed=4)  # other args: another entry
+    assert len(list(files[0].parent.glob("*.pt"))) == 2
+    files[0].write_bytes(b"not a tensor file")
+    with pytest.raises(CorruptCacheError, match="delete it"):
+        load_dataset("fashion_mnist_domains", root=tmp_path, seed=3)

@@ -1,0 +1,87 @@
+"""pFedPrompt: a shared text prompt and a personalised visual attention module per client (Guo et
+al., "pFedPrompt: Learning personalized prompt for vision-language models in federated learning",
+WWW 2023; FedOTP (CVPR 2024) Table 1's strongest baseline).
+
+pFedPrompt learns "user consensus" in the language modality (one CoOp prompt, FedAvg-ed as in
+PromptFL) and personalises in the vision modality with a non-parametric attention module that each
+client keeps to itself. FedOTP describes it only in those words and we have not read its code, so
+the module here is **our reading**: a Tip-Adapter-style cache (Zhang et al., ECCV 2022) built from
+the client's own few-shot train split,
+
+- keys K: the pooled, L2-normalised CLIP image features of the client's train images [n, d];
+- values V: their labels, one-hot over all C classes [n, C];
+- logits(x) = scale·cos(f(x), text) + α·exp(−β·(1 − f(x)·Kᵀ))·V,
+
+with α = 1 and β = 5.5 (Tip-Adapter's defaults). The cache is fixed (nothing in it is trained,
+uploaded or shared); the text prompt is trained through the combined logits, so it learns what the
+client's cache does not already explain. As in Tip-Adapter-F, the cache holds the training images
+themselves, so each training image also matches its own entry (affinity 1 on its own label).
+
+The cache is rebuilt from the client's data when needed rather than stored in its state: it is a
+deterministic function of the frozen CLIP and the train split (with ``misaligned_images`` it holds
+the same misaligned pairs the client trains on).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..fl.client_data import ClientData
+from ..fl.method import ClientUpdate
+from ..params import hp
+from .clip_prompt import MOMENTUM_KEY, ClipFeatures, ClipPromptParams
+from .promptfl import PromptFL
+from .registry import register_method
+
+CACHE = "cache"
+
+
+@dataclass
+class PFedPromptParams(ClipPromptParams):
+    alpha: float = hp(1.0, ge=0)  # weight of the cache's logits (Tip-Adapter's α)
+    beta: float = hp(5.5, ge=0)  # sharpness of the cache's affinity (Tip-Adapter's β)
+
+
+@register_method("pfedprompt")
+class PFedPrompt(PromptFL):
+    """pFedPrompt: a FedAvg-ed text prompt plus each client's own few-shot cache of image features (our reading)."""
+
+    Params = PFedPromptParams
+    p: PFedPromptParams
+
+    def cache(self, data: ClientData) -> tuple[Tensor, Tensor]:
+        """(keys [n, d], values [n, C]) of the client's cache, from its own train split only."""
+        feats = self.features(data, "train")
+        return feats.pooled, F.one_hot(feats.labels.long(), self.num_classes).to(feats.pooled.dtype)
+
+    def cache_logits(self, cache: tuple[Tensor, Tensor], feats: ClipFeatures) -> Tensor:
+        """α·exp(−β·(1 − f·Kᵀ))·V: the cache's vote for each class [B, C]."""
+        keys, values = cache
+        if not len(keys):
+            return feats.pooled.new_zeros(len(feats), self.num_classes)
+        return self.p.alpha * torch.exp(-self.p.beta * (1.0 - feats.pooled @ keys.T)) @ values
+
+    def batch_loss(self, ctx, batch, anchor):
+        logits = self.logits(self.text_features(ctx), batch) + self.cache_logits(anchor[CACHE], batch)
+        return F.cross_entropy(logits, batch.labels)
+
+    def client_update(self, shared, state, data, gen, rnd):
+        feats = self.features(data, "train")
+        ctx, stats, buf = self.train_ctx(self.assemble(shared, state), feats, self._gen(gen), shared,
+                                         anchor={CACHE: self.cache(data)})
+        up, _ = self.split(ctx)
+        upload = {"ctx": up.clone()}
+        if self.p.optimizer_scope == "shared" and buf is not None:
+            upload[MOMENTUM_KEY] = buf.clone()
+        return ClientUpdate(upload=upload, state=dict(state), num_samples=data.num_train, metrics=stats.metrics())
+
+    @torch.no_grad()
+    def evaluate(self, shared, state, data, gen):
+        feats = self.features(data, "test")
+        logits = self.score(self.eval_ctx(shared, state, data, gen), feats)
+        if len(feats):
+            logits = logits + self.cache_logits(self.cache(data), feats)
+        return self.result(logits, feats.labels)

@@ -1,0 +1,78 @@
+"""FedOTP's claims on hand-made result tables: each passes where the finding holds, fails where it
+does not (a mean carried by one seed, an ordering broken at one seed), and reports missing results."""
+import pandas as pd
+import pytest
+
+from fedrepro.claims import evaluate_claims
+
+SEEDS = (0, 1, 2)
+
+
+def runs(values: dict, **cols) -> pd.DataFrame:
+    """One row per (row name, seed) with final accuracy ``values[row][i]`` for seed i."""
+    return pd.DataFrame([{"row": r, "seed": s, "final": v[i], **cols} for r, v in values.items()
+                         for i, s in enumerate(SEEDS)])
+
+
+def verdict(table, claim):
+    return evaluate_claims(table, ids=[f"fedotp.{claim}"]).iloc[0]
+
+
+def test_beats_promptfl_on_every_dataset():
+    good = pd.concat([runs({"fedotp": [0.8] * 3, "promptfl": [0.4] * 3}, dataset=d) for d in ("a", "b")])
+    assert verdict(good, "beats_promptfl_pathological").verdict == "PASS"
+    one_bad = pd.concat([runs({"fedotp": [0.8] * 3, "promptfl": [0.4] * 3}, dataset="a"),
+                         runs({"fedotp": [0.5] * 3, "promptfl": [0.45] * 3}, dataset="b")])
+    res = verdict(one_bad, "beats_promptfl_pathological")
+    assert res.verdict == "FAIL" and "b: " in res.evidence
+    assert verdict(runs({"fedotp": [0.8] * 3}), "beats_promptfl_pathological").verdict == "NOT RUN"
+
+
+def test_dirichlet_claims():
+    col = "data.partition_args.alpha"
+    t = pd.concat([runs({"fedotp": [0.7] * 3, "promptfl": [0.5, 0.52, 0.55]}, **{col: 0.1}),
+                   runs({"fedotp": [0.6] * 3, "promptfl": [0.58] * 3}, **{col: 5.0})])
+    assert verdict(t, "beats_promptfl_low_alpha").verdict == "PASS"
+    assert verdict(t, "lead_grows_as_alpha_shrinks").verdict == "PASS"
+    flat = pd.concat([runs({"fedotp": [0.7] * 3, "promptfl": [0.6] * 3}, **{col: 0.1}),
+                      runs({"fedotp": [0.7, 0.7, 0.75], "promptfl": [0.6, 0.6, 0.6]}, **{col: 5.0})])
+    assert verdict(flat, "lead_grows_as_alpha_shrinks").verdict == "FAIL"  # seed 2's gap is larger at α=5
+
+
+def test_prompt_sets_and_ot_order_use_not_worse_within_one_point():
+    t = runs({"fedotp": [0.795] * 3, "fedotp_local_only (ours)": [0.80] * 3, "fedotp_global_only (ours)": [0.4] * 3})
+    assert verdict(t, "global_local_vs_one_prompt").verdict == "PASS"  # −0.5 pt is within the allowance
+    t.loc[t.row == "fedotp", "final"] = 0.78
+    assert verdict(t, "global_local_vs_one_prompt").verdict == "FAIL"  # −2 pts is worse
+    col = "data.partition_args.shots"
+    ot = pd.concat([runs({"fedotp": [0.8] * 3, "fedotp_ot": [0.8] * 3, "fedotp_average": [0.7] * 3}, **{col: s})
+                    for s in (2, 8)])
+    assert verdict(ot, "uot_ot_average_order").verdict == "PASS"
+    ot.loc[(ot.row == "fedotp_ot") & (ot[col] == 8), "final"] = 0.65
+    assert verdict(ot, "uot_ot_average_order").verdict == "FAIL"
+
+
+def test_inverted_u():
+    col = "method.args.gamma"
+    rows = [{"row": "fedotp", "seed": s, col: g, "final": v} for s in SEEDS
+            for g, v in ((1.0, 0.70), (0.8, 0.75), (0.5, 0.72))]
+    assert verdict(pd.DataFrame(rows), "gamma_inverted_u").verdict == "PASS"
+    rows = [dict(r, final=1.0 - r[col] / 10) if r[col] == 0.5 else r for r in rows]  # 0.95 at the smallest γ
+    assert verdict(pd.DataFrame(rows), "gamma_inverted_u").verdict == "FAIL"
+
+
+def test_plan_mass_and_clusters():
+    mass = pd.DataFrame([{"seed": s, "gamma": g, "object_mass": 1.2 - g} for s in SEEDS for g in (1.0, 0.8, 0.5)])
+    assert verdict(mass, "plan_mass_on_objects").verdict == "PASS"
+    mass.loc[(mass.seed == 1) & (mass.gamma == 0.5), "object_mass"] = 0.1
+    assert verdict(mass, "plan_mass_on_objects").verdict == "FAIL"
+    clusters = pd.DataFrame({"seed": list(SEEDS), "cluster_gap": [0.2, 0.1, 0.05]})
+    assert verdict(clusters, "local_prompts_cluster").verdict == "PASS"
+    clusters.loc[2, "cluster_gap"] = -0.01
+    assert verdict(clusters, "local_prompts_cluster").verdict == "FAIL"
+
+
+@pytest.mark.parametrize("claim", ["plan_mass_on_objects", "local_prompts_cluster", "gamma_inverted_u",
+                                   "uot_ot_average_order"])
+def test_missing_tables_are_not_run(claim):
+    assert verdict(runs({"fedotp": [0.8] * 3}), claim).verdict == "NOT RUN"

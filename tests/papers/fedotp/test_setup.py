@@ -1,0 +1,77 @@
+"""FedOTP's setups: every profile × variant resolves, the paper profile is the paper's protocol, the
+small profiles federate only on images the CLIP stand-in never saw, and every table's rows are
+registered methods at the learning rates of the search."""
+import pytest
+
+from fedrepro.errors import ConfigError
+from fedrepro.methods import METHODS
+from fedrepro.papers import PAPERS, paper, setup, variants
+from fedrepro.papers.fedotp.variants import LR, LR_GRID, METHODS as ROWS, SETTINGS, row
+
+PROFILES = ("smoke", "laptop", "paper")
+
+
+def test_registered_with_title_and_tables():
+    assert "fedotp" in PAPERS
+    mod = paper("fedotp")
+    assert mod.TITLE.startswith("FedOTP")
+    assert {"label_shift", "lr_search", "dirichlet", "feature_shift", "feature_label_shift", "ot_variants",
+            "prompt_sets", "gamma", "shots", "curves", "official_code"} == set(mod.TABLES)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("variant", [v for v in variants("fedotp") if ":" not in v])
+def test_every_profile_and_variant_resolves(profile, variant):
+    cfg = setup("fedotp", profile, variant, method__name="fedotp")
+    assert cfg.model.name == "clip" and cfg.method.name == "fedotp"
+    assert (cfg.train.momentum, cfg.train.weight_decay) == (0.9, 5e-4)  # the official code's SGD
+    if profile == "paper":
+        assert cfg.train.lr == 0.001
+        assert cfg.model.args["arch"] == ("RN50" if variant in ("default", "pathological") else "ViT-B-16")
+    else:
+        assert cfg.model.args == {"arch": "standin"}
+    if variant in ("default", "pathological"):
+        assert cfg.data.partition == "pathological" and cfg.data.partition_args["shots"] == 4
+        clients, k = cfg.data.num_clients, cfg.data.partition_args["classes_per_client"]
+        assert clients * k == (100 if profile == "paper" else 10)  # disjoint class blocks (10 × 10 at paper)
+    if variant == "dirichlet":
+        assert cfg.data.partition_args["alpha"] == 0.3
+
+
+@pytest.mark.parametrize("dataset", ["original", "noisy", "edges"])
+def test_pathological_datasets_at_laptop(dataset):
+    cfg = setup("fedotp", "laptop", f"pathological:{dataset}")
+    assert cfg.data.dataset_args == {"styles": [dataset], "half": "federated"}
+    with pytest.raises(ConfigError, match="styles"):
+        setup("fedotp", "laptop", "pathological:dtd")
+
+
+@pytest.mark.parametrize("profile", ["smoke", "laptop"])
+@pytest.mark.parametrize("variant", variants("fedotp"))
+def test_small_profiles_federate_only_on_images_the_standin_never_saw(profile, variant):
+    if variant.partition(":")[2] not in ("", "original", "noisy", "edges"):
+        pytest.skip("a paper-profile dataset")
+    cfg = setup("fedotp", profile, variant)
+    assert cfg.data.dataset == "fashion_mnist_domains" and cfg.data.dataset_args["half"] == "federated"
+
+
+def test_unknown_variant_is_named():
+    with pytest.raises(ConfigError, match="feature_label_shift"):
+        setup("fedotp", "laptop", "nope")
+
+
+def test_rows_are_registered_methods_at_their_searched_lr():
+    assert set(LR) == set(ROWS) - {"zeroshot_clip"} and set(LR.values()) <= set(LR_GRID)
+    for name in (*ROWS, *SETTINGS):
+        r = row(name, "laptop")
+        assert r["method.name"] in METHODS.names()
+        assert r.get("train.lr") == LR.get(r["method.name"])
+        assert "train.lr" not in row(name, "paper")  # the paper profile keeps the official 0.001
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_table_resolves(profile):
+    mod = paper("fedotp")
+    for name, table in mod.TABLES.items():
+        assert table.configs(profile), name
+    assert len(mod.label_configs(profile)) == len(mod.datasets(profile)) * len(mod.TABLES["label_shift"].configs(profile))
