@@ -16,10 +16,10 @@ trains FedOTP's mechanism on :mod:`fedrepro.data.planted`, whose images come wit
   that fraction is the object fraction ρ = (object patches)/M whatever the vectors are; with γ < 1
   the prompts take the γ share of the map they match best, and the fraction can rise up to ρ/γ.
 
-The measured plan is re-solved to convergence (float64, :data:`CONVERGED`): Algorithm 1 at γ = 1
-approaches the balanced plan slowly, and after the 100 iterations of the paper's solver its rows
-are still far from 1/M (up to tens of per cent on trained vectors), so the solver's own plan, also
-reported (``object_mass_solver``), is not the plan of the problem at γ = 1.
+The measured plan is re-solved to convergence (float64, :data:`~fedrepro.analysis.ot_maps.CONVERGED`):
+Algorithm 1 at γ = 1 approaches the balanced plan slowly, and after the 100 iterations of the
+paper's solver its rows are still far from 1/M, so the solver's own plan, also reported
+(``object_mass_solver``), is not yet the plan of the problem at γ = 1.
 
 Everything random comes from generators seeded by (seed, purpose); the initial vectors and the batch
 order are the same for every γ of a seed, so the γ's of one seed are paired.
@@ -35,15 +35,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..data.planted import PlantedConfig, PlantedSplit, make_planted
+from ..data.planted import PlantedConfig, PlantedSplit, PlantedTask, make_planted
 from ..errors import ConfigError
-from ..transport import ot_score, uot_plan
+from ..transport import ot_score
 from .embedding import analysis_generator
-
-#: Solver settings that reach the fixed point of Algorithm 1 (float64): at γ = 1 the row sums are
-#: within ~1e-8 of 1/M after ~1,000 iterations on cosine costs, none of which the paper's early stop
-#: (an absolute change of v < 1e-3, where v ~ e^(cost/λ)) would wait for.
-CONVERGED = {"max_iter": 2000, "thresh": 0.0}
+from .ot_maps import converged_plan, mass_on
 
 DEFAULT_GAMMAS = (1.0, 0.9, 0.8, 0.65, 0.5)
 
@@ -54,15 +50,16 @@ class PlantedOTConfig:
 
     ``scale`` is CLIP's logit scale (1/τ ≈ 100, FedOTP §4.1); ``lam``, ``max_iter`` and ``thresh``
     are Algorithm 1's (0.1, 100, 1e-3 in the official code). SGD with momentum, a fresh optimiser per
-    client and round; after each step the vectors are put back on the unit sphere, so ``lr`` is an
-    angle-scale step whatever the vectors' history.
+    client and round; after each step the vectors are put back on the unit sphere, so a step of
+    ``lr`` times the gradient means the same turn whatever the vectors went through before.
     """
 
-    task: PlantedConfig = field(default_factory=PlantedConfig)
+    # Half the task's default clients and shots: 3 seeds x 5 γ take ~12 s on one CPU thread.
+    task: PlantedConfig = field(default_factory=lambda: PlantedConfig(num_clients=5, train_per_client=32))
     rounds: int = 5
     local_epochs: int = 1
     batch_size: int = 32
-    lr: float = 0.05
+    lr: float = 0.5
     momentum: float = 0.9
     scale: float = 100.0
     lam: float = 0.1
@@ -106,8 +103,11 @@ def _sims(tokens: Tensor, prompts: Tensor) -> Tensor:
     return torch.einsum("bmd,ncd->bcmn", tokens, prompts)
 
 
-def train_planted(task, gamma: float, cfg: PlantedOTConfig, seed: int) -> PlantedPrompts:
-    """FedOTP's rounds (Algorithm 2) on the planted task at ``gamma``, all clients every round."""
+def train_planted(task: PlantedTask, gamma: float, cfg: PlantedOTConfig, seed: int) -> PlantedPrompts:
+    """FedOTP's rounds (Algorithm 2) on the planted task at ``gamma``, all clients every round.
+
+    The SGD step is written out: a ``torch.optim.SGD`` per client and round would cost more than
+    the step itself on vectors this small."""
     tc = task.config
     K, C, d = tc.num_clients, tc.num_classes, tc.dim
     gen = analysis_generator(seed, "planted-ot-init")
@@ -145,61 +145,48 @@ def train_planted(task, gamma: float, cfg: PlantedOTConfig, seed: int) -> Plante
     return PlantedPrompts(_unit(global_), _unit(local))
 
 
-def object_mass(plan: Tensor, mask: Tensor) -> Tensor:
-    """Per image, the fraction of a plan's mass on object patches: plan [B, M, N], mask [B, M] bool
-    -> [B] (float64)."""
-    plan = plan.double()
-    on = (plan * mask[:, :, None]).sum((1, 2))
-    return on / plan.sum((1, 2))
-
-
-def _column_object_mass(plan: Tensor, mask: Tensor) -> Tensor:
-    """[B, N]: per prompt column, the fraction of that column's mass on object patches."""
-    plan = plan.double()
-    return (plan * mask[:, :, None]).sum(1) / plan.sum(1)
-
-
-def evaluate_planted(task, prompts: PlantedPrompts, gamma: float, cfg: PlantedOTConfig,
+def evaluate_planted(task: PlantedTask, prompts: PlantedPrompts, gamma: float, cfg: PlantedOTConfig,
                      split: str = "test") -> dict[str, float]:
     """Accuracy and plan-on-object measures of trained vectors on every client's ``split``.
 
     The accuracy uses the solver as trained (``cfg``); the object masses use the true class's plan,
-    re-solved to convergence (:data:`CONVERGED`), besides the solver's own (``object_mass_solver``).
+    re-solved to convergence (:func:`~fedrepro.analysis.ot_maps.converged_plan`), besides the
+    solver's own (``object_mass_solver``).
     """
     data: PlantedSplit = getattr(task, split)
     tc = task.config
     correct, total = 0, 0
-    conv, solver, cols = [], [], []
+    true_sims, masks, solver = [], [], []
     local_style, global_style = [], []
     for k in range(tc.num_clients):
         part = data.client(k)
         if len(part) == 0:
             continue
-        toks = _unit(part.tokens)
-        prompts_k = _prompt_pair(prompts.global_, prompts.local[k])
-        sims = _sims(toks, prompts_k)
+        sims = _sims(_unit(part.tokens), _prompt_pair(prompts.global_, prompts.local[k]))
         with torch.no_grad():
             score, plan = ot_score(sims, "uot", gamma, cfg.lam, max_iter=cfg.max_iter, thresh=cfg.thresh,
                                    return_plan=True)
         correct += int((score.argmax(1) == part.labels).sum())
         total += len(part)
         rows = torch.arange(len(part))
-        true_sims = sims[rows, part.labels]  # [B, M, N]
-        true_plan = uot_plan(1.0 - true_sims.double(), gamma, cfg.lam, **CONVERGED)
-        conv.append(object_mass(true_plan, part.object_mask))
-        cols.append(_column_object_mass(true_plan, part.object_mask))
-        solver.append(object_mass(plan[rows, part.labels], part.object_mask))
+        true_sims.append(sims[rows, part.labels])  # [B, M, N]
+        masks.append(part.object_mask)
+        solver.append(mass_on(plan[rows, part.labels], part.object_mask)[0])
+        # Each client's style is on the objects of all its classes, so it cannot tell its classes
+        # apart: cross-entropy gives the local vectors no reason to take it up (the columns say if they do).
         style = _unit(task.styles[k])
         local_style.append(float((prompts.local[k] @ style).mean()))
         global_style.append(float((prompts.global_ @ style).mean()))
     if total == 0:
         raise ConfigError(f"the planted task's {split} split is empty; raise {split}_per_client")
-    cols_t = torch.cat(cols)
+    mask = torch.cat(masks)
+    plan = converged_plan(torch.cat(true_sims), gamma, cfg.lam)  # every client's images in one solve
+    on_objects, cols = mass_on(plan, mask)
     rho = tc.num_objects / tc.num_patches
     return {
-        "object_mass": float(torch.cat(conv).mean()),
-        "object_mass_global": float(cols_t[:, 0].mean()),
-        "object_mass_local": float(cols_t[:, 1].mean()),
+        "object_mass": float(on_objects.mean()),
+        "object_mass_global": float(cols[:, 0].mean()),
+        "object_mass_local": float(cols[:, 1].mean()),
         "object_mass_solver": float(torch.cat(solver).mean()),
         "object_fraction": rho,
         "mass_ceiling": min(1.0, rho / gamma),
@@ -240,5 +227,5 @@ def planted_ot_experiment(seeds: Sequence[int] = (0, 1, 2), gammas: Sequence[flo
     return pd.DataFrame(rows)
 
 
-__all__ = ["CONVERGED", "DEFAULT_GAMMAS", "PlantedOTConfig", "PlantedPrompts", "evaluate_planted", "object_mass",
-           "planted_ot_experiment", "train_planted"]
+__all__ = ["DEFAULT_GAMMAS", "PlantedOTConfig", "PlantedPrompts", "evaluate_planted", "planted_ot_experiment",
+           "train_planted"]

@@ -271,7 +271,7 @@ class ClipPromptMethod(Method):
         ctx, stats, buf = self.train_ctx(self.assemble(shared, state), feats, self._gen(gen), shared,
                                          anchor=shared)
         up, local = self.split(ctx)
-        upload = {"ctx": up.clone()}
+        upload = {"ctx": up.clone()} if self.SHARED else {}  # a purely local method uploads nothing
         if self.p.optimizer_scope == "shared" and buf is not None:
             upload[MOMENTUM_KEY] = buf.clone()
         new_state = {**state, "ctx": local.clone()} if local.numel() else dict(state)

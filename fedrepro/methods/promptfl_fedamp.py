@@ -1,6 +1,7 @@
 """PromptFL+FedAMP: FedAMP's attentive message passing on the prompt (Huang et al., "Personalized
-cross-silo federated learning on non-IID data", AAAI 2021; the "PromptFL + FedAMP" adaptation of
-pFedPrompt (Guo et al., WWW 2023) §5, one of FedOTP (CVPR 2024) Table 1's PFL baselines).
+cross-silo federated learning on non-IID data", AAAI 2021; the "PromptFL + FedAMP" adaptation
+defined in pFedPrompt (Guo et al., WWW 2023); one of the PFL baselines of FedOTP (CVPR 2024) §5.1
+and Table 1).
 
 Every client owns a personal CoOp prompt P_k (its state; scored with CLIP's classifier as in
 PromptFL). Round r:

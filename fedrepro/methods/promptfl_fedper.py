@@ -1,7 +1,7 @@
 """PromptFL+FedPer: FedPer's base/personal split applied to the prompt's context vectors
-(Arivazhagan et al., 2019; the "PromptFL + FedPer" adaptation of pFedPrompt (Guo et al., WWW 2023)
-§5, which "splits the learnable prompt vector into base + personalized vectors", FedOTP (CVPR 2024)
-§5.2 and Table 1).
+(Arivazhagan et al., 2019; the "PromptFL + FedPer" adaptation defined in pFedPrompt (Guo et al.,
+WWW 2023), which "splits the learnable prompt vector into base + personalized vectors", FedOTP
+(CVPR 2024) §5.2; a baseline of its Table 1).
 
 One CoOp prompt [v_1 … v_L, CLASS, "."] per client, scored with CLIP's classifier as in PromptFL.
 Its first L − ``n_personal`` context vectors are the base: uploaded and FedAvg-ed by sample count.

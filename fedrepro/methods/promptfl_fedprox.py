@@ -1,6 +1,6 @@
 """PromptFL+FedProx: PromptFL with FedProx's proximal term on the prompt (Li et al., MLSys 2020; the
-"PromptFL + FedProx" adaptation of pFedPrompt (Guo et al., WWW 2023) §5, a baseline in every table
-of FedOTP (CVPR 2024)).
+"PromptFL + FedProx" adaptation defined in pFedPrompt (Guo et al., WWW 2023); a baseline in every
+table of FedOTP (CVPR 2024), §5.1).
 
 Each client minimises CE + (μ/2)·‖P − P_global‖² over its prompt P, where P_global is the prompt
 it downloaded this round; the server averages as PromptFL does. μ = 0.5 is the official FedOTP

@@ -1,6 +1,6 @@
 """PromptFL+FT: PromptFL, then each client fine-tunes the global prompt on its own data before it is
-scored (the "PromptFL + FT" adaptation of pFedPrompt (Guo et al., WWW 2023) §5, one of FedOTP
-(CVPR 2024) Table 1's PFL baselines).
+scored (the "PromptFL + FT" adaptation defined in pFedPrompt (Guo et al., WWW 2023); one of the PFL
+baselines of FedOTP (CVPR 2024) §5.1 and Table 1).
 
 Training is PromptFL's (one CoOp prompt, FedAvg-ed; :mod:`fedrepro.methods.promptfl`). At
 evaluation each client copies the global prompt, runs ``ft_epochs`` epochs of the same local SGD on

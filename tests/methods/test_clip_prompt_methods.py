@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from support import setup, update
+from support import check_resume_matches, setup, update
 
 import fedrepro
 from fedrepro.fl.seeding import torch_gen
@@ -70,7 +70,7 @@ def test_fedotp_uploads_only_the_global_prompt_and_keeps_a_local_one(tiny):
 def test_fedotp_local_only_uploads_nothing_and_global_only_shares_its_one_prompt(tiny):
     m, clients, st = build(tiny, "fedotp", {"prompts": "local_only"})
     u = update(m, st, clients[0])
-    assert numel(u.upload) == 0 and numel(st.shared) == 0 and u.state["ctx"].shape[0] == 1
+    assert u.upload == {} and numel(st.shared) == 0 and u.state["ctx"].shape[0] == 1
     new, _ = m.aggregate(st.shared, [u], st.server_state, 0)
     assert new is st.shared
 
@@ -97,7 +97,7 @@ def test_fedotp_unbalanced_ot_at_gamma_one_is_classical_ot(tiny):
 def test_coop_uploads_nothing_and_the_server_leaves_shared_alone(tiny):
     m, clients, st = build(tiny, "coop")
     ups = [update(m, st, c) for c in clients]
-    assert all(numel(u.upload) == 0 for u in ups) and numel(st.shared) == 0
+    assert all(u.upload == {} for u in ups) and numel(st.shared) == 0
     new, server = m.aggregate(st.shared, ups, st.server_state, 0)
     assert new is st.shared and server is st.server_state
     assert not torch.equal(ups[0].state["ctx"], st.client_states[0]["ctx"])
@@ -217,6 +217,11 @@ def test_fedamp_pulls_each_client_towards_its_cloud_prompt(tiny):
         out[key] = update(m, st, c, rnd=1, state=ups[0].state, shared=shared).state["ctx"]
         cloud = shared["cloud"][c.cid]
     assert (out["pulled"] - cloud).norm() < (out["free"] - cloud).norm()
+
+
+def test_fedamp_resumes_bit_for_bit(tiny, tmp_path):
+    # its broadcast and server state are per-client mappings: they must survive the checkpoint
+    check_resume_matches(cfg(tiny, "promptfl_fedamp", **{"train.rounds": 3}), tmp_path)
 
 
 # --------------------------------------------------------------------------------- pFedPrompt
