@@ -68,6 +68,10 @@ def _curve_rows(profile: str) -> list[Rows]:
     return [Rows({"train.eval_every": [1]}, variants=rows(profile, "coop", "promptfl", "fedotp"), seeds="table")]
 
 
+def _cluster_rows(profile: str) -> list[Rows]:
+    return [Rows(variants=rows(profile, "fedotp"))]
+
+
 def _quirk_rows(profile: str) -> list[Rows]:
     return [Rows(variants=rows(profile, "fedotp", "zeroshot_clip", "promptfl_fedprox")),
             Rows(variants=rows(profile, *QUIRKS), seeds="table")]
@@ -104,6 +108,8 @@ TABLES = {
                     label=lambda s: f"{s} shots"),
     # Fig. A3: accuracy every round.
     "curves": _table("curves", "Learning curves (Fig. A3)", _curve_rows),
+    # Fig. A5: FedOTP's local prompts, clients grouped by domain (feature + label shift).
+    "clusters": _table("clusters", "Local prompts by client group (Fig. A5)", _cluster_rows, "feature_label_shift"),
     # The official code's departures, one at a time.
     "official_code": _table("official_code", "The official code's behaviour, one switch at a time", _quirk_rows),
 }

@@ -16,7 +16,7 @@ def test_registered_with_title_and_tables():
     mod = paper("fedotp")
     assert mod.TITLE.startswith("FedOTP")
     assert {"label_shift", "lr_search", "dirichlet", "feature_shift", "feature_label_shift", "ot_variants",
-            "prompt_sets", "gamma", "shots", "curves", "official_code"} == set(mod.TABLES)
+            "prompt_sets", "gamma", "shots", "curves", "clusters", "official_code"} == set(mod.TABLES)
 
 
 @pytest.mark.parametrize("profile", PROFILES)
