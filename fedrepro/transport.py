@@ -147,9 +147,12 @@ def _scale_loop(log_kt: torch.Tensor, step: Callable, watch: str, max_iter: int,
         f_new, g_new = step(g)
         old, new = (f, f_new) if watch == "f" else (g, g_new)
         err = _log_mean_abs_diff(new, old)
-        keep = done.unsqueeze(-1)
-        f = torch.where(keep, f, f_new)
-        g = torch.where(keep, g, g_new)
+        if bool(done.any()):
+            keep = done.unsqueeze(-1)
+            f = torch.where(keep, f, f_new)
+            g = torch.where(keep, g, g_new)
+        else:  # the common case: nothing has stopped yet, so nothing to hold back
+            f, g = f_new, g_new
         done = done | (err < log_thresh)
         if bool(done.all()):
             break

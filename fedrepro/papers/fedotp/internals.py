@@ -3,6 +3,8 @@ plans' foreground mass behind Figs. 2 and A4, as the tidy tables the claims read
 from __future__ import annotations
 
 import pandas as pd
+import torch
+import torch.nn.functional as F
 
 from ...analysis.ot_maps import run_foreground_mass
 from ...analysis.prompt_clusters import run_prompt_clusters
@@ -26,3 +28,36 @@ def foreground_table(results: pd.DataFrame, gammas=(1.0, 0.9, 0.8, 0.65, 0.5), *
     parts = [run_foreground_mass(RunResult(r["path"]), gammas, **kw).assign(seed=int(r["seed"]))
              for _, r in results.iterrows()]
     return pd.concat(parts, ignore_index=True)
+
+
+@torch.no_grad()
+def patch_vs_pooled_zero_shot(styles=("original", "noisy", "edges"), n_test: int = 1000,
+                              template: str = "a photo of a {}.", gammas=(0.8, 0.5), arch: str = "standin") -> pd.DataFrame:
+    """How much class information the CLIP's feature-map tokens carry, next to its pooled embedding:
+    zero-shot accuracy of the hand-written template scored (a) on the pooled image embedding (CLIP,
+    CoOp, PromptFL), (b) on the mean patch similarity (FedOTP's "similarity averaging") and (c) by
+    FedOTP's unbalanced-OT score at each γ (both prompt slots holding the template), on the first
+    ``n_test`` test images of each Fashion-MNIST style. FedOTP scores images by patches alone
+    (FedOTP (CVPR 2024) Eq. 10), so (b) and (c) bound what its prompts start from."""
+    from ...data import load_dataset
+    from ...methods.clip_prompt import image_tokens
+    from ...models.clip_model import clip_backbone
+    from ...transport import ot_score
+
+    clip = clip_backbone(arch)
+    rows = []
+    for style in styles:
+        ds = load_dataset("fashion_mnist_domains", styles=[style], half="federated")
+        x, y = ds.test_x[:n_test], ds.test_y[:n_test]
+        pooled, patches = image_tokens(clip, x)
+        text = F.normalize(clip.encode_text([template.format(c.lower()) for c in ds.classes]), dim=-1)
+        sim = torch.einsum("bmd,cd->bcm", patches, text)
+        row = {"style": style, "pooled": _acc(pooled @ text.T, y), "mean patch": _acc(sim.mean(-1), y)}
+        pair = torch.stack([sim, sim], dim=-1)
+        row.update({f"uot γ={g:g}": _acc(ot_score(pair, "uot", g, 0.1), y) for g in gammas})
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("style")
+
+
+def _acc(scores: torch.Tensor, labels: torch.Tensor) -> float:
+    return float(scores.argmax(1).eq(labels).float().mean())

@@ -24,7 +24,7 @@ STANDIN_DATASETS = ("original", "noisy", "edges")
 STANDIN_DOMAINS = ["original", "noisy", "edges", "tinted"]
 DEFAULT_DATASET = {"paper": "caltech101", "laptop": "noisy", "smoke": "noisy"}
 
-BASE_VARIANTS = ("default", "pathological", "dirichlet", "feature_shift", "feature_label_shift")
+BASE_VARIANTS = ("default", "pathological", "dirichlet", "feature_shift", "feature_label_shift", "style_groups")
 VARIANTS = (*BASE_VARIANTS, *(f"pathological:{d}" for d in (*STANDIN_DATASETS, *PAPER_DATASETS)))
 
 
@@ -48,15 +48,17 @@ def _image_folder(name: str) -> dict:
 def layers(profile: str, variant: str = "default") -> list[dict]:
     """FedOTP (CVPR 2024) §5.1 and App. B.2: a frozen CLIP (ResNet-50 for Table 1, ViT-B/16
     otherwise), CoOp prompts of L = 16 context vectors, SGD (lr 0.001, momentum 0.9, weight decay
-    5e-4: the official code's values, the paper's are blank), γ = 0.8, λ = 0.1 (the method's
+    5e-4: the official code's values; the paper does not print them), γ = 0.8, λ = 0.1 (the method's
     defaults). Table 1: 10 clients with disjoint class blocks, all taking part, 10 rounds, few-shot
     (4 shots, our inference from Table A4), E = 5 (the official rn50.yaml), batch 32.
 
-    Small profiles (our choices, scaled for a 2-core CPU): the CLIP stand-in; Table 1's
+    Small profiles (our choices, scaled for a 2-core CPU): the CLIP stand-in, whose 16-position text
+    context leaves room for fewer than 16 context vectors (``n_ctx`` None: as many as fit); Table 1's
     pathological split as 5 clients with 2 disjoint classes each (10 Fashion-MNIST classes cannot
     give 10 clients a block each without leaving one class per client), 4 shots, 10 rounds, E = 5,
-    batch 8 (a client's whole 4-shot set), 500 test images; every client evaluated at the last
-    round only (the claims read the final round; the learning-curve table evaluates every round).
+    batch 32 (the official code's; one batch holds a client's whole 4-shot set), 500 test images;
+    every client evaluated at the last round only (the claims read the final round; the
+    learning-curve table evaluates every round).
     The learning rate is each method's best of {0.001, 0.01, 0.1, 1} on seed 0 of the noisy
     pathological split (:data:`fedrepro.papers.fedotp.variants.LR`), the same search for every
     method.
@@ -73,7 +75,11 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
       Office-Caltech10, 4 clients; small: four styles, one client each, 40 training images);
     - ``feature_label_shift``: Tables 2 and A3, each domain split into 3 clients by Dir(0.1)
       (paper: Office-Caltech10's 4 domains into 12 clients, the official default α = 0.1; small:
-      four styles into 12 clients).
+      four styles into 12 clients);
+    - ``style_groups``: Fig. A5's structure, groups of clients that share one data distribution
+      (the paper: 5 clients per CIFAR-100 coarse label, its fine labels spread evenly): each domain
+      split into 3 clients with the same label distribution (ours: domains rather than coarse
+      labels, which the partitioners do not group by).
     """
     if variant not in VARIANTS:
         raise ConfigError(f"unknown fedotp setup variant {variant!r}; valid: {', '.join(VARIANTS)}")
@@ -98,7 +104,7 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
                 "num_clients": 5, "partition_args": {"classes_per_client": 2, "shots": 4},
                 "max_train": None, "max_test": 100 if smoke else 500}
         rounds = 2 if smoke else 10
-        train = {**train, "lr": 0.01, "rounds": rounds, "local_epochs": 1 if smoke else 5, "batch_size": 8,
+        train = {**train, "lr": 0.01, "rounds": rounds, "local_epochs": 1 if smoke else 5, "batch_size": 32,
                  "participation": 1.0, "eval_every": rounds}
     base = {"data": data, "model": model, "train": train}
     extra: dict = {}
@@ -116,7 +122,7 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
                                                  "test_per_client": per[1]},
                               "max_test": None},
                      "train": {"participation": 0.25}}
-    elif name in ("feature_shift", "feature_label_shift"):
+    elif name in ("feature_shift", "feature_label_shift", "style_groups"):
         per_domain = 1 if name == "feature_shift" else 3
         if profile == "paper":
             data = {"dataset": "office_caltech10", "dataset_args": {"image_size": 224}}
@@ -124,7 +130,7 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
         else:
             data = {"dataset": "fashion_mnist_domains", "dataset_args": {"styles": STANDIN_DOMAINS, "half": "federated"}}
             extra_model = {}
-        alpha = None if name == "feature_shift" else 0.1
+        alpha = 0.1 if name == "feature_label_shift" else None
         partition_args = {"clients_per_domain": per_domain, "alpha": alpha}
         if profile != "paper":
             # ours: a few-shot budget per client, as in the label-shift tables

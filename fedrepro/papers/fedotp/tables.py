@@ -108,8 +108,8 @@ TABLES = {
                     label=lambda s: f"{s} shots"),
     # Fig. A3: accuracy every round.
     "curves": _table("curves", "Learning curves (Fig. A3)", _curve_rows),
-    # Fig. A5: FedOTP's local prompts, clients grouped by domain (feature + label shift).
-    "clusters": _table("clusters", "Local prompts by client group (Fig. A5)", _cluster_rows, "feature_label_shift"),
+    # Fig. A5: FedOTP's local prompts, clients grouped by the distribution they share (a style).
+    "clusters": _table("clusters", "Local prompts by client group (Fig. A5)", _cluster_rows, "style_groups"),
     # The official code's departures, one at a time.
     "official_code": _table("official_code", "The official code's behaviour, one switch at a time", _quirk_rows),
 }
