@@ -19,13 +19,26 @@ from ...errors import ConfigError
 # The paper profile's CLIP: a local OpenAI/LAION file named by $FEDREPRO_CLIP_WEIGHTS (read by
 # fedrepro.models.clip_model); the data: image folders under the data root (no download).
 PAPER_DATASETS = ("food101", "dtd", "caltech101", "flowers102", "oxford_pets")
+# The official split gives each of 10 clients a block of round(C/10) shuffled classes and the last
+# client the rest (Pets: 4 each, the last 1). Our pathological partitioner gives every client the same
+# number, spreading the surplus over clients, so where 10·k exceeds C a few classes are shared.
+PAPER_CLASSES_PER_CLIENT = {"food101": 10, "dtd": 5, "caltech101": 10, "flowers102": 10, "oxford_pets": 4}
 STANDIN_DATASETS = ("original", "noisy", "edges")
 # Table 2/A3's domains at the small profiles: four styles, as Office-Caltech10 has four domains.
 STANDIN_DOMAINS = ["original", "noisy", "edges", "tinted"]
 DEFAULT_DATASET = {"paper": "caltech101", "laptop": "noisy", "smoke": "noisy"}
 
 BASE_VARIANTS = ("default", "pathological", "dirichlet", "feature_shift", "feature_label_shift", "style_groups")
-VARIANTS = (*BASE_VARIANTS, *(f"pathological:{d}" for d in (*STANDIN_DATASETS, *PAPER_DATASETS)))
+# The paper's other datasets for a setting (the first is the variant's default); at the small
+# profiles these variants are the stand-in's setting itself, so every table resolves everywhere.
+PAPER_ONLY = {"dirichlet": ("cifar100", "cifar10"), "feature_shift": ("office_caltech10", "domainnet"),
+              "feature_label_shift": ("office_caltech10", "domainnet")}
+# Clients per domain under feature + label shift: Table A3 splits each Office domain into 3, Table 2
+# each DomainNet domain into 5.
+LABEL_SHIFT_CLIENTS = {"office_caltech10": 3, "domainnet": 5}
+NUM_DOMAINS = {"office_caltech10": 4, "domainnet": 6}
+VARIANTS = (*BASE_VARIANTS, *(f"pathological:{d}" for d in (*STANDIN_DATASETS, *PAPER_DATASETS)),
+            *(f"{v}:{d}" for v, ds in PAPER_ONLY.items() for d in ds[1:]))
 
 
 def datasets(profile: str) -> tuple[str, ...]:
@@ -68,13 +81,20 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
     - ``pathological`` (= ``default``) and ``pathological:<dataset>``: Table 1 (and Tables 4, A4,
       Fig. 3 on the same split); ``<dataset>`` is a style at the small profiles, a CLIP dataset's
       image folder at paper;
-    - ``dirichlet``: Tables 3 and A5, Dir(α) label skew, α = 0.3 by default (paper: CIFAR-100, 100
-      clients, 10% taking part, 150 rounds, E = 1 with ViT-B/16; small: 20 clients of the noisy
-      style, 40 training and 40 test images each, 25% taking part, 10 rounds);
+    - ``dirichlet``: Tables 3 and A5, Dir(α) label skew, α = 0.3 by default (paper: CIFAR-100, or
+      ``dirichlet:cifar10`` for Table 3's other column, 100 clients with 500 training and 100 test
+      images each (our reading of the official hierarchical split), 10% taking part, 150 rounds,
+      E = 1 with ViT-B/16; small: 20 clients of the noisy style, 40 training and 40 test images
+      each, 25% taking part, 10 rounds);
+
+    The ``:<dataset>`` variants of ``dirichlet`` and the feature-shift settings name the paper
+    profile's other datasets; at the small profiles they are the stand-in's setting itself.
     - ``feature_shift``: Table A2, one client per domain, the same label distribution (paper:
-      Office-Caltech10, 4 clients; small: four styles, one client each, 40 training images);
+      Office-Caltech10, 4 clients, or ``feature_shift:domainnet``, 6; small: four styles, one
+      client each, 160 training images);
     - ``feature_label_shift``: Tables 2 and A3, each domain split into 3 clients by Dir(0.1)
-      (paper: Office-Caltech10's 4 domains into 12 clients, the official default α = 0.1; small:
+      (paper: Office-Caltech10's 4 domains into 12 clients, the official default α = 0.1, or
+      ``feature_label_shift:domainnet``, Table 2's 6 DomainNet domains into 5 clients each; small:
       four styles into 12 clients);
     - ``style_groups``: Fig. A5's structure, groups of clients that share one data distribution
       (the paper: 5 clients per CIFAR-100 coarse label, its fine labels spread evenly): each domain
@@ -84,23 +104,27 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
     if variant not in VARIANTS:
         raise ConfigError(f"unknown fedotp setup variant {variant!r}; valid: {', '.join(VARIANTS)}")
     name, _, dataset = variant.partition(":")
+    if name in PAPER_ONLY:
+        dataset = dataset or PAPER_ONLY[name][0]
     if name == "default":
         name = "pathological"
     train = {"momentum": 0.9, "weight_decay": 5e-4}
     if profile == "paper":
         model = {"name": "clip", "args": {"arch": "RN50"}}
-        data = {**_image_folder(dataset or DEFAULT_DATASET["paper"]), "partition": "pathological",
-                "num_clients": 10, "partition_args": {"classes_per_client": 10, "shots": 4},
+        table1 = dataset if name == "pathological" and dataset else DEFAULT_DATASET["paper"]
+        data = {**_image_folder(table1), "partition": "pathological",
+                "num_clients": 10, "partition_args": {"classes_per_client": PAPER_CLASSES_PER_CLIENT[table1], "shots": 4},
                 "max_train": None, "max_test": None}
         train = {**train, "lr": 0.001, "rounds": 10, "local_epochs": 5, "batch_size": 32, "participation": 1.0,
                  "eval_every": 1}
     else:
         model = {"name": "clip", "args": {"arch": "standin"}}
         smoke = profile == "smoke"
-        if dataset and dataset not in STANDIN_DATASETS:
+        if name == "pathological" and dataset and dataset not in STANDIN_DATASETS:
             raise ConfigError(f"fedotp setup {variant!r}: at the {profile} profile the datasets are the styles "
                               f"{', '.join(STANDIN_DATASETS)}")
-        data = {**_styled(dataset or DEFAULT_DATASET[profile]), "partition": "pathological",
+        style = dataset if name == "pathological" and dataset else DEFAULT_DATASET[profile]
+        data = {**_styled(style), "partition": "pathological",
                 "num_clients": 5, "partition_args": {"classes_per_client": 2, "shots": 4},
                 "max_train": None, "max_test": 100 if smoke else 500}
         rounds = 2 if smoke else 10
@@ -110,7 +134,7 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
     extra: dict = {}
     if name == "dirichlet":
         if profile == "paper":
-            extra = {"data": {"dataset": "cifar100", "dataset_args": {}, "partition": "fixed_dirichlet",
+            extra = {"data": {"dataset": dataset, "dataset_args": {}, "partition": "fixed_dirichlet",
                               "num_clients": 100, "partition_args": {"alpha": 0.3, "train_per_client": 500,
                                                                      "test_per_client": 100}},
                      "model": {"name": "clip", "args": {"arch": "ViT-B-16"}},
@@ -124,8 +148,13 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
                      "train": {"participation": 0.25}}
     elif name in ("feature_shift", "feature_label_shift", "style_groups"):
         per_domain = 1 if name == "feature_shift" else 3
+        domains = 4
         if profile == "paper":
-            data = {"dataset": "office_caltech10", "dataset_args": {"image_size": 224}}
+            dataset = dataset or PAPER_ONLY["feature_shift"][0]
+            if name == "feature_label_shift":
+                per_domain = LABEL_SHIFT_CLIENTS[dataset]
+            domains = NUM_DOMAINS[dataset]
+            data = {"dataset": dataset, "dataset_args": {"image_size": 224}}
             extra_model = {"model": {"name": "clip", "args": {"arch": "ViT-B-16"}}}
         else:
             data = {"dataset": "fashion_mnist_domains", "dataset_args": {"styles": STANDIN_DOMAINS, "half": "federated"}}
@@ -136,6 +165,6 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
             # ours: a few-shot budget per client, as in the label-shift tables
             data["max_train"] = 160 * per_domain if profile == "laptop" else 40 * per_domain
             data["max_test"] = 400 * per_domain if profile == "laptop" else 80 * per_domain
-        extra = {"data": {**data, "partition": "domain_dirichlet", "num_clients": 4 * per_domain,
+        extra = {"data": {**data, "partition": "domain_dirichlet", "num_clients": domains * per_domain,
                           "partition_args": partition_args}, **extra_model}
     return [base, extra]

@@ -90,11 +90,20 @@ TABLES = {
     # Tables 3 and A5: Dirichlet label shift over α.
     "dirichlet": _table("dirichlet", "Dirichlet label shift (Tables 3, A5)", _dirichlet_rows, "dirichlet", "TA5",
                         columns="data.partition_args.alpha", label=lambda a: f"α={a:g}"),
+    # Table 3's CIFAR-10 column: the paper profile only (at the small profiles, the same runs as above).
+    "dirichlet_cifar10": _table("dirichlet_cifar10", "Dirichlet label shift, CIFAR-10 (Table 3)", _dirichlet_rows,
+                                "dirichlet:cifar10", columns="data.partition_args.alpha", label=lambda a: f"α={a:g}"),
     # Table A2: feature shift only, one client per domain; Tables 2 and A3: feature + label shift.
     "feature_shift": _table("feature_shift", "Feature shift, one client per domain (Table A2)", _domain_rows,
                             "feature_shift", "TA2", reference_columns=lambda c: c.startswith("Office")),
     "feature_label_shift": _table("feature_label_shift", "Feature + label shift, 3 clients per domain (Tables 2, A3)",
                                   _domain_rows, "feature_label_shift", "TA3"),
+    # DomainNet (Tables A2's DN columns and 2): the paper profile only.
+    "feature_shift_domainnet": _table("feature_shift_domainnet", "Feature shift, DomainNet (Table A2)", _domain_rows,
+                                      "feature_shift:domainnet", "TA2", reference_columns=lambda c: c.startswith("DN")),
+    "feature_label_shift_domainnet": _table("feature_label_shift_domainnet",
+                                            "Feature + label shift, DomainNet, 5 clients per domain (Table 2)",
+                                            _domain_rows, "feature_label_shift:domainnet", "T2"),
     # Table 4: the OT variants at 2 and 8 shots.
     "ot_variants": _table("ot_variants", "Effect of OT (Table 4)", _ot_rows, columns="data.partition_args.shots",
                           label=lambda s: f"{s} shots"),
