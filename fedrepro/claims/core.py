@@ -103,6 +103,21 @@ def paired(results: pd.DataFrame, a: Mapping[str, object], b: Mapping[str, objec
     return seeds, va.loc[seeds], vb.loc[seeds]
 
 
+def paired_gaps(first: pd.DataFrame, second: pd.DataFrame, a: Mapping[str, object], b: Mapping[str, object],
+                metric: str) -> tuple[list, np.ndarray, np.ndarray]:
+    """``(seeds, gap_first, gap_second)``: the per-seed gap A − B (``metric``) in two settings (e.g. two
+    splits or two α), restricted to the seeds both settings have, in seed order. For claims that a
+    gap is larger in one setting than in another."""
+    s1, a1, b1 = paired(first, a, b, metric)
+    s2, a2, b2 = paired(second, a, b, metric)
+    seeds = sorted(set(s1) & set(s2))
+    if not seeds:
+        raise MissingResults("no seed run in both settings")
+    g1 = (a1 - b1).loc[seeds].to_numpy()
+    g2 = (a2 - b2).loc[seeds].to_numpy()
+    return seeds, g1, g2
+
+
 def compare(results: pd.DataFrame, a: Mapping[str, object], b: Mapping[str, object], *, metric: str = "best",
             margin: float = 0.0, label_a: str = "A", label_b: str = "B") -> tuple[bool, str]:
     """Pass when mean(A) − mean(B) > ``margin`` over the seeds both have (paired by seed)."""

@@ -90,7 +90,7 @@ class ClipFeatures:
     def __len__(self) -> int:
         return len(self.labels)
 
-    def rows(self, idx: Tensor | slice) -> "ClipFeatures":
+    def rows(self, idx: Tensor | slice) -> ClipFeatures:
         return ClipFeatures(self.pooled[idx], self.patches[idx], self.labels[idx])
 
 
@@ -317,4 +317,4 @@ def pooled_logits(scale: float, text: Tensor, feats: ClipFeatures) -> Tensor:
     return scale * feats.pooled @ text.T
 
 
-__all__ = ["ClipFeatures", "ClipPromptMethod", "ClipPromptParams", "MOMENTUM_KEY", "image_tokens", "pooled_logits"]
+__all__ = ["MOMENTUM_KEY", "ClipFeatures", "ClipPromptMethod", "ClipPromptParams", "image_tokens", "pooled_logits"]

@@ -184,7 +184,7 @@ def test_fedper_uploads_only_the_base_vectors(tiny):
     assert new["ctx"].shape == (1, base, W)
     assert torch.equal(m.eval_ctx(new, ups[0].state, clients[0], None), torch.cat([new["ctx"], ups[0].state["ctx"]], 1))
 
-    three, _, st3 = build(tiny, "promptfl_fedper", {"n_personal": 3})
+    _, _, st3 = build(tiny, "promptfl_fedper", {"n_personal": 3})
     assert st3.shared["ctx"].shape[1] == L - 3 and st3.client_states[0]["ctx"].shape[1] == 3
 
 
@@ -278,7 +278,7 @@ def test_shared_optimizer_carries_the_momentum_buffer_in_the_broadcast(tiny):
 
 def test_seed_zero_unseeded_changes_only_seed_zero(tiny):
     def init(seed, flag):
-        m, _, st = build(tiny, "fedotp", {"seed_zero_unseeded": flag}, seed=seed)
+        _, _, st = build(tiny, "fedotp", {"seed_zero_unseeded": flag}, seed=seed)
         return st.shared["ctx"], st.client_states[0]["ctx"]
 
     assert not torch.equal(init(0, True)[0], init(0, False)[0])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...claims.core import Claim, MissingResults, paired, register_claim
+from ...claims.core import Claim, MissingResults, paired, paired_gaps, register_claim
 
 ROW, METRIC = "row", "final"
 # "≫" under pathological label shift: Table 1's FedOTP − PromptFL is +19.5 points on average and
@@ -52,7 +52,7 @@ def _not_worse(r, a, b, la, lb, where: str = ""):
     seeds, va, vb = _gap(r, a, b)
     d = va - vb
     ok = d.mean() > -NOT_WORSE
-    return ok, (f"{where}{la} − {lb} {100 * d.mean():+.2f} pts (per seed {_fmt(d)}), required > "
+    return ok, (f"{where}{la} − {lb} {100 * d.mean():+.2f} pts (per seed {_fmt(d)}, seeds {seeds}), required > "
                 f"{-100 * NOT_WORSE:+.0f}")
 
 
@@ -86,13 +86,7 @@ def _lead_grows(r):
     col = "data.partition_args.alpha"
     _col(r, col)
     lo, hi = float(r[col].min()), float(r[col].max())
-    s_lo, a_lo, b_lo = _gap(_alpha(r, lo), {ROW: "fedotp"}, {ROW: "promptfl"})
-    s_hi, a_hi, b_hi = _gap(_alpha(r, hi), {ROW: "fedotp"}, {ROW: "promptfl"})
-    seeds = sorted(set(s_lo) & set(s_hi))
-    if not seeds:
-        raise MissingResults("no seed run at both ends of the α range")
-    g_lo = pd.Series(a_lo - b_lo, index=s_lo).loc[seeds].to_numpy()
-    g_hi = pd.Series(a_hi - b_hi, index=s_hi).loc[seeds].to_numpy()
+    seeds, g_lo, g_hi = paired_gaps(_alpha(r, lo), _alpha(r, hi), {ROW: "fedotp"}, {ROW: "promptfl"}, METRIC)
     ok = g_lo.mean() > g_hi.mean() and bool((g_lo > g_hi).all())
     return ok, (f"FedOTP − PromptFL at α={lo:g}: {100 * g_lo.mean():+.2f} pts (per seed {_fmt(g_lo)}); at "
                 f"α={hi:g}: {100 * g_hi.mean():+.2f} pts (per seed {_fmt(g_hi)}); required larger at α={lo:g} "

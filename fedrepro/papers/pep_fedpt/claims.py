@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...claims.core import Claim, MissingResults, paired, register_claim
+from ...claims.core import Claim, MissingResults, paired, paired_gaps, register_claim
 
 ROW, SPLIT = "row", "split"
 METRIC = "final"
@@ -76,13 +76,8 @@ def _priors_carry_gain(r):
 
 
 def _gain_shrinks(r):
-    sp, dp = _gap(_split(r, "pathological"), {ROW: "pep_fedpt"}, {ROW: "fedvpt"})
-    sd, dd = _gap(_split(r, "dirichlet"), {ROW: "pep_fedpt"}, {ROW: "fedvpt"})
-    seeds = sorted(set(sp) & set(sd))
-    if not seeds:
-        raise MissingResults("no seed with both splits")
-    a = pd.Series(dp, index=sp).loc[seeds].to_numpy()
-    b = pd.Series(dd, index=sd).loc[seeds].to_numpy()
+    seeds, a, b = paired_gaps(_split(r, "pathological"), _split(r, "dirichlet"), {ROW: "pep_fedpt"}, {ROW: "fedvpt"},
+                              METRIC)
     ok = a.mean() > b.mean() and bool((a > b).all())
     return ok, (f"gain over FedVPT: pathological {100 * a.mean():+.2f} pts (per seed {_fmt(a)}), Dir(0.3) "
                 f"{100 * b.mean():+.2f} pts (per seed {_fmt(b)}); required pathological > Dirichlet at every "

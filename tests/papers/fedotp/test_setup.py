@@ -6,7 +6,8 @@ import pytest
 from fedrepro.errors import ConfigError
 from fedrepro.methods import METHODS
 from fedrepro.papers import PAPERS, paper, setup, variants
-from fedrepro.papers.fedotp.variants import LR, LR_GRID, METHODS as ROWS, SETTINGS, row
+from fedrepro.papers.fedotp.variants import LR, LR_GRID, SETTINGS, row
+from fedrepro.papers.fedotp.variants import METHODS as ROWS
 
 PROFILES = ("smoke", "laptop", "paper")
 
