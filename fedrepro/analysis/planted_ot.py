@@ -196,6 +196,58 @@ def evaluate_planted(task: PlantedTask, prompts: PlantedPrompts, gamma: float, c
     }
 
 
+def planted_plan_maps(seed: int = 0, gammas: Sequence[float] = (1.0, 0.8, 0.5), num_images: int = 4,
+                      client: int = 0, config: PlantedOTConfig | None = None) -> dict:
+    """Fig. A4 on the planted task: for the first ``num_images`` test images of ``client``, the object
+    mask and the true class's converged plan (global + local columns summed per patch) at each γ, as
+    √M×√M grids, with each γ's own trained vectors. Returns ``{"mask": [I, s, s], "plans": {γ: [I, s, s]},
+    "labels": [I]}``."""
+    cfg = config or PlantedOTConfig()
+    task = make_planted(replace(cfg.task, seed=int(seed)))
+    part = task.test.client(client)
+    if len(part) == 0:
+        raise ConfigError(f"client {client} has no planted test images; valid: 0..{task.config.num_clients - 1}")
+    part = PlantedSplit(*(t[:num_images] for t in (part.tokens, part.labels, part.clients, part.object_mask)))
+    side = round(task.config.num_patches ** 0.5)
+    if side * side != task.config.num_patches:
+        raise ConfigError(f"num_patches={task.config.num_patches} is not a square grid; use e.g. 49")
+    rows = torch.arange(len(part))
+    plans = {}
+    for gamma in gammas:
+        prompts = train_planted(task, gamma, cfg, int(seed))
+        sims = _sims(_unit(part.tokens), _prompt_pair(prompts.global_, prompts.local[client]))[rows, part.labels]
+        plans[float(gamma)] = converged_plan(sims, gamma, cfg.lam).sum(-1).reshape(-1, side, side).float()
+    return {"mask": part.object_mask.reshape(-1, side, side), "plans": plans, "labels": part.labels}
+
+
+def plot_planted_maps(maps: dict, size: float = 1.6):
+    """One row per image: its object patches, then the plan's mass per patch at each γ (one colour
+    scale per image), the object patches marked by red dots. Returns the Figure."""
+    import matplotlib.pyplot as plt
+
+    mask, plans = maps["mask"].numpy(), maps["plans"]
+    n = len(mask)
+    fig, axes = plt.subplots(n, 1 + len(plans), figsize=(size * (1 + len(plans)), size * n), squeeze=False)
+    for i in range(n):
+        axes[i, 0].imshow(mask[i], cmap="gray_r", vmin=0, vmax=1)
+        axes[i, 0].set_ylabel(f"class {int(maps['labels'][i])}", fontsize=8)
+        vmax = max(float(p[i].max()) for p in plans.values())
+        for j, (gamma, plan) in enumerate(plans.items(), start=1):
+            axes[i, j].imshow(plan[i].numpy(), cmap="viridis", vmin=0, vmax=vmax)
+            ys, xs = np.nonzero(mask[i])
+            axes[i, j].scatter(xs, ys, s=6, c="red", marker="o")
+            if i == 0:
+                axes[i, j].set_title(f"plan mass, γ={gamma:g}", fontsize=8)
+        if i == 0:
+            axes[i, 0].set_title("object patches", fontsize=8)
+    for ax in axes.ravel():
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.suptitle("planted task: where the true class's plan puts its mass (red: object patches)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def planted_ot_experiment(seeds: Sequence[int] = (0, 1, 2), gammas: Sequence[float] = DEFAULT_GAMMAS,
                           config: PlantedOTConfig | None = None, split: str = "test") -> pd.DataFrame:
     """FedOTP (CVPR 2024) Fig. A4's claim on ground truth: per (seed, γ), train FedOTP's global/local
@@ -228,4 +280,4 @@ def planted_ot_experiment(seeds: Sequence[int] = (0, 1, 2), gammas: Sequence[flo
 
 
 __all__ = ["DEFAULT_GAMMAS", "PlantedOTConfig", "PlantedPrompts", "evaluate_planted", "planted_ot_experiment",
-           "train_planted"]
+           "planted_plan_maps", "plot_planted_maps", "train_planted"]

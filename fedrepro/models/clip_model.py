@@ -68,7 +68,7 @@ class ClipImageFeatures(nn.Module):
 
 
 class ClipClassifier(SplitModel):
-    """A frozen CLIP image tower (``features``) and a text-feature head (``head``, bias-free).
+    """A frozen CLIP image tower (``features``) and a text-feature head (``head``, zero bias).
 
     The head's rows are L2-normalised text features times CLIP's logit scale once a method calls
     :meth:`set_text_features`; until then they are zero.
@@ -76,8 +76,11 @@ class ClipClassifier(SplitModel):
 
     def __init__(self, clip: ClipBackbone, num_classes: int):
         features = ClipImageFeatures(clip)
-        head = nn.Linear(clip.embed_dim, num_classes, bias=False)
+        # CLIP's classifier has no bias; the zero bias keeps the head a plain ``nn.Linear`` like every
+        # other model's (``head.weight``, ``head.bias``), for the methods and tests that rely on it.
+        head = nn.Linear(clip.embed_dim, num_classes)
         nn.init.zeros_(head.weight)
+        nn.init.zeros_(head.bias)
         super().__init__(features, head, clip.embed_dim, num_classes)
         for p in self.parameters():
             p.requires_grad_(False)

@@ -71,3 +71,17 @@ def test_bad_input():
         PlantedOTConfig(rounds=0)
     with pytest.raises(ConfigError, match="split"):
         planted_ot_experiment(seeds=(0,), gammas=(1.0,), config=SMALL, split="val")
+
+
+def test_planted_plan_maps_hold_gamma_and_favour_objects():
+    from fedrepro.analysis.planted_ot import planted_plan_maps, plot_planted_maps
+
+    cfg = PlantedOTConfig(task=PlantedConfig(num_clients=2, train_per_client=16, test_per_client=8), rounds=2)
+    maps = planted_plan_maps(seed=0, gammas=(1.0, 0.5), num_images=3, config=cfg)
+    assert maps["mask"].shape == (3, 7, 7) and set(maps["plans"]) == {1.0, 0.5}
+    for gamma, plan in maps["plans"].items():
+        assert torch.allclose(plan.sum((1, 2)), torch.full((3,), gamma), atol=1e-5)
+    obj = maps["mask"]
+    half = maps["plans"][0.5]
+    assert float(half[obj].mean()) > float(half[~obj].mean())  # the plan keeps the objects
+    assert plot_planted_maps(maps) is not None

@@ -43,6 +43,11 @@ def _domain_rows(profile: str) -> list[Rows]:
                  seeds="table")]
 
 
+def _domain_label_rows(profile: str) -> list[Rows]:
+    return [Rows(variants=rows(profile, *CLAIM_ROWS)),
+            Rows(variants=rows(profile, "zeroshot_clip", "coop", "promptfl_fedprox"), seeds="table")]
+
+
 def _ot_rows(profile: str) -> list[Rows]:
     grid = {"data.partition_args.shots": [2, 8]}
     return [Rows(grid, variants=rows(profile, *OT_VARIANTS)),
@@ -97,13 +102,13 @@ TABLES = {
     "feature_shift": _table("feature_shift", "Feature shift, one client per domain (Table A2)", _domain_rows,
                             "feature_shift", "TA2", reference_columns=lambda c: c.startswith("Office")),
     "feature_label_shift": _table("feature_label_shift", "Feature + label shift, 3 clients per domain (Tables 2, A3)",
-                                  _domain_rows, "feature_label_shift", "TA3"),
+                                  _domain_label_rows, "feature_label_shift", "TA3"),
     # DomainNet (Tables A2's DN columns and 2): the paper profile only.
     "feature_shift_domainnet": _table("feature_shift_domainnet", "Feature shift, DomainNet (Table A2)", _domain_rows,
                                       "feature_shift:domainnet", "TA2", reference_columns=lambda c: c.startswith("DN")),
     "feature_label_shift_domainnet": _table("feature_label_shift_domainnet",
                                             "Feature + label shift, DomainNet, 5 clients per domain (Table 2)",
-                                            _domain_rows, "feature_label_shift:domainnet", "T2"),
+                                            _domain_label_rows, "feature_label_shift:domainnet", "T2"),
     # Table 4: the OT variants at 2 and 8 shots.
     "ot_variants": _table("ot_variants", "Effect of OT (Table 4)", _ot_rows, columns="data.partition_args.shots",
                           label=lambda s: f"{s} shots"),
