@@ -148,7 +148,9 @@ class ClipPromptMethod(Method):
         return max(1, min(PAPER_N_CTX, clip.context_length - 2 - longest))
 
     # ------------------------------------------------------------------ the official code's quirks
-    def _run_seed(self, seed: int) -> int:
+    def init_seed(self, seed: int) -> int:
+        """The seed of the prompt initialisation: the run's, or with ``seed_zero_unseeded`` at seed 0 a
+        fixed one that ignores it (the official code leaves seed 0 unseeded)."""
         if self.p.seed_zero_unseeded and self.ctx.cfg.seed == 0:
             return derive_seed(0, "init", 2023)  # fixed: ignores the run seed, as an unseeded run does
         return seed
@@ -180,7 +182,7 @@ class ClipPromptMethod(Method):
     # ------------------------------------------------------------------ prompts
     def initial_ctx(self, seed: int) -> Tensor:
         """Every context vector at its start, N(0, init_std²) [N_PROMPTS, L, width] (CoOp)."""
-        gen = torch.Generator().manual_seed(derive_seed(self._run_seed(seed), "init", 1))
+        gen = torch.Generator().manual_seed(derive_seed(self.init_seed(seed), "init", 1))
         shape = self.prompts.ctx.shape
         return (torch.randn(shape, generator=gen) * self.p.init_std).to(self.ctx.device)
 
@@ -203,7 +205,7 @@ class ClipPromptMethod(Method):
         if not local:
             return {}
         # Each client's local prompt gets its own draw (FedOTP Algorithm 2's P_{L,k}^0).
-        gen = torch.Generator().manual_seed(derive_seed(self._run_seed(seed), "init", 3, cid))
+        gen = torch.Generator().manual_seed(derive_seed(self.init_seed(seed), "init", 3, cid))
         shape = (len(local), *self.prompts.ctx.shape[1:])
         return {"ctx": (torch.randn(shape, generator=gen) * self.p.init_std).to(self.ctx.device)}
 
@@ -260,7 +262,9 @@ class ClipPromptMethod(Method):
         buf = opt.state.get(param, {}).get("momentum_buffer")
         return param.detach(), TrainStats(total / max(count, 1), {}, count), buf
 
-    def _gen(self, gen: torch.Generator) -> torch.Generator:
+    def batch_generator(self, gen: torch.Generator) -> torch.Generator:
+        """The generator of a round's batch order: the engine's, or with ``seed_zero_unseeded`` at seed
+        0 one drawn away from it (another order than the seeded run's, as an unseeded run has)."""
         if self.p.seed_zero_unseeded and self.ctx.cfg.seed == 0:
             return torch.Generator().manual_seed(int(torch.randint(2**62, (1,), generator=gen)) ^ 2023)
         return gen
@@ -268,7 +272,7 @@ class ClipPromptMethod(Method):
     def client_update(self, shared: State, state: State, data: ClientData, gen: torch.Generator,
                       rnd: int) -> ClientUpdate:
         feats = self.features(data, "train")
-        ctx, stats, buf = self.train_ctx(self.assemble(shared, state), feats, self._gen(gen), shared,
+        ctx, stats, buf = self.train_ctx(self.assemble(shared, state), feats, self.batch_generator(gen), shared,
                                          anchor=shared)
         up, local = self.split(ctx)
         upload = {"ctx": up.clone()} if self.SHARED else {}  # a purely local method uploads nothing

@@ -70,7 +70,7 @@ class PFedPrompt(PromptFL):
 
     def client_update(self, shared, state, data, gen, rnd):
         feats = self.features(data, "train")
-        ctx, stats, buf = self.train_ctx(self.assemble(shared, state), feats, self._gen(gen), shared,
+        ctx, stats, buf = self.train_ctx(self.assemble(shared, state), feats, self.batch_generator(gen), shared,
                                          anchor={CACHE: self.cache(data)})
         up, _ = self.split(ctx)
         upload = {"ctx": up.clone()}

@@ -85,7 +85,7 @@ class PromptFLFedAMP(PromptFL):
         if cloud is None:  # not in the pool yet: u_k = P_k, no pull
             cloud, coef = own, 0.0
         start = cloud if self.p.start_from == "cloud" else own
-        ctx, stats, buf = self.train_ctx(start, self.features(data, "train"), self._gen(gen), shared,
+        ctx, stats, buf = self.train_ctx(start, self.features(data, "train"), self.batch_generator(gen), shared,
                                          anchor={CLOUD: cloud.detach(), "coef": coef})
         upload = {"cid": int(data.cid), "ctx": ctx.clone()}
         if self.p.optimizer_scope == "shared" and buf is not None:

@@ -36,5 +36,5 @@ class PromptFLFT(PromptFL):
         ctx = self.assemble(shared, state)
         feats = self.features(data, "train")
         # shared={} gives the fine-tuning its own optimiser (no momentum carried in the broadcast).
-        tuned, _, _ = self.train_ctx(ctx, feats, self._gen(gen), {}, epochs=self.p.ft_epochs)
+        tuned, _, _ = self.train_ctx(ctx, feats, self.batch_generator(gen), {}, epochs=self.p.ft_epochs)
         return tuned
