@@ -2,7 +2,7 @@
 
 FedOTP (CVPR 2024) Fig. A4 and §4.3 claim that with γ < 1 the unbalanced plan leaves background
 patches out and concentrates on the object, while at γ = 1 every patch must be transported. Real
-images have no ground truth for "object", so this experiment (our spec §9.1 fallback, §9.3 item 6)
+images have no ground truth for "object", so this experiment (a synthetic CLIP-like task of ours)
 trains FedOTP's mechanism on :mod:`fedrepro.data.planted`, whose images come with their object masks:
 
 - no text encoder: the "prompt features" are free vectors in the joint token space, used unit-norm.

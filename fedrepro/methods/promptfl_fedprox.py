@@ -8,7 +8,7 @@ code's value (the papers give none).
 
 ``prox_grad=False`` reproduces the official code: there the term is computed from the prompt
 learner's ``state_dict()``, whose tensors are detached, so it is added to the loss (and to the
-logged loss) but carries no gradient, and training is exactly PromptFL's (FedOTP spec §8; this
+logged loss) but carries no gradient, and training is exactly PromptFL's (this
 fits PromptFL+FedProx ≈ PromptFL in FedOTP's tables). The default is the real proximal gradient.
 """
 from __future__ import annotations

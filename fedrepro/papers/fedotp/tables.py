@@ -112,7 +112,7 @@ TABLES = {
     # Table 4: the OT variants at 2 and 8 shots.
     "ot_variants": _table("ot_variants", "Effect of OT (Table 4)", _ot_rows, columns="data.partition_args.shots",
                           label=lambda s: f"{s} shots"),
-    # Ours (spec: the ablations the paper lacks): one prompt kept local, or averaged, OT kept.
+    # Ours (ablations the paper lacks): one prompt kept local, or averaged, OT kept.
     "prompt_sets": _table("prompt_sets", "Global + local vs one prompt (ours)", _ablation_rows),
     # Table A4: γ.
     "gamma": _table("gamma", "Effect of γ (Table A4)", _gamma_rows, columns="method.args.gamma",

@@ -10,7 +10,7 @@ from fedrepro.reference import paper_table
 PAPER = Path(__file__).resolve().parents[4] / "shared" / "papers" / "fedotp.txt"
 METHODS = {"zeroshot_clip", "coop", "promptfl", "promptfl_ft", "promptfl_fedprox", "promptfl_fedper",
            "promptfl_fedamp", "pfedprompt", "fedotp", "fedotp_average", "fedotp_ot"}
-NOT_IN_TEXT = {"T3"}  # Table 3 is missing from the paper text; the spec rebuilds its CIFAR-100 column
+NOT_IN_TEXT = {"T3"}  # Table 3 is missing from our copy of the paper text; its column is quoted from Table A5
 SHAPES = {"T1": (9, 5), "T2": (5, 7), "T3": (5, 1), "T4": (3, 10), "TA2": (5, 12), "TA3": (5, 5), "TA4": (20, 6),
           "TA5": (7, 6)}
 
