@@ -303,3 +303,27 @@ def test_clip_methods_refuse_another_model(tiny):
 
     with pytest.raises(ConfigError, match="model.name=clip"):
         build(tiny, "promptfl_fedamp", **{"model.name": "mlp", "model.args": {}})
+
+
+def test_fedotp_trains_on_a_paper_size_clip_from_a_local_file(tiny, tmp_path, monkeypatch, request):
+    """The paper profile's path on CPU: ViT-B/16 (random weights written as OpenAI ships them, read
+    through $FEDREPRO_CLIP_WEIGHTS), 196 patch tokens at 224×224, L = 16 context vectors of width 512."""
+    from fedrepro.models.clip import build_paper_clip
+    from fedrepro.models.clip_model import ENV_CLIP_WEIGHTS, _cached_backbone
+
+    request.addfinalizer(_cached_backbone.cache_clear)  # the full-size CLIP must not stay cached after the test
+
+    state = {k: v.half() for k, v in build_paper_clip("ViT-B-16", "openai", seed=1).model.state_dict().items()}
+    path = tmp_path / "ViT-B-16.pt"
+    torch.save(state, path)
+    monkeypatch.setenv(ENV_CLIP_WEIGHTS, str(path))
+    m, clients, st = build(tiny, "fedotp", **{"model.args": {"arch": "ViT-B-16"}, "data.num_clients": 2,
+                                              "data.partition_args": {"classes_per_client": 2, "shots": 1},
+                                              "data.max_test": 8})
+    assert m.prompts.ctx.shape == (2, 16, 512)  # the paper's L = 16 fits CLIP's 77-token context
+    assert m.features(clients[0], "train").patches.shape[1:] == (196, 512)
+    u = update(m, st, clients[0])
+    assert set(u.upload) == {"ctx"} and u.upload["ctx"].shape == (1, 16, 512)
+    assert torch.isfinite(u.upload["ctx"]).all() and not torch.equal(u.upload["ctx"], st.shared["ctx"])
+    res = m.evaluate(st.shared, u.state, clients[0], torch_gen(0, "eval", 1, 0))
+    assert res.total == clients[0].num_test and 0 <= res.acc <= 1
