@@ -269,11 +269,16 @@ class ClipPromptMethod(Method):
             return torch.Generator().manual_seed(int(torch.randint(2**62, (1,), generator=gen)) ^ 2023)
         return gen
 
+    def anchor(self, shared: State, state: State, data: ClientData) -> State:
+        """What :meth:`batch_loss` may read besides the batch during a round (default: the download,
+        which FedProx pulls towards)."""
+        return shared
+
     def client_update(self, shared: State, state: State, data: ClientData, gen: torch.Generator,
                       rnd: int) -> ClientUpdate:
         feats = self.features(data, "train")
         ctx, stats, buf = self.train_ctx(self.assemble(shared, state), feats, self.batch_generator(gen), shared,
-                                         anchor=shared)
+                                         anchor=self.anchor(shared, state, data))
         up, local = self.split(ctx)
         upload = {"ctx": up.clone()} if self.SHARED else {}  # a purely local method uploads nothing
         if self.p.optimizer_scope == "shared" and buf is not None:

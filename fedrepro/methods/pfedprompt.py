@@ -30,9 +30,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..fl.client_data import ClientData
-from ..fl.method import ClientUpdate
 from ..params import hp
-from .clip_prompt import MOMENTUM_KEY, ClipFeatures, ClipPromptParams
+from .clip_prompt import ClipFeatures, ClipPromptParams
 from .promptfl import PromptFL
 from .registry import register_method
 
@@ -68,15 +67,8 @@ class PFedPrompt(PromptFL):
         logits = self.logits(self.text_features(ctx), batch) + self.cache_logits(anchor[CACHE], batch)
         return F.cross_entropy(logits, batch.labels)
 
-    def client_update(self, shared, state, data, gen, rnd):
-        feats = self.features(data, "train")
-        ctx, stats, buf = self.train_ctx(self.assemble(shared, state), feats, self.batch_generator(gen), shared,
-                                         anchor={CACHE: self.cache(data)})
-        up, _ = self.split(ctx)
-        upload = {"ctx": up.clone()}
-        if self.p.optimizer_scope == "shared" and buf is not None:
-            upload[MOMENTUM_KEY] = buf.clone()
-        return ClientUpdate(upload=upload, state=dict(state), num_samples=data.num_train, metrics=stats.metrics())
+    def anchor(self, shared, state, data):
+        return {CACHE: self.cache(data)}
 
     @torch.no_grad()
     def evaluate(self, shared, state, data, gen):
