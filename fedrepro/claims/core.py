@@ -118,6 +118,17 @@ def paired_gaps(first: pd.DataFrame, second: pd.DataFrame, a: Mapping[str, objec
     return seeds, g1, g2
 
 
+def gap_larger_in(first: pd.DataFrame, second: pd.DataFrame, a: Mapping[str, object], b: Mapping[str, object],
+                  metric: str, names: tuple[str, str], what: str) -> tuple[bool, str]:
+    """Pass when the gap A − B is larger in ``first`` than in ``second`` on average and at every seed
+    both have (e.g. "the gain shrinks as the split gets milder"); ``names`` label the two settings."""
+    seeds, g1, g2 = paired_gaps(first, second, a, b, metric)
+    ok = g1.mean() > g2.mean() and bool((g1 > g2).all())
+    per1, per2 = (", ".join(f"{100 * v:+.1f}" for v in g) for g in (g1, g2))
+    return ok, (f"{what}: {names[0]} {100 * g1.mean():+.2f} pts (per seed {per1}), {names[1]} "
+                f"{100 * g2.mean():+.2f} pts (per seed {per2}); required larger at {names[0]} at every seed {seeds}")
+
+
 def compare(results: pd.DataFrame, a: Mapping[str, object], b: Mapping[str, object], *, metric: str = "best",
             margin: float = 0.0, label_a: str = "A", label_b: str = "B") -> tuple[bool, str]:
     """Pass when mean(A) − mean(B) > ``margin`` over the seeds both have (paired by seed)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...claims.core import Claim, MissingResults, paired, paired_gaps, register_claim
+from ...claims.core import Claim, MissingResults, gap_larger_in, paired, register_claim
 
 ROW, METRIC = "row", "final"
 # "≫" under pathological label shift: Table 1's FedOTP − PromptFL is +19.5 points on average and
@@ -93,11 +93,8 @@ def _lead_grows(r):
     col = "data.partition_args.alpha"
     _col(r, col)
     lo, hi = float(r[col].min()), float(r[col].max())
-    seeds, g_lo, g_hi = paired_gaps(_alpha(r, lo), _alpha(r, hi), {ROW: "fedotp"}, {ROW: "promptfl"}, METRIC)
-    ok = g_lo.mean() > g_hi.mean() and bool((g_lo > g_hi).all())
-    return ok, (f"FedOTP − PromptFL at α={lo:g}: {100 * g_lo.mean():+.2f} pts (per seed {_fmt(g_lo)}); at "
-                f"α={hi:g}: {100 * g_hi.mean():+.2f} pts (per seed {_fmt(g_hi)}); required larger at α={lo:g} "
-                f"at every seed {seeds}")
+    return gap_larger_in(_alpha(r, lo), _alpha(r, hi), {ROW: "fedotp"}, {ROW: "promptfl"}, METRIC,
+                         (f"α={lo:g}", f"α={hi:g}"), "FedOTP − PromptFL")
 
 
 def _prompt_sets(r):
