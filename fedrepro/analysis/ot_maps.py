@@ -94,13 +94,13 @@ def plans_at(sim: Tensor, gammas: Sequence[float], lam: float, converged: bool =
 def true_class_similarity(method, shared, state, images: Tensor, labels: Tensor) -> Tensor:
     """cos(patch m, prompt n of the image's true class) as [B, M, N] for uint8 ``images``, under the
     client's prompts ``assemble(shared, state)``."""
-    from ..methods.clip_prompt import image_tokens
+    from ..models.clip_cache import normalized_tokens
 
     method = _fedotp(method)
     text = method.text_features(method.assemble(shared, state))  # [N, C, d]
     # The frozen tokens of these very images: method.features() would apply the run's
     # ``misaligned_images`` quirk and pair an image with another image's tokens.
-    _, patches = image_tokens(method.clip, images)
+    _, patches = normalized_tokens(method.clip, images)
     patches = patches.to(text.device)
     return torch.einsum("bmd,nbd->bmn", patches, text[:, labels.to(text.device)]).cpu()
 

@@ -36,7 +36,6 @@ The split fixed by a hard-coded seed is ``data.partition_seed`` (2023 in the off
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import torch
@@ -50,33 +49,11 @@ from ..fl.local import TrainStats, macro_f1
 from ..fl.method import ClientUpdate, EvalResult, Method, State
 from ..fl.seeding import derive_seed
 from ..models.clip import ClipBackbone, CoOpPrompts
-from ..models.clip_cache import cache_key, compute_image_tokens
+from ..models.clip_cache import normalized_tokens
 from ..params import hp
 
 MOMENTUM_KEY = "opt.momentum"
 PAPER_N_CTX = 16
-# Image sets whose tokens are kept in memory (one per client split; LRU beyond that).
-_TOKEN_CACHE: OrderedDict[str, tuple[Tensor, Tensor]] = OrderedDict()
-_TOKEN_CACHE_SIZE = 512
-
-
-def image_tokens(clip: ClipBackbone, images: Tensor) -> tuple[Tensor, Tensor]:
-    """(pooled [N, d], feature map [N, M, d]) of uint8 images, each token L2-normalised (FedOTP §4.2).
-
-    Kept in memory by the images' content and the weights' fingerprint, so every method and round of
-    a process computes a client's tokens once.
-    """
-    key = cache_key(clip, images, "none")
-    hit = _TOKEN_CACHE.get(key)
-    if hit is None:
-        tokens = F.normalize(compute_image_tokens(clip, images.cpu()).float(), dim=-1)
-        hit = (tokens[:, 0].contiguous(), tokens[:, 1:].contiguous())
-        _TOKEN_CACHE[key] = hit
-        if len(_TOKEN_CACHE) > _TOKEN_CACHE_SIZE:
-            _TOKEN_CACHE.popitem(last=False)
-    else:
-        _TOKEN_CACHE.move_to_end(key)
-    return hit
 
 
 @dataclass
@@ -170,7 +147,7 @@ class ClipPromptMethod(Method):
             d = self.clip.embed_dim
             empty = torch.zeros(0, d, device=self.ctx.device)
             return ClipFeatures(empty, empty.reshape(0, 0, d), y)
-        pooled, patches = image_tokens(self.clip, x)
+        pooled, patches = normalized_tokens(self.clip, x)
         if self.p.misaligned_images:
             gen = torch.Generator().manual_seed(derive_seed(self.ctx.cfg.seed, "init", 2, data.cid,
                                                             0 if split == "train" else 1))
@@ -180,11 +157,15 @@ class ClipPromptMethod(Method):
         return ClipFeatures(pooled.to(dev), patches.to(dev), y.to(dev))
 
     # ------------------------------------------------------------------ prompts
-    def initial_ctx(self, seed: int) -> Tensor:
-        """Every context vector at its start, N(0, init_std²) [N_PROMPTS, L, width] (CoOp)."""
-        gen = torch.Generator().manual_seed(derive_seed(self.init_seed(seed), "init", 1))
-        shape = self.prompts.ctx.shape
+    def _draw(self, n_prompts: int, seed: int, *keys: int) -> Tensor:
+        """``n_prompts`` contexts [n, L, width] ~ N(0, init_std²) (CoOp), from the stream ``keys``."""
+        gen = torch.Generator().manual_seed(derive_seed(self.init_seed(seed), "init", *keys))
+        shape = (n_prompts, *self.prompts.ctx.shape[1:])
         return (torch.randn(shape, generator=gen) * self.p.init_std).to(self.ctx.device)
+
+    def initial_ctx(self, seed: int) -> Tensor:
+        """Every context vector at its start [N_PROMPTS, L, width]."""
+        return self._draw(self.N_PROMPTS, seed, 1)
 
     def text_features(self, ctx: Tensor) -> Tensor:
         """L2-normalised text features [P, C, d] of contexts ``ctx`` [P, L, width] (differentiable)."""
@@ -205,9 +186,7 @@ class ClipPromptMethod(Method):
         if not local:
             return {}
         # Each client's local prompt gets its own draw (FedOTP Algorithm 2's P_{L,k}^0).
-        gen = torch.Generator().manual_seed(derive_seed(self.init_seed(seed), "init", 3, cid))
-        shape = (len(local), *self.prompts.ctx.shape[1:])
-        return {"ctx": (torch.randn(shape, generator=gen) * self.p.init_std).to(self.ctx.device)}
+        return {"ctx": self._draw(len(local), seed, 3, cid)}
 
     def assemble(self, shared: State, state: State) -> Tensor:
         """The client's full context tensor [N_PROMPTS, L, width] from the shared and local parts."""
@@ -269,6 +248,22 @@ class ClipPromptMethod(Method):
             return torch.Generator().manual_seed(int(torch.randint(2**62, (1,), generator=gen)) ^ 2023)
         return gen
 
+    def with_momentum(self, upload: State, buf: Tensor | None) -> State:
+        """``upload`` plus the optimiser's momentum buffer when one optimiser serves every client."""
+        if self.p.optimizer_scope == "shared" and buf is not None:
+            upload[MOMENTUM_KEY] = buf.clone()
+        return upload
+
+    @staticmethod
+    def carry_momentum(out: State, shared: State, updates: list[ClientUpdate]) -> State:
+        """``out`` (the next broadcast) with the shared optimiser's buffer: the last client's, else the
+        one already broadcast."""
+        if updates and MOMENTUM_KEY in updates[-1].upload:
+            out[MOMENTUM_KEY] = updates[-1].upload[MOMENTUM_KEY]
+        elif MOMENTUM_KEY in shared:
+            out[MOMENTUM_KEY] = shared[MOMENTUM_KEY]
+        return out
+
     def anchor(self, shared: State, state: State, data: ClientData) -> State:
         """What :meth:`batch_loss` may read besides the batch during a round (default: the download,
         which FedProx pulls towards)."""
@@ -280,9 +275,7 @@ class ClipPromptMethod(Method):
         ctx, stats, buf = self.train_ctx(self.assemble(shared, state), feats, self.batch_generator(gen), shared,
                                          anchor=self.anchor(shared, state, data))
         up, local = self.split(ctx)
-        upload = {"ctx": up.clone()} if self.SHARED else {}  # a purely local method uploads nothing
-        if self.p.optimizer_scope == "shared" and buf is not None:
-            upload[MOMENTUM_KEY] = buf.clone()
+        upload = self.with_momentum({"ctx": up.clone()} if self.SHARED else {}, buf)  # local-only: nothing
         new_state = {**state, "ctx": local.clone()} if local.numel() else dict(state)
         return ClientUpdate(upload=upload, state=new_state, num_samples=data.num_train, metrics=stats.metrics())
 
@@ -291,10 +284,7 @@ class ClipPromptMethod(Method):
         if not updates or not self.SHARED:
             return shared, server_state
         avg = weighted_average([{"ctx": u.upload["ctx"]} for u in updates], [u.num_samples for u in updates])
-        out = {**shared, **avg}
-        if MOMENTUM_KEY in updates[-1].upload:  # the shared optimiser: the last client's buffer goes on
-            out[MOMENTUM_KEY] = updates[-1].upload[MOMENTUM_KEY]
-        return out, server_state
+        return self.carry_momentum({**shared, **avg}, shared, updates), server_state
 
     @torch.no_grad()
     def score(self, ctx: Tensor, feats: ClipFeatures, batch_size: int = 500) -> Tensor:
@@ -326,4 +316,4 @@ def pooled_logits(scale: float, text: Tensor, feats: ClipFeatures) -> Tensor:
     return scale * feats.pooled @ text.T
 
 
-__all__ = ["MOMENTUM_KEY", "ClipFeatures", "ClipPromptMethod", "ClipPromptParams", "image_tokens", "pooled_logits"]
+__all__ = ["MOMENTUM_KEY", "ClipFeatures", "ClipPromptMethod", "ClipPromptParams", "pooled_logits"]

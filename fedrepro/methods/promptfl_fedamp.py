@@ -40,7 +40,7 @@ import torch
 
 from ..fl.method import ClientUpdate
 from ..params import hp
-from .clip_prompt import MOMENTUM_KEY, ClipPromptParams
+from .clip_prompt import ClipPromptParams
 from .fedamp import ATTENTIONS, FedAMPParams, attention_weights, combine
 from .promptfl import PromptFL
 from .registry import register_method
@@ -87,9 +87,7 @@ class PromptFLFedAMP(PromptFL):
         start = cloud if self.p.start_from == "cloud" else own
         ctx, stats, buf = self.train_ctx(start, self.features(data, "train"), self.batch_generator(gen), shared,
                                          anchor={CLOUD: cloud.detach(), "coef": coef})
-        upload = {"cid": int(data.cid), "ctx": ctx.clone()}
-        if self.p.optimizer_scope == "shared" and buf is not None:
-            upload[MOMENTUM_KEY] = buf.clone()
+        upload = self.with_momentum({"cid": int(data.cid), "ctx": ctx.clone()}, buf)
         return ClientUpdate(upload=upload, state={**state, "ctx": ctx.clone()}, num_samples=data.num_train,
                             metrics=stats.metrics())
 
@@ -105,10 +103,6 @@ class PromptFLFedAMP(PromptFL):
         xi = attention_weights(pool, mode=self.p.attention, alpha_k=self.p.alpha_at(rnd + 1), sigma=self.p.sigma,
                                self_weight=self.p.self_weight, heur_sigma=self.p.heur_sigma)
         clouds = combine(pool, xi)
-        new_shared = {CLOUD: {i: c["ctx"] for i, c in zip(ids, clouds)}}
-        if updates and MOMENTUM_KEY in updates[-1].upload:  # the shared optimiser's buffer goes on
-            new_shared[MOMENTUM_KEY] = updates[-1].upload[MOMENTUM_KEY]
-        elif MOMENTUM_KEY in shared:
-            new_shared[MOMENTUM_KEY] = shared[MOMENTUM_KEY]
+        new_shared = self.carry_momentum({CLOUD: {i: c["ctx"] for i, c in zip(ids, clouds)}}, shared, updates)
         return new_shared, {"prompts": prompts, "attention": xi.cpu(),
                             "attention_ids": torch.tensor(ids, dtype=torch.long)}

@@ -1,4 +1,5 @@
-"""On-disk cache of a frozen CLIP's per-token image embeddings.
+"""Caches of a frozen CLIP's per-token image embeddings: on disk (:func:`image_tokens`) and in memory
+(:func:`normalized_tokens`).
 
 The image encoder is frozen in FedOTP (CVPR 2024) §4.1, so with augmentation fixed its tokens are a
 function of the image alone: compute them once per dataset and augmentation setting, not once per
@@ -9,10 +10,12 @@ never be served stale tokens.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from ..data.cache import load_cache, save_atomic
@@ -80,4 +83,30 @@ def image_tokens(
     return tokens
 
 
-__all__ = ["CACHE_VERSION", "cache_key", "compute_image_tokens", "default_cache_dir", "image_tokens"]
+# Image sets whose normalised tokens are kept in memory (one per client split; LRU beyond that).
+_MEMORY: OrderedDict[str, tuple[Tensor, Tensor]] = OrderedDict()
+_MEMORY_SIZE = 512
+
+
+def normalized_tokens(clip: ClipBackbone, images: Tensor) -> tuple[Tensor, Tensor]:
+    """(pooled [N, d], feature map [N, M, d]) of uint8 images, each token L2-normalised (FedOTP §4.2),
+    on the CPU.
+
+    Kept in memory by the images' content and the weights' fingerprint (:func:`cache_key`), so every
+    method, round and analysis of a process computes an image set's tokens once.
+    """
+    key = cache_key(clip, images, "none")
+    hit = _MEMORY.get(key)
+    if hit is None:
+        tokens = F.normalize(compute_image_tokens(clip, images.cpu()).float(), dim=-1)
+        hit = (tokens[:, 0].contiguous(), tokens[:, 1:].contiguous())
+        _MEMORY[key] = hit
+        if len(_MEMORY) > _MEMORY_SIZE:
+            _MEMORY.popitem(last=False)
+    else:
+        _MEMORY.move_to_end(key)
+    return hit
+
+
+__all__ = ["CACHE_VERSION", "cache_key", "compute_image_tokens", "default_cache_dir", "image_tokens",
+           "normalized_tokens"]

@@ -12,7 +12,8 @@ from support import check_resume_matches, setup, update
 import fedrepro
 from fedrepro.fl.seeding import torch_gen
 from fedrepro.methods import METHODS
-from fedrepro.methods.clip_prompt import MOMENTUM_KEY, image_tokens
+from fedrepro.methods.clip_prompt import MOMENTUM_KEY
+from fedrepro.models.clip_cache import normalized_tokens
 
 # 3 clients × 2 disjoint classes of Fashion-MNIST's 10, 4 shots each; the classifier ranges over
 # all 10 classes (FedOTP §5.1), so chance is 10%.
@@ -229,7 +230,7 @@ def test_pfedprompt_cache_holds_only_the_clients_own_train_split(tiny):
     m, clients, st = build(tiny, "pfedprompt")
     for c in clients:
         keys, values = m.cache(c)
-        assert torch.equal(keys, image_tokens(m.clip, c.train_x)[0])
+        assert torch.equal(keys, normalized_tokens(m.clip, c.train_x)[0])
         assert torch.equal(values, F.one_hot(c.train_y, m.num_classes).float())
         assert len(keys) == c.num_train
     k0, _ = m.cache(clients[0])

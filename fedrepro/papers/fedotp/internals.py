@@ -40,7 +40,7 @@ def patch_vs_pooled_zero_shot(styles=("original", "noisy", "edges"), n_test: int
     ``n_test`` test images of each Fashion-MNIST style. FedOTP scores images by patches alone
     (FedOTP (CVPR 2024) Eq. 10), so (b) and (c) bound what its prompts start from."""
     from ...data import load_dataset
-    from ...methods.clip_prompt import image_tokens
+    from ...models.clip_cache import normalized_tokens
     from ...models.clip_model import clip_backbone
     from ...transport import ot_score
 
@@ -49,7 +49,7 @@ def patch_vs_pooled_zero_shot(styles=("original", "noisy", "edges"), n_test: int
     for style in styles:
         ds = load_dataset("fashion_mnist_domains", styles=[style], half="federated")
         x, y = ds.test_x[:n_test], ds.test_y[:n_test]
-        pooled, patches = image_tokens(clip, x)
+        pooled, patches = normalized_tokens(clip, x)
         text = F.normalize(clip.encode_text([template.format(c.lower()) for c in ds.classes]), dim=-1)
         sim = torch.einsum("bmd,cd->bcm", patches, text)
         row = {"style": style, "pooled": _acc(pooled @ text.T, y), "mean patch": _acc(sim.mean(-1), y)}
