@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 
-from .errors import FedreproError, TrainingDivergedError
+from .errors import ConfigError, FedreproError, TrainingDivergedError
 
 # Exit codes: 0 success; 2 an error (bad input, corrupt store, busy run); 3 the run diverged (its
 # rounds before the divergence are stored, so scripts must not mistake it for a result).
@@ -46,9 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     p_list = sub.add_parser("list", help="list registered names")
     p_list.add_argument("what", choices=["methods", "datasets", "partitions", "models"])
 
-    p_rep = sub.add_parser("reproduce", help="run every numbered notebook with papermill")
+    p_rep = sub.add_parser("reproduce", help="train every numbered notebook's runs in one pool, then render the "
+                                             "notebooks with papermill")
     p_rep.add_argument("--profile", default="laptop", help="smoke | laptop (default) | paper")
     p_rep.add_argument("--only", default=None, help="run only notebooks whose path contains this text")
+    p_rep.add_argument("--workers", type=int, default=None,
+                       help="processes that train runs and render notebooks (default: the cores over the runs' threads)")
+    p_rep.add_argument("--plan", action="store_true", help="list what each notebook reads and what is left to train; "
+                                                           "train and render nothing")
 
     p_pre = sub.add_parser("pretrain", help="regenerate a committed backbone checkpoint (vit | clip)")
     p_pre.add_argument("what", choices=["vit", "clip"])
@@ -63,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "reproduce":
             from .reproduce import reproduce
 
-            reproduce(args.profile, only=args.only)
+            if args.workers is not None and args.workers < 1:
+                raise ConfigError(f"--workers={args.workers}; valid: a positive integer")
+            reproduce(args.profile, only=args.only, workers=args.workers, plan_only=args.plan)
             return 0
         if args.cmd == "pretrain":
             from .pretrain import run_pretrainer

@@ -136,6 +136,12 @@ class RunConfig:
     runs_dir: str | None = hp(None, check=lambda v: v is None or isinstance(v, str),
                               valid="null or a folder path (a string)")
     progress: bool = hp(True)
+    # Intra-op CPU threads while this run trains. CPU kernels sum in a thread-count-dependent
+    # order, so the count is part of what fixes the result (hashed): the same config gives the
+    # same numbers from a notebook cell, the CLI or a pool worker. 1 also trains fastest per core
+    # at the laptop's sizes: two 1-thread runs side by side train about 1.6x the images of one
+    # 2-thread run (README, "Speed").
+    threads: int = hp(1, ge=1, le=256)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -21,11 +21,12 @@ from .data import ImageDataset, load_dataset
 from .data.partition import Partition, make_partition
 from .errors import ConfigError, PartitionError, TrainingDivergedError
 from .fl.client_data import ClientData
-from .fl.device import resolve_device
+from .fl.device import resolve_device, torch_threads
 from .fl.engine import SimState, simulate, summarize_run
 from .fl.method import FLContext
 from .fl.seeding import numpy_rng
 from .methods import METHODS
+from . import trace
 from .store import RunResult, RunStore, check_on_busy
 
 
@@ -159,16 +160,19 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
         cfg = cfg.replace(**{k.replace("__", "."): v for k, v in overrides.items()})
     store = RunStore(cfg.runs_dir)
     if store.status(cfg) == "done":  # the common case, read without the lock: finished runs never change
+        trace.record("run", hash=cfg.hash(), trained=False)
         return store.load(cfg)
+    trace.record("run", hash=cfg.hash(), trained=True)
     # Everything that can fail on bad input happens before the first write to the runs folder.
     device = resolve_device(cfg.device)
-    ds, part = prepare_data(cfg)
-    clients = build_clients(ds, part, device)
-    method = make_method(cfg, ds, device)
-    with store.claim(cfg, on_busy) as status:
-        if status == "done":  # another launcher finished it while this one waited
-            return store.load(cfg)
-        return _train(cfg, store, status, ds, part, clients, method, device, force_progress, on_round_end)
+    with torch_threads(cfg.threads):  # whoever launches it: the config fixes the float sums' order
+        ds, part = prepare_data(cfg)
+        clients = build_clients(ds, part, device)
+        method = make_method(cfg, ds, device)
+        with store.claim(cfg, on_busy) as status:
+            if status == "done":  # another launcher finished it while this one waited
+                return store.load(cfg)
+            return _train(cfg, store, status, ds, part, clients, method, device, force_progress, on_round_end)
 
 
 def _train(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part: Partition,
@@ -179,7 +183,6 @@ def _train(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part:
         cfg, {"seed": cfg.seed, "partition_hash": part.hash(), "device": str(device),
               "num_clients": part.num_clients, "held_out": list(part.held_out),
               "num_classes": ds.num_classes, "dataset": ds.name,
-              # CPU kernels sum in a thread-count-dependent order: same config, other last bits.
               "torch_threads": torch.get_num_threads()})
     state = None
     ckpt = store.load_checkpoint(path) if status == "partial" else None
@@ -245,10 +248,10 @@ def run_seeds(cfg: RunConfig, seeds: Iterable[int], **kw: Any) -> list[RunResult
 
 
 def default_workers(base: RunConfig) -> int:
-    """How many runs :func:`run_grid` trains at once: ``FEDREPRO_WORKERS`` if set, else one per CPU core
-    on a CPU device (small models leave cores idle: two 1-thread runs train about twice as many
-    images per second as one 2-thread run on a 2-core machine) and 1 on a GPU or at the smoke
-    profile. Worker processes are spawned, so a script calling this needs the usual
+    """How many runs :func:`run_grid` trains at once: ``FEDREPRO_WORKERS`` if set, else the cores
+    divided by the run's ``threads`` on a CPU device (small models leave cores idle: two 1-thread
+    runs train about 1.6x the images per second of one 2-thread run on a 2-core machine) and 1 on a
+    GPU or at the smoke profile. Worker processes are spawned, so a script calling this needs the usual
     ``if __name__ == "__main__":`` guard (notebooks do not)."""
     env = os.environ.get("FEDREPRO_WORKERS")
     if env:
@@ -261,14 +264,19 @@ def default_workers(base: RunConfig) -> int:
         return n
     if base.profile == "smoke" or resolve_device(base.device).type != "cpu":
         return 1  # smoke runs take about a second: starting processes would cost more than it saves
-    return max(1, min(os.cpu_count() or 1, torch.get_num_threads()))
+    return max(1, cpu_cores() // base.threads)
 
 
-def _run_in_worker(cfg: RunConfig, threads: int) -> str:
-    # Each worker owns ``threads`` cores; the run's numbers are reproducible per thread count
-    # (float sums may differ in the last bits between 1 and 2 intra-op threads).
-    torch.set_num_threads(threads)
-    return str(run(cfg).path)
+def cpu_cores() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def _run_in_worker(cfg: RunConfig) -> str:
+    return str(run(cfg).path)  # run() sets the config's own thread count
 
 
 def grid_points(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]] | None,
@@ -361,10 +369,9 @@ def _run_parallel(cfgs: list[RunConfig], workers: int, progress: bool) -> None:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    threads = max(1, torch.get_num_threads() // workers)
     # "spawn": forking a process whose OpenMP pool is already running can deadlock.
     with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-        futures = [pool.submit(_run_in_worker, c.replace(progress=False), threads) for c in cfgs]
+        futures = [pool.submit(_run_in_worker, c.replace(progress=False)) for c in cfgs]
         for f in tqdm(as_completed(futures), total=len(futures), desc=f"runs ({workers} workers)",
                       disable=not progress, leave=False):
             f.result()

@@ -16,6 +16,7 @@ matplotlib.use(os.environ.get("MPLBACKEND", "Agg"), force=False)
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from . import trace
 from .store import RunResult  # noqa: E402
 
 
@@ -42,6 +43,7 @@ def savefig(fig, name: str, profile: str) -> Path:
     """Save ``fig`` as ``<figures_dir>/<name>.png`` and return the path (printed by notebooks)."""
     path = figures_dir(profile) / f"{name}.png"
     fig.savefig(path, dpi=110, bbox_inches="tight")
+    trace.record("figure", path=str(path))
     print(f"figure saved: {path}")
     return path
 

@@ -1,17 +1,31 @@
-"""Run every numbered notebook with papermill at one profile (``make reproduce``).
+"""``make reproduce``: plan, train, then render every numbered notebook at one profile.
 
-Executed copies go to ``output/<profile>/notebooks/``; the notebooks save their figures themselves
-(:func:`fedrepro.figures.savefig`). Prints each notebook's wall-clock time and the figures it wrote.
+1. **Plan.** Every selected notebook's runs and cached analyses are known before it executes
+   (:mod:`fedrepro.plan`); a run two notebooks share is planned once.
+2. **Train.** The runs not yet stored, and the analyses, go to one pool with as many workers as the
+   runs' thread counts fit on the cores, longest first (:mod:`fedrepro.pool`).
+3. **Render.** The notebooks execute with papermill, as many side by side as there are workers,
+   each in its own kernel at 1 thread; they find their runs stored and only analyse and draw.
+   ``99_*`` (the claims summary) runs last, alone. Executed copies go to
+   ``output/<profile>/notebooks/``; figures are saved by the notebooks themselves.
+
+Each notebook's kernel logs the runs it read (:mod:`fedrepro.trace`); a run it had to train is
+one the plan missed, and is named in the report. The report (``timings.json`` beside the executed
+notebooks) has the wall time of each phase and notebook, the CPU time over wall time × cores, and
+the peak memory of the whole process tree.
 """
 from __future__ import annotations
 
 import json
+import os
+import resource
+import threading
 import time
 from pathlib import Path
 
 from .config import PROFILES
-from .errors import ConfigError
-from .figures import figures_dir, repo_root
+from .errors import ConfigError, FedreproError
+from .figures import repo_root
 
 
 def numbered_notebooks(root: Path | None = None) -> list[Path]:
@@ -22,37 +36,188 @@ def numbered_notebooks(root: Path | None = None) -> list[Path]:
     return sorted(found, key=lambda p: (p.name.startswith("99_"), len(p.relative_to(nb_root).parts), str(p)))
 
 
-def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "python3") -> list[dict]:
-    import papermill as pm
+class _Monitor:
+    """Peak memory (proportional set size) of this process and all its descendants, sampled every
+    ``every`` s."""
+
+    def __init__(self, every: float = 0.5):
+        import psutil
+
+        self._proc = psutil.Process()
+        self._every = every
+        self._stop = threading.Event()
+        self.peak_bytes = 0
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _sample(self) -> None:
+        import psutil
+
+        total = 0
+        for p in [self._proc, *self._proc.children(recursive=True)]:
+            try:
+                # PSS: a library page shared by n processes counts 1/n in each, so the sum is the
+                # memory the tree really holds (RSS would count torch's libraries once per process).
+                info = p.memory_full_info()
+                total += getattr(info, "pss", info.rss)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+        self.peak_bytes = max(self.peak_bytes, total)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._every):
+            self._sample()
+
+    def __enter__(self) -> "_Monitor":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU time of this process and its waited-for descendants."""
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def _render(nb: Path, target: Path, profile: str, kernel: str, trace_file: Path, log: Path) -> float:
+    """Execute one notebook with papermill in a process of its own, whose kernel inherits the
+    trace file and 1 thread; its output goes to ``log`` (shown when it fails)."""
+    import subprocess
+    import sys
+
+    from . import trace
+
+    env = {**os.environ, trace.ENV: str(trace_file)}
+    # The kernel's analyses run at 1 thread: the same numbers at every render, and one core each.
+    env.update({var: "1" for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
+    trace_file.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    with open(log, "w") as out:
+        done = subprocess.run([sys.executable, "-m", "papermill", str(nb), str(target), "-p", "PROFILE", profile,
+                               "-k", kernel, "--cwd", str(nb.parent), "--no-progress-bar"],
+                              stdout=out, stderr=subprocess.STDOUT, env=env)
+    if done.returncode:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+        raise FedreproError(f"notebook {nb.name} failed (papermill exit {done.returncode}); its executed copy is "
+                            f"{target}, the full log {log}:\n{tail}")
+    return time.perf_counter() - t0
+
+
+def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "python3", workers: int | None = None,
+              plan_only: bool = False, progress: bool = True) -> dict:
+    """Plan, train and render the numbered notebooks (those whose path contains ``only``); returns
+    the report that is also written to ``output/<profile>/notebooks/timings.json``."""
+    from .experiment import cpu_cores, default_workers
+    from .plan import plan
+    from .pool import estimate_cost, run_pool
+    from .store import RunStore
 
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
     root = repo_root()
-    out_dir = root / "output" / profile / "notebooks"
-    fig_dir = figures_dir(profile)
-    report = []
-    notebooks = [p for p in numbered_notebooks(root) if only is None or only in str(p)]
+    nb_root = root / "notebooks"
+    notebooks = [p for p in numbered_notebooks(root) if only is None or only in str(p.relative_to(nb_root))]
     if not notebooks:
-        raise ConfigError(f"no numbered notebook matches {only!r} under {root / 'notebooks'}")
+        raise ConfigError(f"no numbered notebook matches {only!r} under {nb_root}")
+    the_plan = plan(notebooks, nb_root, profile)
+    runs = list(the_plan.runs.values())
+    analyses = [(name, cfg) for (name, _), cfg in the_plan.analyses.items()]
+    if workers is None:
+        workers = default_workers(runs[0]) if runs else 1
+        if profile == "smoke" and workers == 1 and runs:  # the pool pays off even for second-long runs here
+            workers = max(1, cpu_cores() // max(c.threads for c in runs))
+    pending = [c for c in runs if RunStore(c.runs_dir).status(c) != "done"]
+    print(f"[reproduce] plan: {len(notebooks)} notebooks, {len(runs)} runs ({len(pending)} to train), "
+          f"{len(analyses)} cached analyses; {workers} workers", flush=True)
+    if plan_only:
+        for nb, hashes in the_plan.readers.items():
+            print(f"    {nb}: {len(hashes)} runs")
+        return {"profile": profile, "notebooks": {nb: len(h) for nb, h in the_plan.readers.items()},
+                "runs": len(runs), "to_train": len(pending), "analyses": len(analyses),
+                "estimated_cost": sum(estimate_cost(c) for c in pending)}
+
+    out_dir = root / "output" / profile / "notebooks"
+    trace_dir = root / "output" / profile / "trace"
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    t_start, cpu_start = time.perf_counter(), _cpu_seconds()
+    with _Monitor() as monitor:
+        pool = run_pool(runs, analyses, workers=workers, progress=progress)
+        if pool.failed:
+            lines = "\n".join(f"  {k}: {v}" for k, v in list(pool.failed.items())[:20])
+            raise FedreproError(f"{len(pool.failed)} of the plan's tasks failed (the others are stored):\n{lines}")
+        t_render = time.perf_counter()
+        rendered = _render_all(notebooks, nb_root, out_dir, trace_dir, profile, kernel, workers)
+        wall = time.perf_counter() - t_start
+    cpu = _cpu_seconds() - cpu_start
+    cores = cpu_cores()
+
+    from . import trace
+
+    report_nbs = []
     for nb in notebooks:
-        rel = nb.relative_to(root / "notebooks")
+        rel = str(nb.relative_to(nb_root))
+        events = trace.read(trace_dir / (rel.replace("/", "__") + ".jsonl"))
+        read = [e["hash"] for e in events if e["event"] == "run"]
+        unplanned = sorted({e["hash"] for e in events if e["event"] == "run" and e["trained"]})
+        hashes = the_plan.readers.get(rel, [])
+        train_s = sum(_train_seconds(the_plan.runs[h]) for h in hashes)
+        report_nbs.append({
+            "notebook": rel, "render_s": round(rendered[rel], 1), "runs": len(hashes),
+            "runs_read": len(set(read)), "train_s_of_its_runs": round(train_s, 1), "unplanned_runs": unplanned,
+            "figures": sorted({str(Path(e["path"]).relative_to(root)) if Path(e["path"]).is_relative_to(root)
+                               else e["path"] for e in events if e["event"] == "figure"})})
+    report = {
+        "profile": profile, "only": only, "cores": cores, "workers": workers,
+        "wall_s": round(wall, 1), "pool_s": round(pool.seconds, 1), "render_s": round(time.perf_counter() - t_render, 1),
+        "cpu_s": round(cpu, 1), "cpu_use": round(cpu / (wall * cores), 3),
+        "peak_memory_mib": round(monitor.peak_bytes / 2**20),
+        "pool": pool.to_dict(), "runs_planned": len(runs), "analyses_planned": len(analyses),
+        "unplanned_runs": sum(len(n["unplanned_runs"]) for n in report_nbs),
+        "notebooks": report_nbs,
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "timings.json").write_text(json.dumps(report, indent=2))
+    print(f"[reproduce] {len(notebooks)} notebooks in {wall:.0f} s (pool {pool.seconds:.0f} s, render "
+          f"{report['render_s']:.0f} s); CPU use {100 * report['cpu_use']:.0f}% of {cores} cores; peak memory "
+          f"{report['peak_memory_mib']} MiB; timings in {(out_dir / 'timings.json').relative_to(root)}")
+    if report["unplanned_runs"]:
+        names = [f"{n['notebook']} ({len(n['unplanned_runs'])})" for n in report_nbs if n["unplanned_runs"]]
+        print(f"[reproduce] warning: the plan missed {report['unplanned_runs']} runs that notebooks trained "
+              f"themselves: {', '.join(names)}; add them to the paper's NOTEBOOKS")
+    return report
+
+
+def _train_seconds(cfg) -> float:
+    from .store import RunStore
+
+    store = RunStore(cfg.runs_dir)
+    if store.status(cfg) != "done":
+        return 0.0
+    return float(store.load(cfg).summary.get("time_train_s") or 0.0)
+
+
+def _render_all(notebooks: list[Path], nb_root: Path, out_dir: Path, trace_dir: Path, profile: str, kernel: str,
+                workers: int) -> dict[str, float]:
+    """Render ``notebooks``, ``workers`` at a time; ``99_*`` last, once the others are done."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def render(nb: Path) -> float:
+        rel = str(nb.relative_to(nb_root))
         target = out_dir / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        before = {p: p.stat().st_mtime for p in fig_dir.glob("*.png")}
-        t0 = time.perf_counter()
-        print(f"[reproduce] {rel} (profile={profile}) ...", flush=True)
-        pm.execute_notebook(str(nb), str(target), parameters={"PROFILE": profile}, kernel_name=kernel,
-                            cwd=str(nb.parent), progress_bar=False)
-        seconds = time.perf_counter() - t0
-        figs = sorted(str(p.relative_to(root)) for p in fig_dir.glob("*.png")
-                      if before.get(p) != p.stat().st_mtime)
-        report.append({"notebook": str(rel), "seconds": round(seconds, 1), "executed": str(target.relative_to(root)),
-                       "figures": figs})
-        print(f"[reproduce] {rel}: {seconds:.1f} s -> {target.relative_to(root)}")
-        for f in figs:
-            print(f"    figure: {f}")
-    (out_dir / "timings.json").write_text(json.dumps(report, indent=2))
-    total = sum(r["seconds"] for r in report)
-    timings = (out_dir / "timings.json").relative_to(root)
-    print(f"[reproduce] {len(report)} notebooks in {total:.0f} s; timings in {timings}")
-    return report
+        flat = rel.replace("/", "__")
+        seconds = _render(nb, target, profile, kernel, trace_dir / f"{flat}.jsonl", trace_dir / f"{flat}.log")
+        print(f"[reproduce] {rel}: {seconds:.1f} s", flush=True)
+        return seconds
+
+    seconds: dict[str, float] = {}
+    for batch in ([nb for nb in notebooks if not nb.name.startswith("99_")],
+                  [nb for nb in notebooks if nb.name.startswith("99_")]):
+        if batch:
+            with ThreadPoolExecutor(max(1, min(workers, len(batch)))) as pool:
+                futures = {str(nb.relative_to(nb_root)): pool.submit(render, nb) for nb in batch}
+                seconds.update({rel: fut.result() for rel, fut in futures.items()})
+    return seconds

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
+from ..fl.device import torch_threads
 from ..store import RunResult, atomic_write_json
 from .probe import ProbeConfig, linear_probe, mismatch_probe, summarize_probe
 
@@ -30,7 +31,8 @@ def _cached(result: RunResult, kind: str, cfg: ProbeConfig, compute) -> dict:
             return json.loads(cache.read_text())
         except json.JSONDecodeError:
             cache.unlink()  # a torn write from an interrupted session; recompute
-    summary = compute()
+    with torch_threads(result.config.threads):  # the run's own count: same numbers in any process
+        summary = compute()
     cache.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(cache, summary)
     return summary
@@ -71,3 +73,16 @@ def linear_probe_grid(table: pd.DataFrame, on: str = "phi", cfg: ProbeConfig = P
     vals = [linear_probe_run(RunResult(Path(p)), on, cfg)["probe"]
             for p in tqdm(list(table["path"]), desc=f"probes on {on}", disable=not progress, leave=False)]
     return table.reset_index(drop=True).assign(**{column: vals})
+
+
+# The cached analyses a notebook's plan may name (``fedrepro.plan.Need.analyses``): ``fedrepro
+# reproduce`` computes them in its worker pool as soon as their run is stored, so that the notebook
+# finds them cached and only draws.
+CACHED = {
+    "mismatch_probe": lambda result: probe_run(result),
+    # FedPFT notebook 02's second recipe: a smaller step for longer, to show the probe has converged.
+    "mismatch_probe:lr0.01x1000": lambda result: probe_run(result, ProbeConfig(lr=0.01, epochs=1000)),
+    "linear_probe:phi": lambda result: linear_probe_run(result, "phi"),
+    "linear_probe:features": lambda result: linear_probe_run(result, "features"),
+    "linear_probe:features_rho": lambda result: linear_probe_run(result, "features_rho"),
+}

@@ -1,6 +1,9 @@
 """Device choice: CUDA when present, else Apple MPS, else CPU. Never hard-coded."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 import torch
 
 from ..errors import ConfigError
@@ -44,3 +47,16 @@ def resolve_device(name: str = "auto") -> torch.device:
         raise ConfigError(f"invalid device={name!r}: this machine has no such device; valid on this machine: "
                           f"{_available()}")
     return dev
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Run the block with ``n`` intra-op threads, then restore the caller's count."""
+    before = torch.get_num_threads()
+    if n != before:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)

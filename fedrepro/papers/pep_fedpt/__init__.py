@@ -14,10 +14,11 @@ The method is :mod:`fedrepro.methods.pep_fedpt`; the baselines are ``head_tuning
 ``fedvpt_d``, ``fedpr``, ``sgpt``, ``pfedpg`` and ``p_pt`` in :mod:`fedrepro.methods`.
 """
 from . import claims  # noqa: F401  (registers the claims)
+from .notebooks import NOTEBOOKS
 from .setup import VARIANTS, layers
 from .tables import TABLES, label_results
 from .variants import BASELINES, CONTROL, METHODS
 
 TITLE = "PEP-FedPT (Yashwanth et al.): prompt estimation from prototypes for federated prompt tuning of ViTs"
 
-__all__ = ["BASELINES", "CONTROL", "METHODS", "TABLES", "TITLE", "VARIANTS", "label_results", "layers"]
+__all__ = ["NOTEBOOKS", "BASELINES", "CONTROL", "METHODS", "TABLES", "TITLE", "VARIANTS", "label_results", "layers"]

@@ -1,6 +1,7 @@
 """pFedCSPC: personalised initial models, clustered prototypes and server-side cross-silo
 prototypical calibration (IEEE TNNLS)."""
 from . import claims  # noqa: F401  (registers the claims)
+from .notebooks import NOTEBOOKS
 from .baselines import GLOBAL_BASELINES, PERSONAL_BASELINES, with_local_finetune
 from .setup import VARIANTS, layers
 from .tables import TABLES
@@ -8,5 +9,5 @@ from .variants import ABLATION_GLOBAL, ABLATION_PERSONAL, setting_overrides
 
 TITLE = "pFedCSPC: cross-silo prototypical calibration for personalised and global FL"
 
-__all__ = ["TABLES", "ABLATION_GLOBAL", "ABLATION_PERSONAL", "GLOBAL_BASELINES", "PERSONAL_BASELINES", "TITLE", "VARIANTS",
+__all__ = ["NOTEBOOKS", "TABLES", "ABLATION_GLOBAL", "ABLATION_PERSONAL", "GLOBAL_BASELINES", "PERSONAL_BASELINES", "TITLE", "VARIANTS",
            "layers", "setting_overrides", "with_local_finetune"]

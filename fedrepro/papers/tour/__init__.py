@@ -1,4 +1,5 @@
 """The tour notebook (notebooks/00_tour.ipynb): Local, FedAvg and FedPer across label skew."""
 from . import claims  # noqa: F401  (registers the claims)
+from .notebooks import NOTEBOOKS
 
 TITLE = "Tour: personalised FL under label skew"

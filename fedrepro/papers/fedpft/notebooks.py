@@ -1,0 +1,51 @@
+"""What each FedPFT notebook reads (``fedrepro.plan``), and the runs of the figure notebooks that
+read single runs rather than a table."""
+from __future__ import annotations
+
+from ...config import RunConfig
+from ...plan import Need
+
+A, M = "data.partition_args.alpha", "method.name"
+
+
+def tsne_runs(profile: str, alpha: float = 0.5, seed: int = 0) -> dict[str, RunConfig]:
+    """Figs. 4/5: the models whose features notebook 08 embeds."""
+    from .. import setup
+
+    base = setup("fedpft", profile, data__partition_args__alpha=alpha, seed=seed)
+    return {"FedAvg": base.replace(**{M: "fedavg"}),
+            "FedPFT w/o Alter.": base.replace(**{M: "fedpft", "method.args": {"alternate": False}}),
+            "FedPFT": base.replace(**{M: "fedpft"})}
+
+
+def attention_runs(profile: str, alphas=(0.1, 0.5, 1.0), seed: int = 0, method: str = "fedpft_con") -> dict[float, RunConfig]:
+    """App. H: one run per α whose FTM attention notebook 09 reads."""
+    from .. import setup
+
+    base = setup("fedpft", profile, method__name=method, seed=seed)
+    return {a: base.replace(**{A: a}) for a in alphas}
+
+
+NOTEBOOKS: dict[str, list[Need]] = {
+    "01_toy_mismatch": [],
+    "02_mismatch_probe": [Need("probe", analyses=("mismatch_probe",)),
+                          Need("probe", analyses=("mismatch_probe:lr0.01x1000",),
+                               where=lambda c: c.method.name in ("fedavg", "fedpft"))],
+    "03_main_tables": [Need("main_default"), Need("pathological"),
+                       Need("main_cifar100", profiles=("paper",)), Need("main_tiny_imagenet", profiles=("paper",))],
+    "04_fedpft_con": [Need("con"), Need("two_stage")],
+    "05_ablation": [Need("ablation"), Need("linear")],
+    "06_linear_probe": [Need("linear_probe", analyses=("mismatch_probe",))],
+    "07_prompt_effect": [Need("prompt_effect", analyses=("linear_probe:phi", "linear_probe:features")),
+                         Need("prompt_effect", analyses=("linear_probe:features_rho",),
+                              where=lambda c: c.method.name == "fedpft_con")],
+    "08_tsne": [Need(runs=lambda p: tsne_runs(p).values())],
+    "09_attention": [Need(runs=lambda p: attention_runs(p).values())],
+    "10_feature_shift": [Need("feature_shift", analyses=("mismatch_probe",))],
+    "11_100_clients": [Need("100_clients")],
+    "12_resnet18": [Need("resnet18")],
+    "13_partial_participation": [Need("partial_participation")],
+    "14_hyperparameters": [Need("r_f"), Need("n_kappa"), Need("n_rho")],
+    "15_time": [Need("time")],
+    "16_communication": [],
+}

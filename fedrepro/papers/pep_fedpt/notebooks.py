@@ -1,0 +1,16 @@
+"""What each PEP-FedPT notebook reads (``fedrepro.plan``)."""
+from __future__ import annotations
+
+from ...plan import Need
+
+_PAPER = ("paper",)
+NOTEBOOKS: dict[str, list[Need]] = {
+    "01_label_heterogeneity": [Need("label_pathological"), Need("label_dirichlet"),
+                               Need("label_tiny_imagenet", profiles=_PAPER)],
+    "02_feature_shift": [Need("feature_shift")],
+    "03_heldout": [Need("heldout"), Need("heldout_feature_shift", profiles=_PAPER)],
+    "04_ablations": [Need("n_shared"), Need("fedvpt_prompts"), Need("position")],
+    "05_cost": [Need("label_pathological")],
+    "06_privacy": [Need("dp")],
+    "07_inside_ccmp": [Need("label_pathological")],
+}

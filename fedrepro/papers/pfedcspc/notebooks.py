@@ -1,0 +1,37 @@
+"""What each pFedCSPC notebook reads (``fedrepro.plan``), and the runs of the figure notebooks that
+read single runs rather than a table."""
+from __future__ import annotations
+
+from ...config import RunConfig
+from ...plan import Need
+
+
+def tsne_runs(profile: str, seed: int = 0) -> dict[str, RunConfig]:
+    """Figs. 7, 8, 11a: FedAvg, pFedCSPC without the alignment term, and pFedCSPC (notebook 06;
+    notebook 08's Grad-CAM reads the last two)."""
+    from .. import setup
+
+    base = setup("pfedcspc", profile, seed=seed)
+    return {"FedAvg": base.replace(**{"method.name": "fedavg"}),
+            "pFedCSPC w/o Align": base.replace(**{"method.args.align": False}),
+            "pFedCSPC": base}
+
+
+def gradcam_runs(profile: str, seed: int = 0) -> dict[str, RunConfig]:
+    """Figs. 9 and 11 (right): the personalised models with and without alignment."""
+    runs = tsne_runs(profile, seed)
+    return {"w/o Align": runs["pFedCSPC w/o Align"], "pFedCSPC": runs["pFedCSPC"]}
+
+
+_PAPER = ("paper",)
+NOTEBOOKS: dict[str, list[Need]] = {
+    "01_global_and_personalized": [Need("main_default"), Need("main_cifar100", profiles=_PAPER),
+                                   Need("main_tiny_imagenet", profiles=_PAPER), Need("main_vireo172", profiles=_PAPER)],
+    "02_ablations": [Need("ablation_global"), Need("ablation_personal")],
+    "03_orthogonality": [Need("orthogonality")],
+    "04_rounds_to_target": [Need("rounds_default"), Need("rounds_beta0.1")],
+    "05_sensitivity": [Need("sensitivity")],
+    "06_tsne": [Need(runs=lambda p: tsne_runs(p).values())],
+    "07_pmi": [Need("pmi"), Need("pmi_tau_p")],
+    "08_gradcam": [Need(runs=lambda p: gradcam_runs(p).values())],
+}
