@@ -41,7 +41,7 @@ test-unit: $(STAMP)
 test-notebooks: $(STAMP)
 	$(SMOKE_ENV) $(PY) -m pytest -q --nbval-lax -p no:cacheprovider notebooks
 
-reproduce: setup ## set up, then run every numbered notebook at PROFILE (default laptop); figures -> figures/
+reproduce: setup ## set up, then train every notebook's runs in one pool and render the notebooks at PROFILE (default laptop); figures -> figures/
 	$(VENV)/bin/fedrepro reproduce --profile $(PROFILE)
 
 smoke: setup ## every notebook at the smoke profile (seconds each); outputs under output/smoke/
@@ -54,11 +54,12 @@ pretrain: setup ## regenerate the committed backbone checkpoints (fedrepro/model
 lab: setup ## JupyterLab on the notebooks
 	$(VENV)/bin/jupyter lab notebooks/
 
-bench: setup ## engine overhead vs a bare PyTorch loop, images/s, peak memory -> bench/results.json
+bench: setup ## engine vs a bare loop, one worker vs the pool, peak memory; kernel options -> bench/*.json
 	$(PY) -m fedrepro.bench --out bench/results.json
+	$(PY) bench/kernels.py --json bench/kernels.json
 
 clean: ## remove run folders, executed notebooks and caches (keeps .venv and committed figures)
-	rm -rf runs output .pytest_cache .hypothesis bench/results.json
+	rm -rf runs output .pytest_cache .hypothesis
 	find . -name __pycache__ -not -path './$(VENV)/*' -prune -exec rm -rf {} +
 
 distclean: clean ## clean, and remove .venv

@@ -1,10 +1,19 @@
-"""``make bench``: the engine's overhead against a bare PyTorch loop on the same model and data.
+"""``make bench``: the engine against a bare PyTorch loop, one worker against the pool, and memory.
 
-Both sides do the same SGD steps on the same in-memory uint8 images (normalised per batch, shuffled
-with a seeded permutation). The engine side runs FedAvg with one client for ``rounds`` rounds,
-including what a real run pays per round (state load/copy, aggregation, a checkpoint to disk, a
-final evaluation); the bare side runs the same number of epochs in one loop and evaluates once.
-Overhead ratio = engine time / bare time (target <= 1.05). Also reports images/s and peak memory.
+The workload is the laptop profile's own: its model (ResNet-8 at width 16), 20 clients of a
+Dirichlet(0.1) partition with 250 / 100 images each, FedAvg with batch 50, one local epoch, and
+every client evaluated every round, at the run's own thread count (1).
+
+- **Engine / bare loop.** The engine runs FedAvg through :func:`fedrepro.fl.engine.simulate`, with
+  what a stored run pays per round (a checkpoint to disk, per-client metrics). The bare loop does
+  the same SGD steps by hand: load the global weights into one model, a fresh SGD per client and
+  round, the sample-weighted average, then every client's test split. The two alternate in one
+  process, so that machine noise hits both alike; the ratio of their medians is the overhead.
+- **One worker / pool.** The same set of short runs, trained by one worker process and by the
+  pool's ``cores`` workers (each a 1-thread run, as ``fedrepro reproduce`` trains them), and by one
+  process at 2 threads (what a notebook cell did before runs fixed their thread count); images
+  trained per second of wall time. The three alternate too.
+- **Peak memory** of this process and of the largest worker.
 """
 from __future__ import annotations
 
@@ -20,54 +29,62 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .config import make_config
-from .experiment import build_clients, make_method, prepare_data
-from .fl.device import resolve_device
+from .config import RunConfig, make_config
+from .experiment import build_clients, cpu_cores, make_method, prepare_data
+from .fl.device import resolve_device, torch_threads
 from .fl.engine import simulate
-from .fl.local import evaluate_model
-from .fl.seeding import torch_gen
 from .models import create_model
 from .store import RunStore
 
 
-def _bench_config(dataset: str, model: str | None, samples: int, rounds: int, epochs: int, batch: int):
-    overrides = {
-        "data": {"dataset": dataset, "partition": "iid", "partition_args": {}, "num_clients": 1,
-                 "max_train": samples, "max_test": 1000},
-        "train": {"rounds": rounds, "local_epochs": epochs, "batch_size": batch},
-        "progress": False,
-    }
-    if model is not None:  # else the laptop profile's model
-        overrides["model"] = {"name": model, "args": {}}
-    return make_config("laptop", overrides=overrides)
+def bench_config(rounds: int, seed: int = 0, **overrides) -> RunConfig:
+    """The laptop profile's run at Dirichlet 0.1 (20 clients × 250 / 100 images), FedAvg."""
+    return make_config("laptop", overrides={"data": {"partition_args": {"alpha": 0.1}},
+                                            "train": {"rounds": rounds, "eval_every": 1},
+                                            "method": {"name": "fedavg"}, "progress": False, **overrides},
+                       seed=seed)
 
 
-def bare_loop(cfg, ds, clients, device) -> float:
-    """The reference: one model, one optimiser, ``rounds × epochs`` epochs, one evaluation."""
+def bare_loop(cfg: RunConfig, clients, num_classes: int, in_channels: int, image_size: int,
+              device: torch.device) -> float:
+    """FedAvg by hand, the same steps as the engine's; returns seconds."""
     t = cfg.train
-    data = clients[0]
-    model = create_model(cfg.model.name, num_classes=ds.num_classes, in_channels=ds.in_channels,
-                         image_size=ds.image_size, seed=0, **cfg.model.args).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
-    gen = torch_gen(cfg.seed, "client", 0, 0)
+    model = create_model(cfg.model.name, num_classes=num_classes, in_channels=in_channels, image_size=image_size,
+                         seed=cfg.seed, **cfg.model.args).to(device)
+    global_sd = {k: v.clone() for k, v in model.state_dict().items()}
+    gen = torch.Generator().manual_seed(cfg.seed)
+    total = sum(c.num_train for c in clients)
     start = time.perf_counter()
-    model.train()
-    for _ in range(t.rounds * t.local_epochs):
-        order = torch.randperm(data.num_train, generator=gen).to(device)
-        for s in range(0, data.num_train, t.batch_size):
-            idx = order[s:s + t.batch_size]
-            x = data.train_x[idx].float().div_(255.0).sub_(data.mean).div_(data.std)
-            loss = F.cross_entropy(model(x), data.train_y[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-    evaluate_model(model, data)
+    for _ in range(t.rounds):
+        avg = {k: torch.zeros_like(v) for k, v in global_sd.items() if v.is_floating_point()}
+        for c in clients:
+            model.load_state_dict(global_sd)
+            model.train()
+            opt = torch.optim.SGD(model.parameters(), lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
+            for _ in range(t.local_epochs):
+                order = torch.randperm(c.num_train, generator=gen).to(device)
+                for s in range(0, c.num_train, t.batch_size):
+                    idx = order[s:s + t.batch_size]
+                    loss = F.cross_entropy(model(c.normalize(c.train_x[idx])), c.train_y[idx])
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+            for k, v in model.state_dict().items():
+                if k in avg:
+                    avg[k].add_(v, alpha=c.num_train / total)
+        global_sd.update(avg)
+        model.load_state_dict(global_sd)
+        model.eval()
+        with torch.no_grad():
+            for c in clients:
+                for s in range(0, c.num_test, 500):
+                    float((model(c.normalize(c.test_x[s:s + 500])).argmax(1) == c.test_y[s:s + 500]).float().mean())
     _sync(device)
     return time.perf_counter() - start
 
 
-def engine_loop(cfg, ds, clients, device) -> float:
-    method = make_method(cfg, ds, device)
+def engine_loop(cfg: RunConfig, clients, method) -> float:
+    """The same FedAvg through the engine, checkpointing every round as a stored run does."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp)
 
@@ -75,9 +92,9 @@ def engine_loop(cfg, ds, clients, device) -> float:
             RunStore.save_checkpoint(path, {"state": state.__dict__})
 
         start = time.perf_counter()
-        simulate(method, clients, seed=cfg.seed, rounds=cfg.train.rounds, eval_every=cfg.train.rounds,
-                 checkpoint=checkpoint, progress=False)
-        _sync(device)
+        simulate(method, clients, seed=cfg.seed, rounds=cfg.train.rounds, eval_every=1, checkpoint=checkpoint,
+                 progress=False)
+        _sync(method.ctx.device if hasattr(method, "ctx") else torch.device("cpu"))
         return time.perf_counter() - start
 
 
@@ -86,42 +103,84 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
+def pool_throughput(cfgs: list[RunConfig], workers: int) -> float:
+    """Images trained per second of wall time when ``workers`` processes train ``cfgs`` (a fresh
+    runs folder, so every run trains)."""
+    from .pool import run_pool
+
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = [c.replace(runs_dir=tmp) for c in cfgs]
+        start = time.perf_counter()
+        report = run_pool(runs, workers=workers, progress=False)
+        wall = time.perf_counter() - start
+        if report.failed:
+            raise RuntimeError(f"bench runs failed: {report.failed}")
+        if any(RunStore(tmp).status(c) != "done" for c in runs):
+            raise RuntimeError("a bench run did not finish")
+    return sum(_train_images(c) * c.train.rounds for c in runs) / wall
+
+
+def _train_images(cfg: RunConfig) -> int:
+    pa = cfg.data.partition_args
+    return cfg.data.num_clients * pa["train_per_client"] * cfg.train.local_epochs
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dataset", default="fashion_mnist")
-    ap.add_argument("--model", default=None, help="a registered model (default: the laptop profile's)")
-    ap.add_argument("--samples", type=int, default=5000)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--batch", type=int, default=50)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3, help="rounds per engine / bare-loop timing")
+    ap.add_argument("--repeats", type=int, default=5, help="alternating engine / bare-loop timings")
+    ap.add_argument("--pool-runs", type=int, default=4, help="runs per throughput timing")
+    ap.add_argument("--pool-rounds", type=int, default=3)
+    ap.add_argument("--pool-repeats", type=int, default=2)
     ap.add_argument("--out", default="bench/results.json")
     args = ap.parse_args(argv)
 
     device = resolve_device("auto")
-    cfg = _bench_config(args.dataset, args.model, args.samples, args.rounds, args.epochs, args.batch)
-    ds, part = prepare_data(cfg)
-    clients = build_clients(ds, part, device)
-    bare_loop(cfg, ds, clients, device)  # warm-up (allocator, kernels)
-    bare, engine = [], []
-    for _ in range(args.repeats):  # interleaved so that machine noise hits both sides alike
-        bare.append(bare_loop(cfg, ds, clients, device))
-        engine.append(engine_loop(cfg, ds, clients, device))
-    images = clients[0].num_train * args.rounds * args.epochs
+    cfg = bench_config(args.rounds)
+    with torch_threads(cfg.threads):
+        ds, part = prepare_data(cfg)
+        clients = build_clients(ds, part, device)
+        shape = (ds.num_classes, ds.in_channels, ds.image_size)
+        bare_loop(cfg, clients, *shape, device)  # warm-up: allocator, kernels
+        bare, engine = [], []
+        for _ in range(args.repeats):
+            bare.append(bare_loop(cfg, clients, *shape, device))
+            engine.append(engine_loop(cfg, clients, make_method(cfg, ds, device)))
+    images_round = sum(c.num_train for c in clients) * cfg.train.local_epochs
+
+    cores = cpu_cores()
+    pool_cfgs = [bench_config(args.pool_rounds, seed=s) for s in range(args.pool_runs)]
+    two_thread = [c.replace(threads=2) for c in pool_cfgs]
+    one, pooled, one_2t = [], [], []
+    for _ in range(args.pool_repeats):
+        one.append(pool_throughput(pool_cfgs, 1))
+        pooled.append(pool_throughput(pool_cfgs, cores))
+        one_2t.append(pool_throughput(two_thread, 1))
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     result = {
-        "what": "engine (FedAvg, 1 client, checkpoint every round) vs bare PyTorch loop, same SGD steps",
-        "dataset": args.dataset, "model": cfg.model.name, "model_args": cfg.model.args,
-        "train_images": clients[0].num_train,
-        "rounds": args.rounds, "epochs_per_round": args.epochs, "batch_size": args.batch,
-        "device": str(device), "torch_threads": torch.get_num_threads(), "platform": platform.platform(),
-        "bare_s": bare, "engine_s": engine,
-        "overhead_ratio_median": statistics.median(engine) / statistics.median(bare),
-        "overhead_ratio_min": min(engine) / min(bare),
-        "engine_images_per_s": images / statistics.median(engine),
-        "bare_images_per_s": images / statistics.median(bare),
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "workload": "laptop profile: ResNet-8 width 16, FedAvg, 20 clients Dirichlet(0.1) x 250/100 images, "
+                    "batch 50, 1 local epoch, every client evaluated every round",
+        "device": str(device), "cores": cores, "threads_per_run": cfg.threads, "platform": platform.platform(),
+        "torch": torch.__version__,
+        "engine_vs_bare": {
+            "rounds": args.rounds, "bare_s": bare, "engine_s": engine,
+            "ratio_median": statistics.median(engine) / statistics.median(bare),
+            "ratio_min": min(engine) / min(bare),
+            "bare_images_per_s": images_round * args.rounds / statistics.median(bare),
+            "engine_images_per_s": images_round * args.rounds / statistics.median(engine),
+            "target_ratio": 1.05,
+        },
+        "pool": {
+            "runs": args.pool_runs, "rounds": args.pool_rounds,
+            "one_worker_1_thread_images_per_s": one, "pool_images_per_s": pooled,
+            "one_worker_2_threads_images_per_s": one_2t, "pool_workers": cores,
+            "pool_vs_one_worker": statistics.median(pooled) / statistics.median(one),
+            "pool_vs_one_2_thread_process": statistics.median(pooled) / statistics.median(one_2t),
+        },
+        "peak_rss_mib": {"this_process": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                         "largest_worker": children},
         "peak_cuda_mib": torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else None,
-        "target_overhead_ratio": 1.05,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

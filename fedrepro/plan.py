@@ -57,9 +57,11 @@ class Plan:
     runs: dict[str, RunConfig] = field(default_factory=dict)              # config hash -> config
     analyses: dict[tuple[str, str], RunConfig] = field(default_factory=dict)  # (analysis, run hash) -> run
     readers: dict[str, list[str]] = field(default_factory=dict)           # notebook -> run hashes
+    computes: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # notebook -> analyses
 
     def add(self, notebook: str, paper: str, needs: Iterable[Need], profile: str) -> None:
         hashes = self.readers.setdefault(notebook, [])
+        mine = self.computes.setdefault(notebook, [])
         for need in needs:
             for cfg in need.configs(paper, profile):
                 h = cfg.hash()
@@ -69,6 +71,8 @@ class Plan:
                 if need.where is None or need.where(cfg):
                     for name in need.analyses:
                         self.analyses.setdefault((name, h), cfg)
+                        if (name, h) not in mine:
+                            mine.append((name, h))
 
 
 def notebook_key(path: Path, nb_root: Path) -> tuple[str, str]:
@@ -104,7 +108,7 @@ def plan(notebooks: Iterable[Path], nb_root: Path, profile: str, runs_dir: str |
         needs = needs_of(path, nb_root)
         rel = str(path.relative_to(nb_root))
         if needs is None:
-            out.readers[rel] = []
+            out.readers[rel], out.computes[rel] = [], []
             continue
         out.add(rel, notebook_key(path, nb_root)[0], needs, profile)
     if runs_dir is not None:

@@ -1,11 +1,15 @@
-"""One pool that trains a plan's runs and computes its cached analyses with every core busy.
+"""One pool that trains a plan's runs, computes its cached analyses and renders its notebooks,
+with every core busy.
 
-Tasks go to ``workers`` spawned processes, longest first: each free worker takes the pending task
-with the largest estimated cost. Estimates start from a config's size (:func:`estimate_cost`) and
-are calibrated as runs finish, per kind of run, so that the one progress bar's time left is
-right after the first few minutes. Every run trains at the thread count its config fixes
-(``RunConfig.threads``), so a run gives the same numbers here as in a notebook cell or the CLI.
-An analysis waits for its run. A task that fails is reported with the others' results kept.
+There are ``workers`` slots. Runs and analyses go to spawned worker processes; a notebook render is
+a call made from a thread here (it starts a process of its own). A task is ready once the tasks it
+depends on are done (an analysis waits for its run, a notebook for its runs and analyses, the
+claims summary for every notebook), and each free slot takes the ready task with the largest
+estimated time: longest first, so that no long run starts at the end. Estimates start from a
+config's size (:func:`estimate_cost`) and are calibrated as tasks finish, per kind of task, so that
+the one progress bar's time left is right after the first minutes. Every run trains at the thread
+count its config fixes (``RunConfig.threads``): the same numbers here as in a notebook cell or the
+CLI. A task that fails is reported, with what depends on it; the rest go on.
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ import statistics
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 from tqdm.auto import tqdm
 
@@ -56,23 +60,39 @@ def _kind(cfg: RunConfig) -> tuple:
 
 @dataclass
 class Task:
-    key: str                      # run hash, or "<analysis>:<run hash>"
-    cfg: RunConfig
-    analysis: str | None = None   # a name in fedrepro.analysis.grid.CACHED
-    cost: float = 0.0
+    """A run (``cfg``), a cached analysis of a run (``cfg`` and ``analysis``) or a call made from a
+    thread of this process (``call``: a notebook render), with the keys of the tasks it needs."""
+
+    key: str
+    cfg: RunConfig | None = None
+    analysis: str | None = None                  # a name in fedrepro.analysis.grid.CACHED
+    call: Callable[[], float] | None = None
+    deps: frozenset[str] = frozenset()
+    cost: float = 1.0
 
     @property
     def kind(self) -> tuple:
+        if self.call is not None:
+            return ("call",)
         return ("analysis", self.analysis) if self.analysis else _kind(self.cfg)
+
+
+# A kind not seen yet: seconds per unit of cost before any task of its sort has finished (about
+# 5,000 ResNet-8 images/s per core for a run; 5 s for an analysis, 15 s for a notebook render).
+_FIRST_GUESS = {"run": 2e-4, "analysis": 5.0, "call": 15.0}
+
+
+def _sort(kind: tuple) -> str:
+    return kind[0] if kind[0] in ("analysis", "call") else "run"
 
 
 @dataclass
 class PoolReport:
     workers: int
     seconds: float = 0.0
-    done: dict[str, float] = field(default_factory=dict)    # task key -> seconds in the worker
+    done: dict[str, float] = field(default_factory=dict)    # task key -> seconds it took
     failed: dict[str, str] = field(default_factory=dict)    # task key -> error
-    skipped: int = 0                                        # found finished in the store
+    skipped: int = 0                                        # runs found finished in the store
 
     def to_dict(self) -> dict:
         return {"workers": self.workers, "seconds": round(self.seconds, 1), "tasks_done": len(self.done),
@@ -81,7 +101,7 @@ class PoolReport:
 
 
 def _work(cfg: RunConfig, analysis: str | None) -> float:
-    """One task in a worker process; returns its seconds."""
+    """One run or analysis in a worker process; returns its seconds."""
     t0 = time.perf_counter()
     if analysis is None:
         from .experiment import run
@@ -91,8 +111,7 @@ def _work(cfg: RunConfig, analysis: str | None) -> float:
         from .analysis.grid import CACHED
         from .store import RunStore
 
-        store = RunStore(cfg.runs_dir)
-        CACHED[analysis](store.load(cfg))
+        CACHED[analysis](RunStore(cfg.runs_dir).load(cfg))
     return time.perf_counter() - t0
 
 
@@ -107,69 +126,98 @@ class _Calibration:
 
     def seconds(self, task: Task) -> float:
         ratios = self.by_kind.get(task.kind)
-        if ratios:
-            return task.cost * statistics.median(ratios)
-        # A kind not seen yet: the median of its sort (runs or analyses), else a first guess of
-        # about 5,000 ResNet-8 images/s per core, and 5 s per analysis.
-        same = [r for k, v in self.by_kind.items() if (k[0] == "analysis") == bool(task.analysis) for r in v]
-        return task.cost * (statistics.median(same) if same else (5.0 if task.analysis else 2e-4))
+        if not ratios:  # the median of its sort, else the first guess
+            ratios = [r for k, v in self.by_kind.items() if _sort(k) == _sort(task.kind) for r in v]
+        return task.cost * (statistics.median(ratios) if ratios else _FIRST_GUESS[_sort(task.kind)])
 
 
-def run_pool(runs: Sequence[RunConfig], analyses: Sequence[tuple[str, RunConfig]] = (), workers: int = 2,
-             progress: bool = True) -> PoolReport:
-    """Train ``runs`` that are not finished and compute ``analyses`` (``(name, run config)``), in
-    ``workers`` processes; returns what was done and how long it took."""
-    import multiprocessing as mp
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
+def plan_tasks(runs: Sequence[RunConfig], analyses: Sequence[tuple[str, RunConfig]] = ()) -> tuple[list[Task], int]:
+    """Tasks for the runs not yet stored and for ``analyses`` (``(name, run config)``), and how many
+    runs were found stored."""
     from .analysis.grid import CACHED
     from .store import RunStore
 
-    t0 = time.perf_counter()
-    report = PoolReport(workers=workers)
-    pending_runs: list[Task] = []
+    tasks, stored = [], 0
     for cfg in {c.hash(): c for c in runs}.values():
         if RunStore(cfg.runs_dir).status(cfg) == "done":
-            report.skipped += 1
+            stored += 1
         else:
-            pending_runs.append(Task(cfg.hash(), cfg, cost=estimate_cost(cfg)))
-    waiting: dict[str, list[Task]] = defaultdict(list)   # run hash -> analyses waiting for it
-    ready: list[Task] = list(pending_runs)
-    todo_runs = {t.key for t in pending_runs}
+            tasks.append(Task(cfg.hash(), cfg, cost=estimate_cost(cfg)))
+    pending = {t.key for t in tasks}
     for name, cfg in analyses:
         if name not in CACHED:
             raise FedreproError(f"unknown analysis {name!r}; valid: {', '.join(CACHED)}")
-        task = Task(f"{name}:{cfg.hash()}", cfg, analysis=name, cost=1.0)
-        (waiting[cfg.hash()] if cfg.hash() in todo_runs else ready).append(task)
-    total = len(ready) + sum(len(v) for v in waiting.values())
-    if total == 0:
-        report.seconds = time.perf_counter() - t0
-        return report
+        h = cfg.hash()
+        tasks.append(Task(f"{name}:{h}", cfg, analysis=name, deps=frozenset({h} & pending)))
+    return tasks, stored
 
+
+def run_pool(runs: Sequence[RunConfig], analyses: Sequence[tuple[str, RunConfig]] = (), workers: int = 2,
+             progress: bool = True, calls: Sequence[Task] = ()) -> PoolReport:
+    """Train ``runs`` that are not finished, compute ``analyses`` (``(name, run config)``) and make
+    ``calls`` (tasks with ``call`` and ``deps``), ``workers`` at a time; returns what was done and
+    how long each task took."""
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
+
+    t0 = time.perf_counter()
+    tasks, stored = plan_tasks(runs, analyses)
+    tasks += list(calls)
+    report = PoolReport(workers=workers, skipped=stored)
+    if not tasks:
+        return report
+    keys = {t.key for t in tasks}
+    for t in tasks:
+        if not t.deps <= keys:
+            raise FedreproError(f"task {t.key} depends on {sorted(t.deps - keys)[:3]}, which are not tasks here")
+    blocked = [t for t in tasks if t.deps]
+    ready = [t for t in tasks if not t.deps]
     calib = _Calibration()
+    running: dict = {}
     bar = tqdm(total=1.0, desc=f"pool ({workers} workers)", unit="s", disable=not progress, mininterval=2.0,
                bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix} [{elapsed}<{remaining}, {rate_fmt}]")
 
-    def remaining() -> float:
-        queued = ready + [t for v in waiting.values() for t in v] + list(running.values())
-        return sum(calib.seconds(t) for t in queued)
-
     def refresh() -> None:
         done_s = sum(report.done.values())
-        bar.total = max(done_s + remaining(), 1e-9)
+        left = sum(calib.seconds(t) for t in [*ready, *blocked, *running.values()])
+        bar.total = max(done_s + left, 1e-9)
         bar.n = done_s
-        bar.set_postfix_str(f"{len(report.done) + len(report.failed)}/{total} tasks", refresh=False)
+        bar.set_postfix_str(f"{len(report.done) + len(report.failed)}/{len(tasks)} tasks", refresh=False)
         bar.refresh()
 
-    running: dict = {}
+    def settle(task: Task, seconds: float | None, error: str | None) -> None:
+        """Record a finished task; release what waited only for done tasks, and fail (in a
+        chain) what needs a failed one."""
+        nonlocal blocked
+        if error is None:
+            report.done[task.key] = seconds
+            calib.add(task, seconds)
+        else:
+            report.failed[task.key] = error
+        changed = True
+        while changed:
+            changed, still = False, []
+            for t in blocked:
+                bad = t.deps & report.failed.keys()
+                if bad:
+                    report.failed[t.key] = f"needs {min(bad)}, which failed"
+                    changed = True
+                elif t.deps <= report.done.keys():
+                    ready.append(t)
+                else:
+                    still.append(t)
+            blocked = still
+
     ctx = mp.get_context("spawn")  # forking a process whose OpenMP pool runs can deadlock
-    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+    with ProcessPoolExecutor(workers, mp_context=ctx) as procs, ThreadPoolExecutor(workers) as threads:
         try:
             while ready or running:
                 while ready and len(running) < workers:
                     ready.sort(key=calib.seconds)
                     task = ready.pop()  # the longest first
-                    running[pool.submit(_work, task.cfg, task.analysis)] = task
+                    fut = (threads.submit(task.call) if task.call is not None
+                           else procs.submit(_work, task.cfg, task.analysis))
+                    running[fut] = task
                 refresh()
                 finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
                 for fut in finished:
@@ -177,15 +225,12 @@ def run_pool(runs: Sequence[RunConfig], analyses: Sequence[tuple[str, RunConfig]
                     try:
                         seconds = fut.result()
                     except Exception as e:  # noqa: BLE001  (reported with the rest; others go on)
-                        report.failed[task.key] = f"{type(e).__name__}: {e}"
-                        for dep in waiting.pop(task.key, []):
-                            report.failed[dep.key] = f"its run {task.key} failed"
-                        continue
-                    report.done[task.key] = seconds
-                    calib.add(task, seconds)
-                    ready.extend(waiting.pop(task.key, []))
+                        settle(task, None, f"{type(e).__name__}: {e}")
+                    else:
+                        settle(task, seconds, None)
         except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
+            procs.shutdown(wait=False, cancel_futures=True)
+            threads.shutdown(wait=False, cancel_futures=True)
             raise
         finally:
             refresh()

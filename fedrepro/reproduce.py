@@ -1,18 +1,17 @@
-"""``make reproduce``: plan, train, then render every numbered notebook at one profile.
+"""``make reproduce``: plan every numbered notebook's runs, train them once, render the notebooks.
 
 1. **Plan.** Every selected notebook's runs and cached analyses are known before it executes
    (:mod:`fedrepro.plan`); a run two notebooks share is planned once.
-2. **Train.** The runs not yet stored, and the analyses, go to one pool with as many workers as the
-   runs' thread counts fit on the cores, longest first (:mod:`fedrepro.pool`).
-3. **Render.** The notebooks execute with papermill, as many side by side as there are workers,
-   each in its own kernel at 1 thread; they find their runs stored and only analyse and draw.
-   ``99_*`` (the claims summary) runs last, alone. Executed copies go to
-   ``output/<profile>/notebooks/``; figures are saved by the notebooks themselves.
+2. **Train and render, in one pool** (:mod:`fedrepro.pool`) with as many slots as the runs'
+   thread counts fit on the cores. Runs and analyses go to worker processes, longest first. A
+   notebook renders (papermill, its own kernel at 1 thread) as soon as its runs and analyses are
+   stored, so it only analyses and draws; ``99_*`` (the claims summary) after all the others.
+   Executed copies go to ``output/<profile>/notebooks/``; the notebooks save their figures.
 
 Each notebook's kernel logs the runs it read (:mod:`fedrepro.trace`); a run it had to train is
 one the plan missed, and is named in the report. The report (``timings.json`` beside the executed
-notebooks) has the wall time of each phase and notebook, the CPU time over wall time × cores, and
-the peak memory of the whole process tree.
+notebooks) has the wall time, each notebook's render time and the training time of its runs,
+every task's time, the CPU time over wall time × cores, and the peak memory of the process tree.
 """
 from __future__ import annotations
 
@@ -37,10 +36,11 @@ def numbered_notebooks(root: Path | None = None) -> list[Path]:
 
 
 class _Monitor:
-    """Peak memory (proportional set size) of this process and all its descendants, sampled every
-    ``every`` s."""
+    """Peak memory of this process and all its descendants: the sum of their resident sets, sampled
+    every ``every`` s. An upper bound: a library page mapped by n processes counts n times (the
+    proportional set size would count it once, but reading it costs 10-15 ms per torch process)."""
 
-    def __init__(self, every: float = 0.5):
+    def __init__(self, every: float = 1.0):
         import psutil
 
         self._proc = psutil.Process()
@@ -55,10 +55,7 @@ class _Monitor:
         total = 0
         for p in [self._proc, *self._proc.children(recursive=True)]:
             try:
-                # PSS: a library page shared by n processes counts 1/n in each, so the sum is the
-                # memory the tree really holds (RSS would count torch's libraries once per process).
-                info = p.memory_full_info()
-                total += getattr(info, "pss", info.rss)
+                total += p.memory_info().rss
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 pass
         self.peak_bytes = max(self.peak_bytes, total)
@@ -142,17 +139,18 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     out_dir = root / "output" / profile / "notebooks"
     trace_dir = root / "output" / profile / "trace"
     trace_dir.mkdir(parents=True, exist_ok=True)
+    renders = _render_tasks(notebooks, nb_root, out_dir, trace_dir, profile, kernel, the_plan,
+                            {c.hash() for c in pending})
     t_start, cpu_start = time.perf_counter(), _cpu_seconds()
     with _Monitor() as monitor:
-        pool = run_pool(runs, analyses, workers=workers, progress=progress)
-        if pool.failed:
-            lines = "\n".join(f"  {k}: {v}" for k, v in list(pool.failed.items())[:20])
-            raise FedreproError(f"{len(pool.failed)} of the plan's tasks failed (the others are stored):\n{lines}")
-        t_render = time.perf_counter()
-        rendered = _render_all(notebooks, nb_root, out_dir, trace_dir, profile, kernel, workers)
-        wall = time.perf_counter() - t_start
+        pool = run_pool(runs, analyses, workers=workers, progress=progress, calls=renders)
+    wall = time.perf_counter() - t_start
     cpu = _cpu_seconds() - cpu_start
     cores = cpu_cores()
+    if pool.failed:
+        lines = "\n".join(f"  {k}: {v}" for k, v in list(pool.failed.items())[:20])
+        raise FedreproError(f"{len(pool.failed)} tasks failed (what finished is stored; run again to retry the "
+                            f"rest):\n{lines}")
 
     from . import trace
 
@@ -163,31 +161,71 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
         read = [e["hash"] for e in events if e["event"] == "run"]
         unplanned = sorted({e["hash"] for e in events if e["event"] == "run" and e["trained"]})
         hashes = the_plan.readers.get(rel, [])
-        train_s = sum(_train_seconds(the_plan.runs[h]) for h in hashes)
         report_nbs.append({
-            "notebook": rel, "render_s": round(rendered[rel], 1), "runs": len(hashes),
-            "runs_read": len(set(read)), "train_s_of_its_runs": round(train_s, 1), "unplanned_runs": unplanned,
-            "figures": sorted({str(Path(e["path"]).relative_to(root)) if Path(e["path"]).is_relative_to(root)
-                               else e["path"] for e in events if e["event"] == "figure"})})
+            "notebook": rel, "render_s": round(pool.done[f"render:{rel}"], 1), "runs": len(hashes),
+            "runs_read": len(set(read)), "unplanned_runs": unplanned,
+            "train_s_of_its_runs": round(sum(_train_seconds(the_plan.runs[h]) for h in hashes), 1),
+            "analyses_s": round(sum(pool.done.get(f"{name}:{h}", 0.0) for name, h in the_plan.computes.get(rel, [])), 1),
+            "figures": sorted({_short(e["path"], root) for e in events if e["event"] == "figure"})})
+    by_sort = {"run": 0.0, "analysis": 0.0, "render": 0.0}
+    for key, sec in pool.done.items():
+        by_sort["render" if key.startswith("render:") else "analysis" if ":" in key else "run"] += sec
     report = {
         "profile": profile, "only": only, "cores": cores, "workers": workers,
-        "wall_s": round(wall, 1), "pool_s": round(pool.seconds, 1), "render_s": round(time.perf_counter() - t_render, 1),
-        "cpu_s": round(cpu, 1), "cpu_use": round(cpu / (wall * cores), 3),
+        "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "cpu_use": round(cpu / (wall * cores), 3),
         "peak_memory_mib": round(monitor.peak_bytes / 2**20),
-        "pool": pool.to_dict(), "runs_planned": len(runs), "analyses_planned": len(analyses),
+        "task_seconds": {k: round(v, 1) for k, v in by_sort.items()},
+        "runs_planned": len(runs), "runs_trained": len(pending), "analyses_planned": len(analyses),
         "unplanned_runs": sum(len(n["unplanned_runs"]) for n in report_nbs),
         "notebooks": report_nbs,
+        "tasks": {k: round(v, 2) for k, v in pool.done.items()},
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "timings.json").write_text(json.dumps(report, indent=2))
-    print(f"[reproduce] {len(notebooks)} notebooks in {wall:.0f} s (pool {pool.seconds:.0f} s, render "
-          f"{report['render_s']:.0f} s); CPU use {100 * report['cpu_use']:.0f}% of {cores} cores; peak memory "
+    print(f"[reproduce] {len(notebooks)} notebooks in {wall:.0f} s ({len(pending)} runs trained, "
+          f"{len(analyses)} analyses); CPU use {100 * report['cpu_use']:.0f}% of {cores} cores; peak memory "
           f"{report['peak_memory_mib']} MiB; timings in {(out_dir / 'timings.json').relative_to(root)}")
     if report["unplanned_runs"]:
         names = [f"{n['notebook']} ({len(n['unplanned_runs'])})" for n in report_nbs if n["unplanned_runs"]]
         print(f"[reproduce] warning: the plan missed {report['unplanned_runs']} runs that notebooks trained "
               f"themselves: {', '.join(names)}; add them to the paper's NOTEBOOKS")
     return report
+
+
+def _short(path: str, root: Path) -> str:
+    p = Path(path)
+    return str(p.relative_to(root)) if p.is_relative_to(root) else path
+
+
+def _render_tasks(notebooks: list[Path], nb_root: Path, out_dir: Path, trace_dir: Path, profile: str, kernel: str,
+                  the_plan, pending: set[str]) -> list:
+    """One pool task per notebook, after its runs and analyses; ``99_*`` after all the others."""
+    from .pool import Task
+
+    def render(nb: Path, rel: str):
+        def call() -> float:
+            target = out_dir / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            flat = rel.replace("/", "__")
+            seconds = _render(nb, target, profile, kernel, trace_dir / f"{flat}.jsonl", trace_dir / f"{flat}.log")
+            print(f"[reproduce] {rel}: {seconds:.1f} s", flush=True)
+            return seconds
+        return call
+
+    tasks, others = [], []
+    for nb in notebooks:
+        rel = str(nb.relative_to(nb_root))
+        if nb.name.startswith("99_"):
+            continue
+        deps = {h for h in the_plan.readers.get(rel, []) if h in pending}
+        deps |= {f"{name}:{h}" for name, h in the_plan.computes.get(rel, [])}
+        tasks.append(Task(f"render:{rel}", call=render(nb, rel), deps=frozenset(deps)))
+        others.append(f"render:{rel}")
+    for nb in notebooks:
+        rel = str(nb.relative_to(nb_root))
+        if nb.name.startswith("99_"):
+            tasks.append(Task(f"render:{rel}", call=render(nb, rel), deps=frozenset(others)))
+    return tasks
 
 
 def _train_seconds(cfg) -> float:
@@ -197,27 +235,3 @@ def _train_seconds(cfg) -> float:
     if store.status(cfg) != "done":
         return 0.0
     return float(store.load(cfg).summary.get("time_train_s") or 0.0)
-
-
-def _render_all(notebooks: list[Path], nb_root: Path, out_dir: Path, trace_dir: Path, profile: str, kernel: str,
-                workers: int) -> dict[str, float]:
-    """Render ``notebooks``, ``workers`` at a time; ``99_*`` last, once the others are done."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def render(nb: Path) -> float:
-        rel = str(nb.relative_to(nb_root))
-        target = out_dir / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        flat = rel.replace("/", "__")
-        seconds = _render(nb, target, profile, kernel, trace_dir / f"{flat}.jsonl", trace_dir / f"{flat}.log")
-        print(f"[reproduce] {rel}: {seconds:.1f} s", flush=True)
-        return seconds
-
-    seconds: dict[str, float] = {}
-    for batch in ([nb for nb in notebooks if not nb.name.startswith("99_")],
-                  [nb for nb in notebooks if nb.name.startswith("99_")]):
-        if batch:
-            with ThreadPoolExecutor(max(1, min(workers, len(batch)))) as pool:
-                futures = {str(nb.relative_to(nb_root)): pool.submit(render, nb) for nb in batch}
-                seconds.update({rel: fut.result() for rel, fut in futures.items()})
-    return seconds
