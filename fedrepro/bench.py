@@ -8,21 +8,31 @@ every client evaluated every round, at the run's own thread count (1).
   what a stored run pays per round (a checkpoint to disk, per-client metrics). The bare loop does
   the same SGD steps by hand: load the global weights into one model, a fresh SGD per client and
   round, the sample-weighted average, then every client's test split. The two alternate in one
-  process, in back-to-back pairs, so that machine noise hits both alike; the median of the pairs'
-  ratios is the overhead.
+  process, in back-to-back pairs whose order alternates too (engine first in every other pair),
+  after one warm-up of each, so that machine noise and cache state hit both alike; the median of
+  the pairs' ratios is the overhead.
+- **Allocator.** The engine's FedAvg in child processes on glibc's malloc and on the allocator
+  that ``fedrepro reproduce`` preloads (:mod:`fedrepro.allocator`), alternating; the ratio of
+  their median times.
 - **One worker / pool.** The same set of short runs, trained by one worker process and by the
   pool's ``cores`` workers (each a 1-thread run, as ``fedrepro reproduce`` trains them), and by one
   process at 2 threads (what a notebook cell did before runs fixed their thread count); images
   trained per second of wall time. The three alternate too.
 - **Peak memory** of this process and of the largest worker.
+
+The engine / bare-loop pairs run in this process on whatever allocator it was started with, the
+pool's workers on the preloaded one.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,8 +40,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from . import allocator
 from .config import RunConfig, make_config
-from .experiment import build_clients, cpu_cores, make_method, prepare_data
+from .experiment import build_clients, cpu_cores, cpu_model, make_method, prepare_data
 from .fl.device import resolve_device, torch_threads
 from .fl.engine import simulate
 from .models import create_model
@@ -123,6 +134,35 @@ def pool_throughput(cfgs: list[RunConfig], workers: int) -> float:
     return sum(_train_images(c) * c.train.rounds for c in runs) / wall
 
 
+def _engine_seconds(rounds: int, repeats: int) -> list[float]:
+    """The engine's FedAvg ``repeats`` times in this process (after a warm-up); seconds each."""
+    cfg = bench_config(rounds)
+    device = resolve_device("auto")
+    with torch_threads(cfg.threads):
+        ds, part = prepare_data(cfg)
+        clients = build_clients(ds, part, device)
+        engine_loop(cfg, clients, make_method(cfg, ds, device))
+        return [engine_loop(cfg, clients, make_method(cfg, ds, device)) for _ in range(repeats)]
+
+
+def allocator_ratio(rounds: int, pairs: int) -> dict:
+    """Median engine time on glibc's malloc over that on the preloaded allocator, each measured in
+    fresh child processes that alternate."""
+    lib = allocator.library()
+    if lib is None:
+        return {"preloaded": None, "note": "no tcmalloc or jemalloc installed; see fedrepro.allocator"}
+    cmd = [sys.executable, "-m", "fedrepro.bench", "--rounds", str(rounds), "--engine-seconds", "3"]
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    times: dict[str, list[float]] = {"system": [], "preloaded": []}
+    for i in range(pairs):
+        for side in (("system", "preloaded") if i % 2 else ("preloaded", "system")):
+            child_env = env if side == "system" else allocator.child_env(env)
+            out = subprocess.run(cmd, env=child_env, capture_output=True, text=True, check=True).stdout
+            times[side].append(statistics.median(json.loads(out.strip().splitlines()[-1])))
+    return {"preloaded": lib, "system_s": times["system"], "preloaded_s": times["preloaded"],
+            "speedup": statistics.median(times["system"]) / statistics.median(times["preloaded"])}
+
+
 def _train_images(cfg: RunConfig) -> int:
     pa = cfg.data.partition_args
     return cfg.data.num_clients * pa["train_per_client"] * cfg.train.local_epochs
@@ -135,8 +175,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--pool-runs", type=int, default=4, help="runs per throughput timing")
     ap.add_argument("--pool-rounds", type=int, default=3)
     ap.add_argument("--pool-repeats", type=int, default=2)
+    ap.add_argument("--allocator-repeats", type=int, default=6, help="alternating system / preloaded pairs")
     ap.add_argument("--out", default="bench/results.json")
+    ap.add_argument("--engine-seconds", type=int, metavar="REPEATS", help=argparse.SUPPRESS)  # a child's job
     args = ap.parse_args(argv)
+    if args.engine_seconds:
+        print(json.dumps(_engine_seconds(args.rounds, args.engine_seconds)))
+        return {}
 
     device = resolve_device("auto")
     cfg = bench_config(args.rounds)
@@ -144,12 +189,19 @@ def main(argv: list[str] | None = None) -> dict:
         ds, part = prepare_data(cfg)
         clients = build_clients(ds, part, device)
         shape = (ds.num_classes, ds.in_channels, ds.image_size)
-        bare_loop(cfg, clients, *shape, device)  # warm-up: allocator, kernels
+        bare_loop(cfg, clients, *shape, device)  # warm-up of each side: allocator, kernels, imports
+        engine_loop(cfg, clients, make_method(cfg, ds, device))
         bare, engine = [], []
-        for _ in range(args.repeats):
-            bare.append(bare_loop(cfg, clients, *shape, device))
-            engine.append(engine_loop(cfg, clients, make_method(cfg, ds, device)))
+        for i in range(args.repeats):
+            if i % 2:
+                engine.append(engine_loop(cfg, clients, make_method(cfg, ds, device)))
+                bare.append(bare_loop(cfg, clients, *shape, device))
+            else:
+                bare.append(bare_loop(cfg, clients, *shape, device))
+                engine.append(engine_loop(cfg, clients, make_method(cfg, ds, device)))
     images_round = sum(c.num_train for c in clients) * cfg.train.local_epochs
+
+    alloc = allocator_ratio(args.rounds, args.allocator_repeats)
 
     cores = cpu_cores()
     pool_cfgs = [bench_config(args.pool_rounds, seed=s) for s in range(args.pool_runs)]
@@ -164,7 +216,8 @@ def main(argv: list[str] | None = None) -> dict:
     result = {
         "workload": "laptop profile: ResNet-8 width 16, FedAvg, 20 clients Dirichlet(0.1) x 250/100 images, "
                     "batch 50, 1 local epoch, every client evaluated every round",
-        "device": str(device), "cores": cores, "threads_per_run": cfg.threads, "platform": platform.platform(),
+        "device": str(device), "cores": cores, "cpu": cpu_model(), "threads_per_run": cfg.threads,
+        "platform": platform.platform(), "allocator_of_this_process": allocator.in_use(),
         "torch": torch.__version__,
         "engine_vs_bare": {
             "rounds": args.rounds, "bare_s": bare, "engine_s": engine,
@@ -178,6 +231,7 @@ def main(argv: list[str] | None = None) -> dict:
             "engine_images_per_s": images_round * args.rounds / statistics.median(engine),
             "target_ratio": 1.05,
         },
+        "allocator": alloc,
         "pool": {
             "runs": args.pool_runs, "rounds": args.pool_rounds,
             "one_worker_1_thread_images_per_s": one, "pool_images_per_s": pooled,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import platform
 import warnings
 from functools import lru_cache
 from pathlib import Path
@@ -26,7 +27,7 @@ from .fl.engine import SimState, simulate, summarize_run
 from .fl.method import FLContext
 from .fl.seeding import numpy_rng
 from .methods import METHODS
-from . import trace
+from . import allocator, trace
 from .store import RunResult, RunStore, check_on_busy
 
 
@@ -183,7 +184,7 @@ def _train(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part:
         cfg, {"seed": cfg.seed, "partition_hash": part.hash(), "device": str(device),
               "num_clients": part.num_clients, "held_out": list(part.held_out),
               "num_classes": ds.num_classes, "dataset": ds.name,
-              "torch_threads": torch.get_num_threads()})
+              "torch_threads": torch.get_num_threads(), "allocator": allocator.in_use()})
     state = None
     ckpt = store.load_checkpoint(path) if status == "partial" else None
     if ckpt is not None:
@@ -275,8 +276,15 @@ def cpu_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _run_in_worker(cfg: RunConfig) -> str:
-    return str(run(cfg).path)  # run() sets the config's own thread count
+def cpu_model() -> str:
+    """The CPU's model name (timings from another CPU are not comparable)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def grid_points(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]] | None,
@@ -361,20 +369,12 @@ def train_pending(cfgs: Sequence[RunConfig], workers: int | None = None, progres
     unique = {c.hash(): c for c in cfgs}.values()
     pending = [c for c in unique if RunStore(c.runs_dir).status(c) != "done"]
     if workers > 1 and len(pending) > 1:
-        _run_parallel(pending, min(workers, len(pending)), progress)
+        from .pool import run_pool
+
+        report = run_pool(pending, workers=min(workers, len(pending)), progress=progress)
+        if report.errors:  # the others finished and are stored; the first failure is the caller's
+            raise next(iter(report.errors.values()))
     return len(pending)
-
-
-def _run_parallel(cfgs: list[RunConfig], workers: int, progress: bool) -> None:
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    # "spawn": forking a process whose OpenMP pool is already running can deadlock.
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-        futures = [pool.submit(_run_in_worker, c.replace(progress=False)) for c in cfgs]
-        for f in tqdm(as_completed(futures), total=len(futures), desc=f"runs ({workers} workers)",
-                      disable=not progress, leave=False):
-            f.result()
 
 
 def pivot_mean_std(table: pd.DataFrame, index: str, columns: str | None = None, metric: str = "best",

@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 
 from tqdm.auto import tqdm
 
+from . import allocator
 from .config import RunConfig
 from .errors import FedreproError
 
@@ -92,6 +93,7 @@ class PoolReport:
     seconds: float = 0.0
     done: dict[str, float] = field(default_factory=dict)    # task key -> seconds it took
     failed: dict[str, str] = field(default_factory=dict)    # task key -> error
+    errors: dict[str, BaseException] = field(default_factory=dict, repr=False)  # task key -> its exception
     skipped: int = 0                                        # runs found finished in the store
 
     def to_dict(self) -> dict:
@@ -185,7 +187,7 @@ def run_pool(runs: Sequence[RunConfig], analyses: Sequence[tuple[str, RunConfig]
         bar.set_postfix_str(f"{len(report.done) + len(report.failed)}/{len(tasks)} tasks", refresh=False)
         bar.refresh()
 
-    def settle(task: Task, seconds: float | None, error: str | None) -> None:
+    def settle(task: Task, seconds: float | None, error: BaseException | None) -> None:
         """Record a finished task; release what waited only for done tasks, and fail (in a
         chain) what needs a failed one."""
         nonlocal blocked
@@ -193,7 +195,8 @@ def run_pool(runs: Sequence[RunConfig], analyses: Sequence[tuple[str, RunConfig]
             report.done[task.key] = seconds
             calib.add(task, seconds)
         else:
-            report.failed[task.key] = error
+            report.failed[task.key] = f"{type(error).__name__}: {error}"
+            report.errors[task.key] = error
         changed = True
         while changed:
             changed, still = False, []
@@ -209,7 +212,8 @@ def run_pool(runs: Sequence[RunConfig], analyses: Sequence[tuple[str, RunConfig]
             blocked = still
 
     ctx = mp.get_context("spawn")  # forking a process whose OpenMP pool runs can deadlock
-    with ProcessPoolExecutor(workers, mp_context=ctx) as procs, ThreadPoolExecutor(workers) as threads:
+    with allocator.for_children(), ProcessPoolExecutor(workers, mp_context=ctx) as procs, \
+            ThreadPoolExecutor(workers) as threads:
         try:
             while ready or running:
                 while ready and len(running) < workers:
@@ -225,7 +229,7 @@ def run_pool(runs: Sequence[RunConfig], analyses: Sequence[tuple[str, RunConfig]
                     try:
                         seconds = fut.result()
                     except Exception as e:  # noqa: BLE001  (reported with the rest; others go on)
-                        settle(task, None, f"{type(e).__name__}: {e}")
+                        settle(task, None, e)
                     else:
                         settle(task, seconds, None)
         except BaseException:

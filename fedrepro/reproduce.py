@@ -22,6 +22,7 @@ import threading
 import time
 from pathlib import Path
 
+from . import allocator
 from .config import PROFILES
 from .errors import ConfigError, FedreproError
 from .figures import repo_root
@@ -36,33 +37,52 @@ def numbered_notebooks(root: Path | None = None) -> list[Path]:
 
 
 class _Monitor:
-    """Peak memory of this process and all its descendants: the sum of their resident sets, sampled
-    every ``every`` s. An upper bound: a library page mapped by n processes counts n times (the
-    proportional set size would count it once, but reading it costs 10-15 ms per torch process)."""
+    """Peak memory of this process and all its descendants, two ways:
 
-    def __init__(self, every: float = 1.0):
+    - ``peak_pss``: the sum of their proportional set sizes, what the tree holds (a page that n
+      processes share counts 1/n in each); sampled every ``pss_every`` s, as reading it costs
+      about 5 ms per torch process;
+    - ``peak_rss``: the sum of their resident sets, every ``every`` s, an upper bound that counts
+      torch's shared libraries once per process.
+    """
+
+    def __init__(self, every: float = 1.0, pss_every: float = 3.0):
         import psutil
 
         self._proc = psutil.Process()
         self._every = every
+        self._pss_every = max(1, round(pss_every / every))
         self._stop = threading.Event()
-        self.peak_bytes = 0
+        self.peak_rss = self.peak_pss = 0
+        self._largest: tuple[int, str] = (0, "")
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def _sample(self) -> None:
+    def _sample(self, pss: bool) -> None:
         import psutil
 
-        total = 0
+        rss = pss_total = 0
         for p in [self._proc, *self._proc.children(recursive=True)]:
             try:
-                total += p.memory_info().rss
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                r = p.memory_info().rss
+                rss += r
+                if r > self._largest[0]:
+                    self._largest = (r, " ".join(p.cmdline()[1:4]))
+                if pss:
+                    pss_total += p.memory_full_info().pss
+            except (psutil.NoSuchProcess, psutil.AccessDenied, AttributeError):
                 pass
-        self.peak_bytes = max(self.peak_bytes, total)
+        self.peak_rss = max(self.peak_rss, rss)
+        self.peak_pss = max(self.peak_pss, pss_total)
 
     def _loop(self) -> None:
+        n = 0
         while not self._stop.wait(self._every):
-            self._sample()
+            self._sample(pss=n % self._pss_every == 0)
+            n += 1
+
+    def to_dict(self) -> dict:
+        return {"pss_sum_mib": round(self.peak_pss / 2**20), "rss_sum_mib": round(self.peak_rss / 2**20),
+                "largest_process_rss_mib": round(self._largest[0] / 2**20), "largest_process": self._largest[1]}
 
     def __enter__(self) -> "_Monitor":
         self._thread.start()
@@ -87,7 +107,9 @@ def _render(nb: Path, target: Path, profile: str, kernel: str, trace_file: Path,
 
     from . import trace
 
-    env = {**os.environ, trace.ENV: str(trace_file)}
+    from . import allocator
+
+    env = allocator.child_env({**os.environ, trace.ENV: str(trace_file)})
     # The kernel's analyses run at 1 thread: the same numbers at every render, and one core each.
     env.update({var: "1" for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
     trace_file.unlink(missing_ok=True)
@@ -107,7 +129,7 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
               plan_only: bool = False, progress: bool = True) -> dict:
     """Plan, train and render the numbered notebooks (those whose path contains ``only``); returns
     the report that is also written to ``output/<profile>/notebooks/timings.json``."""
-    from .experiment import cpu_cores, default_workers
+    from .experiment import cpu_cores, cpu_model, default_workers
     from .plan import plan
     from .pool import estimate_cost, run_pool
     from .store import RunStore
@@ -164,7 +186,7 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
         report_nbs.append({
             "notebook": rel, "render_s": round(pool.done[f"render:{rel}"], 1), "runs": len(hashes),
             "runs_read": len(set(read)), "unplanned_runs": unplanned,
-            "train_s_of_its_runs": round(sum(_train_seconds(the_plan.runs[h]) for h in hashes), 1),
+            "train_s_of_its_runs": round(sum(pool.done.get(h, 0.0) for h in hashes), 1),
             "analyses_s": round(sum(pool.done.get(f"{name}:{h}", 0.0) for name, h in the_plan.computes.get(rel, [])), 1),
             "figures": sorted({_short(e["path"], root) for e in events if e["event"] == "figure"})})
     by_sort = {"run": 0.0, "analysis": 0.0, "render": 0.0}
@@ -173,7 +195,10 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     report = {
         "profile": profile, "only": only, "cores": cores, "workers": workers,
         "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "cpu_use": round(cpu / (wall * cores), 3),
-        "peak_memory_mib": round(monitor.peak_bytes / 2**20),
+        "cpu": cpu_model(), "allocator": allocator.library() or "system",
+        # What the process tree held at its peak (PSS) and the upper bound that counts shared pages
+        # once per process (RSS); see _Monitor.
+        "peak_memory_mib": round(monitor.peak_pss / 2**20), "memory": monitor.to_dict(),
         "task_seconds": {k: round(v, 1) for k, v in by_sort.items()},
         "runs_planned": len(runs), "runs_trained": len(pending), "analyses_planned": len(analyses),
         "unplanned_runs": sum(len(n["unplanned_runs"]) for n in report_nbs),
@@ -227,11 +252,3 @@ def _render_tasks(notebooks: list[Path], nb_root: Path, out_dir: Path, trace_dir
             tasks.append(Task(f"render:{rel}", call=render(nb, rel), deps=frozenset(others)))
     return tasks
 
-
-def _train_seconds(cfg) -> float:
-    from .store import RunStore
-
-    store = RunStore(cfg.runs_dir)
-    if store.status(cfg) != "done":
-        return 0.0
-    return float(store.load(cfg).summary.get("time_train_s") or 0.0)

@@ -63,6 +63,7 @@ term, μ ``prox_mu``) or ``base="moon"`` (MOON's model-contrastive loss, μ ``mo
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -299,12 +300,21 @@ def triplet(a: Tensor, p: Tensor, n: Tensor, margin: float, distance: str) -> Te
 # ------------------------------------------------------------------------------------------------
 # CPM (§IV-C1)
 # ------------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=1)
+def _openmp_controller():
+    """One threadpoolctl controller per process: building one scans every loaded library (about
+    4 ms), which a fresh ``threadpool_limits`` per K-means fit would repeat thousands of times."""
+    from sklearn.cluster import KMeans  # noqa: F401  (loads scikit-learn's OpenMP runtime first)
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
 def cluster_prototypes(feats: Tensor, labels: Tensor, mode: str, clusters: int, n_repeat: int, ratio: float,
                        replace: bool, rng: np.random.Generator) -> tuple[Tensor, Tensor]:
     """Per present class: K-means (scikit-learn) into ``clusters`` groups, then ``n_repeat`` means of
     random ``ratio``-subsets per cluster. ``mode="tpg"``: one plain class mean."""
     from sklearn.cluster import KMeans
-    from threadpoolctl import threadpool_limits
 
     x = feats.detach().cpu().double().numpy()
     yv = labels.cpu().numpy()
@@ -322,7 +332,7 @@ def cluster_prototypes(feats: Tensor, labels: Tensor, mode: str, clusters: int, 
             # centres in the order the threads finish: with 3+ threads (its default is one per
             # core) the last bits, and so the assignments, change from run to run. One thread
             # fixes the order and gives exactly the 1-thread result.
-            with threadpool_limits(limits=1, user_api="openmp"):
+            with _openmp_controller().limit(limits=1, user_api="openmp"):
                 assign = km.fit_predict(xc)
         else:
             assign = np.zeros(len(xc), dtype=int)
