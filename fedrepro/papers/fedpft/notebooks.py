@@ -48,4 +48,5 @@ NOTEBOOKS: dict[str, list[Need]] = {
     "14_hyperparameters": [Need("r_f"), Need("n_kappa"), Need("n_rho")],
     "15_time": [Need("time")],
     "16_communication": [],
+    "17_convergence": [Need("main_default")],
 }
