@@ -43,8 +43,9 @@ test-unit: $(STAMP)
 test-notebooks: $(STAMP)
 	$(SMOKE_ENV) $(PY) -m pytest -q --nbval-lax -p no:cacheprovider notebooks
 
-reproduce: setup ## set up, then train every notebook's runs in one pool and render the notebooks at PROFILE (default laptop); figures -> figures/
+reproduce: setup ## set up, then train every notebook's runs in one pool and render the notebooks at PROFILE (default laptop); figures -> figures/, claims page -> docs/results/claims_$(PROFILE).md
 	$(VENV)/bin/fedrepro reproduce --profile $(PROFILE)
+	$(VENV)/bin/fedrepro results --profile $(PROFILE)
 
 smoke: setup ## every notebook at the smoke profile (seconds each); outputs under output/smoke/
 	$(SMOKE_ENV) $(VENV)/bin/fedrepro reproduce --profile smoke

@@ -55,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     p_rep.add_argument("--plan", action="store_true", help="list what each notebook reads and what is left to train; "
                                                            "train and render nothing")
 
+    p_res = sub.add_parser("results", help="write the claims page of a profile (docs/results/claims_<profile>.md) "
+                                           "from the claims and timings that reproduce stored")
+    p_res.add_argument("--profile", default="laptop", help="smoke | laptop (default) | paper")
+    p_res.add_argument("--out", default=None, help="where to write it (default: docs/results/claims_<profile>.md)")
+
     p_pre = sub.add_parser("pretrain", help="regenerate a committed backbone checkpoint (vit | clip)")
     p_pre.add_argument("what", choices=["vit", "clip"])
     p_pre.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
@@ -71,6 +76,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.workers is not None and args.workers < 1:
                 raise ConfigError(f"--workers={args.workers}; valid: a positive integer")
             reproduce(args.profile, only=args.only, workers=args.workers, plan_only=args.plan)
+            return 0
+        if args.cmd == "results":
+            from pathlib import Path
+
+            from .results_page import write_claims_page
+
+            print(f"written: {write_claims_page(args.profile, Path(args.out) if args.out else None)}")
             return 0
         if args.cmd == "pretrain":
             from .pretrain import run_pretrainer

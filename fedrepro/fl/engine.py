@@ -84,11 +84,18 @@ def evaluate_all(method: Method, state: SimState, clients: Sequence[ClientData],
     return rows
 
 
-def evaluate_global(method: Method, state: SimState, test: ClientData, seed: int, rnd: int) -> float | None:
-    """The method's global model on the whole test split, or None when it has no global model."""
+def evaluate_global(method: Method, state: SimState, test: ClientData, seed: int, rnd: int) -> dict[str, float]:
+    """The method's global model on the whole test split (``global_acc``; nothing when it has no
+    global model), and each of its other versions (``global_acc_<name>``, :meth:`Method.global_variants`)."""
+    out: dict[str, float] = {}
     with seeded_scope(derive_seed(seed, "eval_global", rnd)):
         model = method.global_model(state.shared, state.server_state)
-        return None if model is None else evaluate_model(model, test).acc
+        if model is None:
+            return out
+        out["global_acc"] = evaluate_model(model, test).acc
+        for name, variant in method.global_variants(state.shared, state.server_state):
+            out[f"global_acc_{name}"] = evaluate_model(variant, test).acc
+    return out
 
 
 def _nanmean(values: list[float]) -> float:
@@ -186,9 +193,7 @@ def simulate(method: Method, clients: Sequence[ClientData], *, seed: int, rounds
             state.client_rows.extend(rows)
             row.update(summarize_round(rows))
             if global_test is not None:
-                g = evaluate_global(method, state, global_test, seed, rnd + 1)
-                if g is not None:
-                    row["global_acc"] = g
+                row.update(evaluate_global(method, state, global_test, seed, rnd + 1))
             row["time_eval_s"] = time.perf_counter() - t1
             bar.set_postfix(acc=f"{row['acc_mean']:.3f}")
         row["time_train_s"] = t_train

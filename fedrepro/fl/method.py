@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Iterator, Mapping
 
 import torch
 
@@ -137,6 +137,12 @@ class Method:
         """The server's global model (a module, inputs -> logits) for ``train.global_eval``, or None
         when the method has none (Local, or methods whose every model is personal)."""
         return None
+
+    def global_variants(self, shared: State, server_state: State) -> Iterator[tuple[str, Any]]:
+        """Other versions of the global model that ``train.global_eval`` also scores, as
+        ``global_acc_<name>`` (pFedCSPC's before its server calibration). Yielded one at a time: a
+        method may load each into the module that :meth:`global_model` returned."""
+        return iter(())
 
     # For analyses (mismatch probe, linear probe, t-SNE) -------------------------------------
     def personalized_model(self, shared: State, state: State):

@@ -24,7 +24,8 @@ One round (client k, then the server):
      [paper Eq. 5; cosine from code];
    - ``L_A``: L1 distance between the in-batch angle tensors of the features and of their classes'
      prototypes, over triplets with three distinct labels [paper Eq. 6];
-   - ``L_E``: squared difference of pairwise feature and prototype distances [paper Eq. 7, ℓ = L2].
+   - ``L_E``: |difference| of the feature and prototype distances of pairs with different labels
+     [paper Eq. 7, ℓ = L2 norm of a scalar; ``edge_pairs``, ``edge_penalty`` give the other readings].
    Weights ``align_weights`` (1, 1, 1) [paper: equal; code 1, 0.2, 0.2 and node only by default].
 3. **CPM** (§IV-C1) [paper]: encoder features of the local training set (eval mode [code]); per
    class, scikit-learn ``KMeans`` into ``clusters`` groups (Eq. 8; the paper's value is lost from
@@ -83,11 +84,15 @@ from .registry import register_method
 
 PROTOTYPE_MODES = ("cpm", "tpg")
 BASES = ("ce", "fedprox", "moon")
+EDGE_PAIRS = ("different_labels", "all")
+EDGE_PENALTIES = ("abs", "squared")
 TRIPLET_DISTANCES = ("squared", "euclidean")
 EXEMPLARS = ("all", "correct")
 G = "g."  # global model entries in ``shared``
 PMI = "pmi{}."  # client k's personalised initial encoder in ``shared``
 MODEL = "m."  # the client's own trained model in its state
+PRECAL = "precal."  # the round's aggregated H_g and F_g before the server calibration, in the server state
+PRECAL_EXEMPLARS = "exemplars_precal"  # and KP's exemplars from them
 
 
 def _numbers(v: Any, count: int | None, ok) -> bool:
@@ -105,6 +110,8 @@ class PFedCSPCParams:
     align_weights: tuple = hp((1.0, 1.0, 1.0), check=lambda v: _numbers(v, 3, lambda w: w >= 0),
                               valid="three numbers >= 0 (node, angle, edge)")  # [paper: equal]
     tau_l: float = hp(0.5, gt=0)  # [paper]
+    edge_pairs: str = hp("different_labels", choices=EDGE_PAIRS)  # Eq. 7's pairs; see edge_loss
+    edge_penalty: str = hp("abs", choices=EDGE_PENALTIES)  # Eq. 7's ℓ of the scalar gap; see edge_loss
     # CPM --------------------------------------------------------------------------------------
     prototypes: str = hp("cpm", choices=PROTOTYPE_MODES)  # K-means clusters | one class mean (TPG, FedProto)
     clusters: int = hp(2, ge=1)  # j, lost from the paper's text [inferred]
@@ -232,16 +239,27 @@ def angle_loss(f: Tensor, y: Tensor, protos: Tensor) -> Tensor:
     return (_angles(f) - _angles(t).detach())[mask].abs().mean()
 
 
-def edge_loss(f: Tensor, y: Tensor, protos: Tensor) -> Tensor:
-    """L_E (Eq. 7): squared difference of pairwise feature and prototype distances (pairs i < j)."""
+def edge_loss(f: Tensor, y: Tensor, protos: Tensor, pairs: str = "different_labels",
+              penalty: str = "abs") -> Tensor:
+    """L_E (Eq. 7): the gap between two features' distance and their prototypes' distance, averaged
+    over pairs i < j.
+
+    Eq. 7 takes the pair (f_1, f_2) of the angle term, whose samples have "different labels", and
+    ℓ, "the L_2-norm", of the scalar gap, i.e. its absolute value: ``pairs="different_labels"``,
+    ``penalty="abs"``. ``pairs="all"`` also takes same-label pairs, whose prototype distance is 0,
+    so they pull same-class features together; ``penalty="squared"`` squares the gap.
+    """
     n = len(y)
-    if n < 2:
-        return f.sum() * 0
     iu = torch.triu_indices(n, n, 1, device=f.device)
+    if pairs == "different_labels":
+        iu = iu[:, y[iu[0]] != y[iu[1]]]
+    if iu.shape[1] == 0:
+        return f.sum() * 0
     df = (f[iu[0]] - f[iu[1]]).norm(dim=1)
     t = protos[y]
     dt = (t[iu[0]] - t[iu[1]]).norm(dim=1)
-    return ((df - dt.detach()) ** 2).mean()
+    gap = df - dt.detach()
+    return (gap.abs() if penalty == "abs" else gap ** 2).mean()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -459,7 +477,7 @@ class PFedCSPC(Method):
         if wa:
             la = la + wa * angle_loss(f, y, protos)
         if we:
-            la = la + we * edge_loss(f, y, protos)
+            la = la + we * edge_loss(f, y, protos, p.edge_pairs, p.edge_penalty)
         return la
 
     @torch.no_grad()
@@ -494,7 +512,14 @@ class PFedCSPC(Method):
         cid = torch.cat([up.upload["cid"].expand(len(up.upload["proto_y"])) for up in updates])
         net = self._load(g)
         gen = torch.Generator().manual_seed(int(torch.randint(2**62, (1,))))  # seeded by the engine's scope
+        precal: dict[str, Tensor] = {}
         if p.calibrate:
+            # H_g and F_g as aggregated, kept so that the same round's model is also scored before
+            # the calibration (``global_acc_before_calibration``); E_g is the same either way.
+            precal = {PRECAL + k: v.detach().clone() for k, v in net.state_dict().items()
+                      if k.startswith(("proj.", "cls."))}
+            if p.kp:  # KP's exemplars as that model would have them (Eq. 14 with the uncalibrated Ĥ_g)
+                precal[PRECAL_EXEMPLARS] = self.exemplars(net, u, y, self.ctx.num_classes)
             self.calibrate(net, u, y, cid, rnd, gen)
         new = {G + k: v.detach().clone() for k, v in net.state_dict().items()}
         c = self.ctx.num_classes
@@ -510,7 +535,8 @@ class PFedCSPC(Method):
                 new.update({PMI.format(int(up.upload["cid"])) + k[len("encoder."):]: v for k, v in mix.items()})
             # Clients that were not sampled keep their last PMI encoder.
             new.update({k: v for k, v in shared.items() if k.startswith("pmi") and k not in new})
-        server_state = {**server_state,
+        server_state = {**{k: v for k, v in server_state.items() if not k.startswith((PRECAL, PRECAL_EXEMPLARS))},
+                        **precal,
                         "pmi_weights": weights if weights is not None else torch.empty(0),
                         "pmi_clients": torch.tensor([int(up.upload["cid"]) for up in updates])}
         return new, server_state
@@ -604,10 +630,19 @@ class PFedCSPC(Method):
         return evaluate_model(self.global_model(shared, {}), data)
 
     def global_model(self, shared: State, server_state: State):
-        net = self._load(self._sub(shared, G))
+        return self._global(self._sub(shared, G), shared, shared["exemplars"])
+
+    def global_variants(self, shared: State, server_state: State):
+        precal = self._sub(server_state, PRECAL)
+        if precal:  # the round's aggregate before CSPC: the same E_g, KP on its own exemplars
+            yield "before_calibration", self._global({**self._sub(shared, G), **precal}, shared,
+                                                     server_state.get(PRECAL_EXEMPLARS))
+
+    def _global(self, sd: dict[str, Tensor], shared: State, exemplars: Tensor | None):
+        net = self._load(sd)
         if not self.p.kp or not bool(shared["U_has"].any()):
             return net
-        return _KPModel(net, shared["exemplars"], shared["U_has"], self.p.kp_weight, self.p.kp_temperature)
+        return _KPModel(net, exemplars, shared["U_has"], self.p.kp_weight, self.p.kp_temperature)
 
     def personalized_model(self, shared: State, state: State):
         own = self._sub(state, MODEL)

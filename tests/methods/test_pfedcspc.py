@@ -137,6 +137,23 @@ def test_server_step_changes_only_the_head_and_classifier(tiny):
     assert not torch.equal(plain["g.proj.0.weight"], cal["g.proj.0.weight"])
 
 
+def test_the_same_rounds_model_is_scored_before_the_calibration(tiny):
+    """``global_acc_before_calibration``: the aggregate as it was before CSPC, beside ``global_acc``."""
+    method, clients, st = setup(tiny(**CSPC))
+    ups = [update(method, st, c) for c in clients]
+    off = method.__class__(method.ctx, METHODS.get("pfedcspc").parse_params({**CSPC["method.args"], "calibrate": False}))
+    plain, plain_server = off.aggregate(st.shared, ups, st.server_state, 0)
+    assert not list(off.global_variants(plain, plain_server))  # nothing calibrated, nothing to compare
+    cal, server = method.aggregate(st.shared, ups, st.server_state, 0)
+    (name, before), = method.global_variants(cal, server)
+    assert name == "before_calibration"
+    for k, v in getattr(before, "net", before).state_dict().items():  # under KP's wrapper
+        assert torch.equal(v, plain["g." + k]), k
+    res = fedrepro.run(tiny(**CSPC, **{"train.rounds": 2, "train.global_eval": True}))
+    assert {"global_acc", "global_acc_before_calibration"} <= set(res.rounds.columns)
+    assert "final_global_acc_before_calibration" in res.summary
+
+
 def test_node_loss_is_cosine_infonce_over_present_prototypes():
     g = torch.Generator().manual_seed(1)
     f, protos = torch.randn(5, 4, generator=g), torch.randn(3, 4, generator=g)
@@ -154,6 +171,21 @@ def test_angle_and_edge_losses_vanish_when_features_sit_on_their_prototypes():
     assert float(edge_loss(protos[y], y, protos)) == pytest.approx(0.0, abs=1e-10)
     f = protos[y] + 0.5 * torch.randn(5, 5, generator=g)
     assert float(angle_loss(f, y, protos)) > 0 and float(edge_loss(f, y, protos)) > 0
+
+
+def test_edge_loss_readings_of_eq_7():
+    """Eq. 7 by default over pairs with different labels with |gap|; options: all pairs, squared gap."""
+    protos = torch.tensor([[0.0, 0.0], [3.0, 4.0]])  # prototype distance 5
+    y = torch.tensor([0, 1, 0])
+    f = torch.tensor([[0.0, 0.0], [6.0, 8.0], [0.0, 2.0]])
+    # different-label pairs: (0,1) distance 10 -> gap 5; (1,2) distance sqrt(36+36) -> gap sqrt(72)-5
+    gaps = torch.tensor([5.0, 72 ** 0.5 - 5])
+    assert float(edge_loss(f, y, protos)) == pytest.approx(float(gaps.abs().mean()), rel=1e-6)
+    assert float(edge_loss(f, y, protos, penalty="squared")) == pytest.approx(float((gaps ** 2).mean()), rel=1e-6)
+    # all pairs add (0,2): distance 2 against the shared prototype's 0
+    every = torch.cat([gaps, torch.tensor([2.0])])
+    assert float(edge_loss(f, y, protos, pairs="all")) == pytest.approx(float(every.mean()), rel=1e-6)
+    assert float(edge_loss(f[[0, 2]], y[[0, 2]], protos)) == 0.0  # one label: no pair
 
 
 def test_weighted_contrastive_uses_the_hard_pair_weights():

@@ -2,7 +2,7 @@
 read single runs rather than a table."""
 from __future__ import annotations
 
-from ...config import RunConfig
+from ...config import RunConfig, default_seeds
 from ...plan import Need
 
 A, M = "data.partition_args.alpha", "method.name"
@@ -40,7 +40,7 @@ NOTEBOOKS: dict[str, list[Need]] = {
                          Need("prompt_effect", analyses=("linear_probe:features_rho",),
                               where=lambda c: c.method.name == "fedpft_con")],
     "08_tsne": [Need(runs=lambda p: tsne_runs(p).values())],
-    "09_attention": [Need(runs=lambda p: attention_runs(p).values())],
+    "09_attention": [Need(runs=lambda p: [c for s in default_seeds(p) for c in attention_runs(p, seed=s).values()])],
     "10_feature_shift": [Need("feature_shift", analyses=("mismatch_probe",))],
     "11_100_clients": [Need("100_clients")],
     "12_resnet18": [Need("resnet18")],
@@ -48,4 +48,5 @@ NOTEBOOKS: dict[str, list[Need]] = {
     "14_hyperparameters": [Need("r_f"), Need("n_kappa"), Need("n_rho")],
     "15_time": [Need("time")],
     "16_communication": [],
+    "17_convergence": [Need("main_default")],
 }

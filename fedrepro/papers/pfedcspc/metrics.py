@@ -69,6 +69,14 @@ def run_scores(result: RunResult | str | Path) -> dict[str, float]:
     return out
 
 
+def rounds_with_scores(path) -> pd.DataFrame:
+    """A run's stored rounds with :func:`round_scores`' ``i_local_mean`` and ``hm`` joined on (the
+    per-round input of :func:`fedrepro.analysis.by_round.at_round` for pFedCSPC's tables)."""
+    res = RunResult(path)
+    scores = round_scores(res).drop(columns=["global_acc"], errors="ignore")
+    return res.rounds.merge(scores, on="round", how="left")
+
+
 def with_scores(table: pd.DataFrame) -> pd.DataFrame:
     """A :func:`fedrepro.run_grid` table with ``best_``/``final_`` ``i_local_mean`` and ``hm`` columns,
     derived from each run's stored rows."""

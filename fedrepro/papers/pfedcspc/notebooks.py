@@ -34,4 +34,5 @@ NOTEBOOKS: dict[str, list[Need]] = {
     "06_tsne": [Need(runs=lambda p: tsne_runs(p).values())],
     "07_pmi": [Need("pmi"), Need("pmi_tau_p")],
     "08_gradcam": [Need(runs=lambda p: gradcam_runs(p).values())],
+    "09_convergence": [Need("main_default")],
 }

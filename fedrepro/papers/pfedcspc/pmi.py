@@ -5,8 +5,10 @@
   training (Fig. 10a);
 - :func:`pmi_finetune`: per client, E epochs of local CE training from each init, with the
   per-epoch training loss and the final local test accuracy (Fig. 10b, c);
-- :func:`pmi_start_table`: :func:`pmi_start` summarised per run of a ``run_grid`` table, the
-  input of the ``pfedcspc.pmi_starts_better`` claim.
+- :func:`pmi_weight_correlation`: how closely the final round's PMI weights follow the similarity
+  of the clients' label histograms (Fig. 9);
+- :func:`pmi_start_table`: all three summarised per run of a ``run_grid`` table, the input of the
+  ``pfedcspc.pmi_*`` claims.
 
 Both initial models are scored by their network prediction (no knowledge-based fusion), so the
 comparison isolates the encoder PMI changes.
@@ -14,7 +16,9 @@ comparison isolates the encoder PMI changes.
 from __future__ import annotations
 
 import pandas as pd
+import torch
 
+from ...analysis.alignment import label_similarity
 from ...analysis.embedding import analysis_generator
 from ...fl.local import evaluate_model, make_sgd, train_epochs
 
@@ -59,15 +63,32 @@ def pmi_finetune(result, epochs: int | None = None, seed: int = 0) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
+def pmi_weight_correlation(result) -> float:
+    """Pearson correlation, over ordered client pairs k ≠ k', of the final round's PMI weight
+    p_k^k' with the cosine similarity of the two clients' label histograms."""
+    from ...experiment import restore
+
+    _, clients, state = restore(result, "cpu")
+    w = state["server_state"]["pmi_weights"].double()
+    order = state["server_state"]["pmi_clients"].tolist()
+    sim = label_similarity(clients)[order][:, order]
+    off = ~torch.eye(len(order), dtype=torch.bool)
+    return float(torch.corrcoef(torch.stack([w[off], sim[off]]))[0, 1])
+
+
 def pmi_start_table(table: pd.DataFrame) -> pd.DataFrame:
-    """Per run of a grid table (pFedCSPC runs): mean over clients of both inits' accuracy, and the
-    share of clients for which PMI starts higher."""
+    """Per run of a grid table (pFedCSPC runs): mean over clients of both inits' accuracy, the
+    share of clients for which PMI starts higher, both inits' mean training loss in the first
+    local epoch (Fig. 10c's start), and the PMI weights' correlation with label similarity."""
     rows = []
     for _, row in table.iterrows():
         df = pmi_start(row["path"])
+        first = pmi_finetune(row["path"], epochs=1).groupby("init")["train_loss"].mean()
         rows.append({**{k: row[k] for k in table.columns if k not in ("path",)},
                      "pmi_init_acc": float(df["pmi_init_acc"].mean()),
                      "global_init_acc": float(df["global_init_acc"].mean()),
                      "pmi_better_share": float((df["pmi_init_acc"] > df["global_init_acc"]).mean()),
+                     "pmi_first_epoch_loss": float(first["pmi"]), "global_first_epoch_loss": float(first["global"]),
+                     "weight_label_corr": pmi_weight_correlation(row["path"]),
                      "path": row["path"]})
     return pd.DataFrame(rows)

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ...reference import beside, paper_table
 from ..tables import Rows, TableDef
-from .baselines import GLOBAL_BASELINES, PERSONAL_BASELINES
+from .baselines import GLOBAL_BASELINES, PERSONAL_BASELINES, baseline_grid, moon_mu
 from .claims import CLAIM_SETTINGS
 from .metrics import with_scores
 from .variants import ABLATION_GLOBAL, ABLATION_PERSONAL, setting_overrides
@@ -26,11 +26,12 @@ T3_COLUMN = {"default": "CIFAR10", "cifar100": "CIFAR100", "tiny_imagenet": "Tin
 
 
 def finetune_epochs(profile: str, variant: str = "default") -> int:
-    """A global method's fine-tuning epochs for its Local score: E at the paper profile, 1 at laptop
-    and smoke (where E epochs would cost more than the run itself)."""
+    """A global method's fine-tuning epochs for its Local score: E, the epochs pFedCSPC's own local
+    model trains each round, at every profile, so that Table II's Local column and the
+    ``both_objectives`` claim compare equal local budgets."""
     from .. import setup
 
-    return setup("pfedcspc", profile, variant).train.local_epochs if profile == "paper" else 1
+    return setup("pfedcspc", profile, variant).train.local_epochs
 
 
 def _main_rows(variant: str):
@@ -44,7 +45,8 @@ def _main_rows(variant: str):
             # The claims' rows: pFedCSPC, FedAvg (Table III, no fine-tuning) and FedAvg-FT.
             Rows({M: ["pfedcspc", "fedavg"]}),
             Rows({M: ["fedavg_ft"], "method.args.ft_epochs": [ft]}),
-            Rows({M: [m for m in GLOBAL_BASELINES if m not in EVAL_ONCE]}, seeds="table", base=tuned),
+            Rows(baseline_grid([m for m in GLOBAL_BASELINES if m not in EVAL_ONCE], variant), seeds="table",
+                 base=tuned),
             Rows({M: [m for m in GLOBAL_BASELINES if m in EVAL_ONCE], "train.eval_every": [rounds]}, seeds="table",
                  base=tuned),
             Rows({M: PERSONAL_BASELINES}, seeds="table"),
@@ -82,7 +84,8 @@ def _ablation_rows(rows: dict, claim_rows):
 
 # Table VI: the calibration plugged into other base algorithms.
 _PLUG = {"fedprox": {M: "fedprox"}, "fedprox+pfedcspc": {M: "pfedcspc", "method.args.base": "fedprox"},
-         "moon": {M: "moon"}, "moon+pfedcspc": {M: "pfedcspc", "method.args.base": "moon"}}
+         "moon": {M: "moon", "method.args.mu": moon_mu()},
+         "moon+pfedcspc": {M: "pfedcspc", "method.args.base": "moon", "method.args.moon_mu": moon_mu()}}
 # Table VII's methods: the global baselines, FedProx and FedAvg, and pFedCSPC.
 ROUNDS_METHODS = ("fedavg", "fedprox", "moon", "feddc", "fedntd", "fedasam", "fedproc", "feddecorr", "ccvr", "pfedcspc")
 
@@ -94,7 +97,8 @@ def _rounds_rows(variant: str):
         # accuracy per round as it is. Elsewhere nothing reads their Local score.
         tuned = {"train.eval_finetune_epochs": finetune_epochs(profile, variant)} if variant == "default" else {}
         return [Rows({M: [m for m in ROUNDS_METHODS if m not in GLOBAL_BASELINES]}, seeds="table"),
-                Rows({M: [m for m in ROUNDS_METHODS if m in GLOBAL_BASELINES]}, seeds="table", base=tuned)]
+                Rows(baseline_grid([m for m in ROUNDS_METHODS if m in GLOBAL_BASELINES], variant), seeds="table",
+                     base=tuned)]
     return rows
 
 
@@ -102,7 +106,10 @@ def _sensitivity_rows(profile: str) -> list[Rows]:
     # Fig. 6: the paper's n_aug ∈ {1, 2, 4, 8}; {1, 5, 8} at laptop and smoke, where 5 (the default)
     # is notebook 01's run.
     n_aug = [1, 2, 4, 8] if profile == "paper" else [1, 5, 8]
-    return [Rows({"method.args.n_repeat": [1, 5], "method.args.n_aug": n_aug}, seeds="table")]
+    # The claim that more prototypes help reads n_repeat 1 vs 5 at the default n_aug (5), over the
+    # claim seeds; the rest of the grid over the table seeds.
+    return [Rows({"method.args.n_repeat": [1, 5], "method.args.n_aug": [5]}),
+            Rows({"method.args.n_repeat": [1, 5], "method.args.n_aug": [a for a in n_aug if a != 5]}, seeds="table")]
 
 
 def _tau_p_rows(profile: str) -> list[Rows]:
@@ -119,11 +126,9 @@ TABLES = {
                                 _ablation_rows(ABLATION_GLOBAL, lambda profile: CLAIM_SETTINGS),
                                 index="setting", metric=GLOBAL, reference="T4", derive=with_scores,
                                 order=tuple(ABLATION_GLOBAL)),
-    # Table V: I_local along the personalisation chain. Its chain claim runs over the claim seeds
-    # except at laptop, where the time budget runs it over the table seeds.
+    # Table V: I_local along the personalisation chain; both of its claims read every row.
     "ablation_personal": TableDef("pfedcspc", "ablation_personal", "ours Local",
-                                  _ablation_rows(ABLATION_PERSONAL,
-                                                 lambda profile: [] if profile == "laptop" else ABLATION_PERSONAL),
+                                  _ablation_rows(ABLATION_PERSONAL, lambda profile: ABLATION_PERSONAL),
                                   index="setting", metric=LOCAL, reference="T5", derive=with_scores,
                                   order=tuple(ABLATION_PERSONAL)),
     "orthogonality": TableDef("pfedcspc", "orthogonality", "Plug-and-play (Table VI)", [Rows(variants=_PLUG, seeds="table")],

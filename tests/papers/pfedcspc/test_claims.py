@@ -8,7 +8,9 @@ import pandas as pd
 def _table(rows):
     import pandas as pd
 
-    return pd.DataFrame([{"setting": s, "seed": seed, "final_global_acc": g, "final_i_local_mean": g}
+    # Each run's global model scored 2 points lower before the server calibration.
+    return pd.DataFrame([{"setting": s, "seed": seed, "final_global_acc": g, "final_i_local_mean": g,
+                          "final_global_acc_before_calibration": g - 0.02}
                          for s, vals in rows.items() for seed, g in enumerate(vals)])
 
 
@@ -26,6 +28,16 @@ def test_ablation_claims_pass_and_fail_on_the_numbers():
                     "FedAvg+PMI+FT_CE+Align": [0.61] * 3})
     res = evaluate_claims(chain, ids=["pfedcspc.personalisation_chain"])
     assert res["verdict"].item() == "FAIL" and "FAIL" in res["evidence"].item()
+
+
+def test_calibration_claim_compares_the_same_runs_before_and_after():
+    from fedrepro.claims import evaluate_claims
+
+    t = _table({"Base": [0.70] * 3, "+CPM+CA": [0.63, 0.64, 0.65]})  # below Base: that is not what it reads
+    res = evaluate_claims(t, ids=["pfedcspc.calibration_raises_global"])
+    assert res["verdict"].item() == "PASS" and "the same round's aggregate" in res["evidence"].item()
+    t["final_global_acc_before_calibration"] += 0.03  # the calibration now costs a point
+    assert evaluate_claims(t, ids=["pfedcspc.calibration_raises_global"])["verdict"].item() == "FAIL"
 
 
 def test_the_claim_settings_are_exactly_what_the_table_iv_claims_read():
@@ -58,3 +70,28 @@ def test_plug_and_play_and_rounds_claims_pass_and_fail_on_the_numbers():
     assert res["verdict"].tolist() == ["PASS", "FAIL"]  # not reached counts as never
     assert "not reached" in res["evidence"].iloc[1]
     assert evaluate_claims(t7.drop(columns="rounds"), ids=ids)["verdict"].tolist() == ["NOT RUN"] * 2
+
+
+def test_cspc_chain_claim_checks_every_stage():
+    from fedrepro.claims import evaluate_claims
+
+    stages = ("", "+FT_CE", "+PMI+FT_CE", "+PMI+FT_CE+Align")
+    rows = {**{f"FedAvg{s}": [0.60 + 0.01 * i] * 3 for i, s in enumerate(stages)},
+            **{f"FedCSPC{s}": [0.62 + 0.01 * i] * 3 for i, s in enumerate(stages)}}
+    assert evaluate_claims(_table(rows), ids=["pfedcspc.cspc_chain_beats_fedavg_chain"])["verdict"].item() == "PASS"
+    rows["FedCSPC+PMI+FT_CE"] = [0.60] * 3  # one stage behind FedAvg's (0.62)
+    res = evaluate_claims(_table(rows), ids=["pfedcspc.cspc_chain_beats_fedavg_chain"])
+    assert res["verdict"].item() == "FAIL" and "[FAIL] FedCSPC+PMI+FT_CE" in res["evidence"].item()
+
+
+def test_pmi_claims_read_the_per_run_summary():
+    from fedrepro.claims import evaluate_claims
+
+    t = pd.DataFrame([{"seed": s, "pmi_init_acc": 0.7, "global_init_acc": 0.6, "pmi_better_share": 0.8,
+                       "pmi_first_epoch_loss": 0.9, "global_first_epoch_loss": 1.1, "weight_label_corr": r}
+                      for s, r in enumerate((0.5, 0.4, 0.35))])
+    ids = ["pfedcspc.pmi_lower_early_loss", "pfedcspc.pmi_weights_follow_labels"]
+    assert evaluate_claims(t, ids=ids)["verdict"].tolist() == ["PASS", "PASS"]
+    t["weight_label_corr"] = [0.9, 0.2, -0.05]  # mean 0.35, but one seed's weights go against the labels
+    t["pmi_first_epoch_loss"] = 1.2
+    assert evaluate_claims(t, ids=ids)["verdict"].tolist() == ["FAIL", "FAIL"]

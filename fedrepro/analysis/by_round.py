@@ -1,0 +1,93 @@
+"""Have the runs converged, and does a claim's verdict still move with the number of rounds?
+
+- :func:`flatness`: per run of a ``run_grid`` table, how much the mean client accuracy still moves:
+  the mean over the last ``window`` evaluated rounds against the mean over the ``window`` before.
+  The stated rule (:data:`FLAT_TOLERANCE`): a run has flattened when that change is below half a
+  point.
+- :func:`at_round`: the table as it would read had every run stopped at round ``r`` (best round and
+  final round up to ``r``), from the stored per-round metrics: no training.
+- :func:`verdicts_by_round`: each claim's verdict on :func:`at_round` tables for a list of rounds,
+  so a reader sees which verdicts settle and which still flip when the budget ends.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Sequence
+
+import pandas as pd
+
+from ..store import RunResult
+
+FLAT_WINDOW = 5
+FLAT_TOLERANCE = 0.005  # half a point of mean client accuracy
+
+
+RoundsOf = Callable[[str], pd.DataFrame]
+
+
+def stored_rounds(path) -> pd.DataFrame:
+    """A run's per-round metrics as the engine stored them."""
+    return RunResult(path).rounds
+
+
+def _evaluated(path, rounds_of: RoundsOf = stored_rounds) -> pd.DataFrame:
+    rounds = rounds_of(path)
+    return rounds[rounds["acc_mean"].notna()] if "acc_mean" in rounds else rounds.iloc[0:0]
+
+
+def flatness(table: pd.DataFrame, window: int = FLAT_WINDOW, tol: float = FLAT_TOLERANCE) -> pd.DataFrame:
+    """``table`` with ``last_change`` (mean of the last ``window`` evaluated rounds minus the mean of
+    the ``window`` before) and ``flat`` (|last_change| < ``tol``; False when there are too few rounds)."""
+    changes = []
+    for path in table["path"]:
+        acc = _evaluated(path)["acc_mean"].to_numpy()
+        changes.append(float(acc[-window:].mean() - acc[-2 * window:-window].mean())
+                       if len(acc) >= 2 * window else float("nan"))
+    out = table.copy()
+    out["last_change"] = changes
+    out["flat"] = out["last_change"].abs() < tol
+    return out
+
+
+def at_round(table: pd.DataFrame, r: int, rounds_of: RoundsOf = stored_rounds) -> pd.DataFrame:
+    """``table`` (a ``run_grid`` table) with ``best``, ``final`` and every ``best_<m>`` / ``final_<m>``
+    column recomputed as if each run had stopped after round ``r``, from ``rounds_of(path)``: the
+    stored rounds, or those with a paper's derived per-round scores joined on (pFedCSPC's I_local)."""
+    rows = []
+    for _, row in table.iterrows():
+        ev = _evaluated(row["path"], rounds_of)
+        ev = ev[ev["round"] <= r]
+        new = row.to_dict()
+        if ev.empty:
+            rows.append({**new, "best": float("nan"), "final": float("nan")})
+            continue
+        best = ev.loc[ev["acc_mean"].idxmax()]
+        new.update({"best": float(best["acc_mean"]), "final": float(ev["acc_mean"].iloc[-1]),
+                    "best_round": int(best["round"])})
+        for col in table.columns:
+            for kind in ("best_", "final_"):
+                metric = col[len(kind):]
+                if col.startswith(kind) and metric in ev.columns and metric != "acc_mean":
+                    values = ev[metric].dropna()
+                    if not values.empty:
+                        new[col] = float(values.max() if kind == "best_" else values.iloc[-1])
+        rows.append(new)
+    return pd.DataFrame(rows, columns=table.columns)
+
+
+def verdicts_by_round(table: pd.DataFrame, claim_ids: Sequence[str], rounds: Iterable[int],
+                      rounds_of: RoundsOf = stored_rounds) -> pd.DataFrame:
+    """One row per (round, claim): the verdict and evidence on :func:`at_round` of ``table``."""
+    from ..claims import evaluate_claims
+
+    cache: dict = {}
+
+    def cached(path):  # each run's rounds are read once for all the cuts
+        if path not in cache:
+            cache[path] = rounds_of(path)
+        return cache[path]
+
+    out = []
+    for r in rounds:
+        claims = evaluate_claims(at_round(table, r, cached), ids=list(claim_ids))
+        out.append(claims.assign(round=r)[["round", "claim_id", "verdict", "evidence"]])
+    return pd.concat(out, ignore_index=True)

@@ -1,0 +1,43 @@
+"""Verdicts by round: tables recomputed from the stored rounds, and the flatness rule."""
+from __future__ import annotations
+
+import pandas as pd
+
+import fedrepro
+from fedrepro.analysis.by_round import at_round, flatness, verdicts_by_round
+
+
+def _grid(tiny, rounds=6):
+    base = tiny(**{"train.rounds": rounds})
+    return fedrepro.run_grid(base, {"method.name": ["fedavg", "local"]}, seeds=[0, 1], progress=False, workers=1)
+
+
+def test_at_round_is_the_run_cut_at_that_round(tiny):
+    table = _grid(tiny)
+    full = at_round(table, 6)
+    pd.testing.assert_series_equal(full["best"], table["best"], check_names=False)
+    pd.testing.assert_series_equal(full["final"], table["final"], check_names=False)
+    cut = at_round(table, 3)
+    for (_, row), (_, c) in zip(table.iterrows(), cut.iterrows()):
+        acc = fedrepro.RunResult(row["path"]).rounds.set_index("round")["acc_mean"]
+        assert c["final"] == acc.loc[3] and c["best"] == acc.loc[:3].max() and c["best_round"] <= 3
+
+
+def test_flatness_compares_the_last_two_windows(tiny):
+    table = flatness(_grid(tiny), window=2, tol=1.0)
+    acc = fedrepro.RunResult(table["path"].iloc[0]).rounds["acc_mean"].to_numpy()
+    assert table["last_change"].iloc[0] == acc[-2:].mean() - acc[-4:-2].mean()
+    assert table["flat"].all()  # a 100-point tolerance
+    assert flatness(table, window=4)["last_change"].isna().all()  # 6 rounds < two windows of 4
+    assert not flatness(table, window=4)["flat"].any()
+
+
+def test_verdicts_by_round_evaluates_each_cut(tiny):
+    table = _grid(tiny).assign(**{"data.partition_args.alpha": 0.1})
+    out = verdicts_by_round(table, ["tour.local_beats_fedavg_skewed"], [2, 6])
+    assert out["round"].tolist() == [2, 6]
+    assert set(out["verdict"]) <= {"PASS", "FAIL"}  # both cuts have the rows the claim reads
+    # The round-6 verdict is the claim on the table itself.
+    from fedrepro.claims import evaluate_claims
+
+    assert out["verdict"].iloc[1] == evaluate_claims(table, ids=["tour.local_beats_fedavg_skewed"])["verdict"].item()

@@ -1,0 +1,42 @@
+"""The generated claims page: every registered claim, the verdicts as stored, the pass's numbers."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+import fedrepro.claims  # noqa: F401  (registers every paper's claims)
+import fedrepro.figures
+from fedrepro.claims import save_claims
+from fedrepro.claims.core import CLAIMS
+from fedrepro.cli import main
+from fedrepro.results_page import claims_page
+
+
+def test_page_lists_every_claim_with_its_stored_verdict(tmp_path, monkeypatch):
+    monkeypatch.setattr(fedrepro.figures, "repo_root", lambda: tmp_path)
+    checked = pd.DataFrame([{"claim_id": "tour.local_beats_fedavg_skewed", "paper": "tour", "source": "s",
+                             "statement": "Local | FedAvg", "verdict": "FAIL", "evidence": "gap -1.00 pts",
+                             "passed": False}])
+    save_claims(checked, "00_tour", "laptop")
+    timings = tmp_path / "output" / "laptop" / "notebooks" / "timings.json"
+    timings.parent.mkdir(parents=True)
+    timings.write_text(json.dumps({"wall_s": 1800.0, "cpu_use": 0.97, "cores": 2, "runs_trained": 5,
+                                   "runs_planned": 5, "peak_memory_mib": 1234, "notebooks": [{}, {}],
+                                   "cpu": "Some CPU", "allocator": "system"}))
+    page = claims_page("laptop", tmp_path, commit="abc1234")
+    assert "commit `abc1234`" in page and "30.0 min" in page and "Some CPU" in page
+    assert "| 00_tour | `tour.local_beats_fedavg_skewed`: Local \\| FedAvg |" in page
+    assert "**FAIL** | gap -1.00 pts |" in page
+    for name in CLAIMS.names():
+        assert f"`{name}`" in page
+    n = len(CLAIMS.names())
+    assert f"| all | {n} | 0 | 1 | {n - 1} |" in page  # one checked (FAIL), the rest NOT RUN
+
+
+def test_cli_writes_the_page(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(fedrepro.figures, "repo_root", lambda: tmp_path)
+    monkeypatch.setattr("fedrepro.results_page.repo_root", lambda: tmp_path)
+    out = tmp_path / "page.md"
+    assert main(["results", "--profile", "laptop", "--out", str(out)]) == 0
+    assert out.read_text().startswith("# Claims at the laptop profile")
