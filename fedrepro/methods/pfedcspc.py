@@ -514,12 +514,14 @@ class PFedCSPC(Method):
         gen = torch.Generator().manual_seed(int(torch.randint(2**62, (1,))))  # seeded by the engine's scope
         precal: dict[str, Tensor] = {}
         if p.calibrate:
-            # H_g and F_g as aggregated, kept so that the same round's model is also scored before
-            # the calibration (``global_acc_before_calibration``); E_g is the same either way.
-            precal = {PRECAL + k: v.detach().clone() for k, v in net.state_dict().items()
-                      if k.startswith(("proj.", "cls."))}
-            if p.kp:  # KP's exemplars as that model would have them (Eq. 14 with the uncalibrated Ĥ_g)
-                precal[PRECAL_EXEMPLARS] = self.exemplars(net, u, y, self.ctx.num_classes)
+            if self.ctx.cfg.train.global_eval:
+                # H_g and F_g as aggregated, kept so that the same round's model is also scored
+                # before the calibration (``global_acc_before_calibration``; only global_eval scores
+                # it); E_g is the same either way.
+                precal = {PRECAL + k: v.detach().clone() for k, v in net.state_dict().items()
+                          if k.startswith(("proj.", "cls."))}
+                if p.kp:  # KP's exemplars as that model would have them (Eq. 14, uncalibrated Ĥ_g)
+                    precal[PRECAL_EXEMPLARS] = self.exemplars(net, u, y, self.ctx.num_classes)
             self.calibrate(net, u, y, cid, rnd, gen)
         new = {G + k: v.detach().clone() for k, v in net.state_dict().items()}
         c = self.ctx.num_classes

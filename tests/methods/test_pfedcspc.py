@@ -138,9 +138,12 @@ def test_server_step_changes_only_the_head_and_classifier(tiny):
 
 
 def test_the_same_rounds_model_is_scored_before_the_calibration(tiny):
-    """``global_acc_before_calibration``: the aggregate as it was before CSPC, beside ``global_acc``."""
-    method, clients, st = setup(tiny(**CSPC))
+    """``global_acc_before_calibration``: the aggregate as it was before CSPC, beside ``global_acc``
+    (kept only when ``train.global_eval`` scores it)."""
+    method, clients, st = setup(tiny(**CSPC, **{"train.global_eval": True}))
     ups = [update(method, st, c) for c in clients]
+    unscored, _, _ = setup(tiny(**CSPC))
+    assert not list(unscored.global_variants(*unscored.aggregate(st.shared, ups, st.server_state, 0)))
     off = method.__class__(method.ctx, METHODS.get("pfedcspc").parse_params({**CSPC["method.args"], "calibrate": False}))
     plain, plain_server = off.aggregate(st.shared, ups, st.server_state, 0)
     assert not list(off.global_variants(plain, plain_server))  # nothing calibrated, nothing to compare

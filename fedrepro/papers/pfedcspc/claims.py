@@ -23,14 +23,25 @@ CLAIM_SETTINGS = ("Base", "+TPG+CA", "+CPM+CA", "+PTA+CPM+CA", "+PTA+CPM+CA+KP",
                   "+PTA+CPM+PA+CA+KP")
 
 
-def _chain(r: pd.DataFrame, names: list[str], metric: str):
-    """Each step of ``names`` beats the one before (paired by seed)."""
+def _each_pair(r: pd.DataFrame, pairs, metric: str):
+    """Setting ``a`` beats setting ``b`` for every ``(a, b)`` of ``pairs`` (each paired by seed)."""
     verdicts, lines = [], []
-    for a, b in zip(names[1:], names[:-1]):
+    for a, b in pairs:
         ok, ev = compare(r, {S: a}, {S: b}, metric=metric, label_a=a, label_b=b)
         verdicts.append(ok)
         lines.append(f"[{'pass' if ok else 'FAIL'}] {ev}")
     return all(verdicts), "; ".join(lines)
+
+
+def _chain(r: pd.DataFrame, names: list[str], metric: str):
+    """Each step of ``names`` beats the one before (paired by seed)."""
+    return _each_pair(r, zip(names[1:], names[:-1]), metric)
+
+
+def _require(r: pd.DataFrame, *cols: str) -> None:
+    for col in cols:
+        if col not in r:
+            raise MissingResults(f"column {col!r} absent")
 
 
 def _also_if_run(first: tuple[bool, str], second, prefix: str = "") -> tuple[bool, str]:
@@ -116,13 +127,7 @@ STAGES = ("", "+FT_CE", "+PMI+FT_CE", "+PMI+FT_CE+Align")
 
 def _cspc_over_fedavg_chain(r: pd.DataFrame):
     """At each stage of Table V, the FedCSPC-started row beats the FedAvg-started one (paired by seed)."""
-    verdicts, lines = [], []
-    for stage in STAGES:
-        a, b = f"FedCSPC{stage}", f"FedAvg{stage}"
-        ok, ev = compare(r, {S: a}, {S: b}, metric=LOCAL, label_a=a, label_b=b)
-        verdicts.append(ok)
-        lines.append(f"[{'pass' if ok else 'FAIL'}] {ev}")
-    return all(verdicts), "; ".join(lines)
+    return _each_pair(r, [(f"FedCSPC{stage}", f"FedAvg{stage}") for stage in STAGES], LOCAL)
 
 
 register_claim(Claim(
@@ -142,9 +147,7 @@ register_claim(Claim(
 def _pmi_start(r: pd.DataFrame):
     """Rows of :func:`fedrepro.papers.pfedcspc.pmi.pmi_start_table`: per seed, the mean over clients of
     the PMI-initialised and the global-initialised models' local test accuracy, before training."""
-    for col in ("pmi_init_acc", "global_init_acc"):
-        if col not in r:
-            raise MissingResults(f"column {col!r} absent")
+    _require(r, "pmi_init_acc", "global_init_acc")
     seeds, pmi, glob = paired(r, {}, {}, "pmi_init_acc", "global_init_acc")
     gap = float(pmi.mean() - glob.mean())
     share = float(r["pmi_better_share"].mean()) if "pmi_better_share" in r else float("nan")
@@ -162,9 +165,7 @@ register_claim(Claim(
 
 
 def _pmi_early_loss(r: pd.DataFrame):
-    for col in ("pmi_first_epoch_loss", "global_first_epoch_loss"):
-        if col not in r:
-            raise MissingResults(f"column {col!r} absent")
+    _require(r, "pmi_first_epoch_loss", "global_first_epoch_loss")
     seeds, pmi, glob = paired(r, {}, {}, "pmi_first_epoch_loss", "global_first_epoch_loss")
     gap = float(glob.mean() - pmi.mean())
     return gap > 0, (f"first-epoch training loss: PMI init {pmi.mean():.4f} vs global init {glob.mean():.4f} "
@@ -183,8 +184,7 @@ PMI_CORR_MIN = 0.3  # ours: the paper shows the weights' selectivity only as a p
 
 
 def _pmi_follows_labels(r: pd.DataFrame):
-    if "weight_label_corr" not in r:
-        raise MissingResults("column 'weight_label_corr' absent")
+    _require(r, "weight_label_corr")
     per_seed = r.groupby("seed")["weight_label_corr"].mean()
     mean = float(per_seed.mean())
     ok = mean >= PMI_CORR_MIN and bool((per_seed > 0).all())
