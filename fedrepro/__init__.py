@@ -10,9 +10,23 @@ Quick start::
 __version__ = "0.1.0"
 
 from .config import RunConfig, default_seeds, make_config, profile_from_env  # noqa: E402
-from .experiment import (format_mean_std, mean_std, pivot_mean_std, prepare_data, results_by, run, run_grid,
-                         run_seeds)  # noqa: E402
-from .store import RunResult, RunStore  # noqa: E402
+
+# The rest load torch, so they are imported when first used (PEP 562): the scheduling process of
+# ``fedrepro reproduce`` and ``fedrepro --help`` never pay torch's ~400 MiB.
+_LAZY = {name: ".experiment" for name in ("format_mean_std", "mean_std", "pivot_mean_std", "prepare_data",
+                                          "results_by", "run", "run_grid", "run_seeds")}
+_LAZY.update(RunResult=".store", RunStore=".store")
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'fedrepro' has no attribute {name!r}")
+
 
 __all__ = ["RunConfig", "RunResult", "RunStore", "default_seeds", "format_mean_std", "make_config", "mean_std",
            "pivot_mean_std", "prepare_data", "profile_from_env", "results_by", "run", "run_grid", "run_seeds", "__version__"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import platform
 import warnings
 from functools import lru_cache
 from pathlib import Path
@@ -28,6 +27,7 @@ from .fl.method import FLContext
 from .fl.seeding import numpy_rng
 from .methods import METHODS
 from . import allocator, trace
+from .host import cpu_cores, cpu_model  # noqa: F401  (part of this module's API)
 from .store import RunResult, RunStore, check_on_busy
 
 
@@ -266,25 +266,6 @@ def default_workers(base: RunConfig) -> int:
     if base.profile == "smoke" or resolve_device(base.device).type != "cpu":
         return 1  # smoke runs take about a second: starting processes would cost more than it saves
     return max(1, cpu_cores() // base.threads)
-
-
-def cpu_cores() -> int:
-    """The cores this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
-
-def cpu_model() -> str:
-    """The CPU's model name (timings from another CPU are not comparable)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def grid_points(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]] | None,

@@ -17,12 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from . import trace
+from .host import repo_root  # noqa: F401  (part of this module's API)
 from .store import RunResult  # noqa: E402
-
-
-def repo_root() -> Path:
-    here = Path(__file__).resolve().parent.parent
-    return here if (here / "pyproject.toml").is_file() else Path.cwd()
 
 
 def figures_dir(profile: str) -> Path:

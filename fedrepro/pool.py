@@ -17,7 +17,7 @@ import statistics
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
@@ -95,6 +95,7 @@ class PoolReport:
     failed: dict[str, str] = field(default_factory=dict)    # task key -> error
     errors: dict[str, BaseException] = field(default_factory=dict, repr=False)  # task key -> its exception
     skipped: int = 0                                        # runs found finished in the store
+    memory: dict[str, dict] = field(default_factory=dict)   # task key -> its worker's memory (see _work)
 
     def to_dict(self) -> dict:
         return {"workers": self.workers, "seconds": round(self.seconds, 1), "tasks_done": len(self.done),
@@ -102,8 +103,14 @@ class PoolReport:
                 "failed": self.failed}
 
 
-def _work(cfg: RunConfig, analysis: str | None) -> float:
-    """One run or analysis in a worker process; returns its seconds."""
+def _work(cfg: RunConfig, analysis: str | None) -> tuple[float, dict]:
+    """One run or analysis in a worker process; returns its seconds and the worker's memory: its
+    resident set after the task and the largest it has had (``ru_maxrss``). Between tasks the
+    worker gives its free pages back to the OS, so that one waiting for work (while a notebook
+    renders in its slot) holds what it uses rather than its last task's high-water mark."""
+    import gc
+    import resource
+
     t0 = time.perf_counter()
     if analysis is None:
         from .experiment import run
@@ -114,7 +121,13 @@ def _work(cfg: RunConfig, analysis: str | None) -> float:
         from .store import RunStore
 
         CACHED[analysis](RunStore(cfg.runs_dir).load(cfg))
-    return time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    gc.collect()
+    allocator.release_free_memory()
+    import psutil
+
+    return seconds, {"rss_mib": round(psutil.Process().memory_info().rss / 2**20),
+                     "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
 
 
 class _Calibration:
@@ -133,37 +146,60 @@ class _Calibration:
         return task.cost * (statistics.median(ratios) if ratios else _FIRST_GUESS[_sort(task.kind)])
 
 
-def plan_tasks(runs: Sequence[RunConfig], analyses: Sequence[tuple[str, RunConfig]] = ()) -> tuple[list[Task], int]:
-    """Tasks for the runs not yet stored and for ``analyses`` (``(name, run config)``), and how many
-    runs were found stored."""
-    from .analysis.grid import CACHED
-    from .store import RunStore
+# Configs as a list, or keyed by their hashes (a plan's ``runs``); analyses as ``(name, config)``
+# pairs, or keyed by ``(name, run hash)`` (a plan's ``analyses``).
+Runs = Sequence[RunConfig] | Mapping[str, RunConfig]
+Analyses = Sequence[tuple[str, RunConfig]] | Mapping[tuple[str, str], RunConfig]
 
-    tasks, stored = [], 0
-    for cfg in {c.hash(): c for c in runs}.values():
-        if RunStore(cfg.runs_dir).status(cfg) == "done":
-            stored += 1
-        else:
-            tasks.append(Task(cfg.hash(), cfg, cost=estimate_cost(cfg)))
-    pending = {t.key for t in tasks}
-    for name, cfg in analyses:
+
+def check_analyses(names: Sequence[str]) -> None:
+    from .analysis.grid import CACHED
+
+    for name in names:
         if name not in CACHED:
             raise FedreproError(f"unknown analysis {name!r}; valid: {', '.join(CACHED)}")
-        h = cfg.hash()
+
+
+def unfinished(runs: Sequence[RunConfig]) -> set[str]:
+    """The hashes of ``runs`` that are not finished in their store."""
+    from .store import RunStore
+
+    return {c.hash() for c in runs if RunStore(c.runs_dir).status(c) != "done"}
+
+
+def plan_tasks(runs: Runs, analyses: Analyses = (), pending: set[str] | None = None) -> tuple[list[Task], int]:
+    """Tasks for the runs not yet stored and for ``analyses`` (``(name, run config)``), and how many
+    runs were found stored. ``pending``: the hashes known to be unfinished, from a caller that
+    looked them up (and checked the analyses' names) in a process of its own; without it, this
+    process looks them up. Runs and analyses may come keyed by their hashes, as a
+    :class:`fedrepro.plan.Plan` holds them: hashing a config reads its method's defaults, which
+    imports torch, and a process that only schedules need not."""
+    unique = dict(runs) if isinstance(runs, Mapping) else {c.hash(): c for c in runs}
+    keyed = (list(analyses.items()) if isinstance(analyses, Mapping)
+             else [((name, cfg.hash()), cfg) for name, cfg in analyses])
+    if pending is None:
+        pending = unfinished(list(unique.values()))
+        check_analyses([name for (name, _), _ in keyed])
+    tasks = [Task(h, cfg, cost=estimate_cost(cfg)) for h, cfg in unique.items() if h in pending]
+    stored = len(unique) - len(tasks)
+    pending = {t.key for t in tasks}
+    for (name, h), cfg in keyed:
         tasks.append(Task(f"{name}:{h}", cfg, analysis=name, deps=frozenset({h} & pending)))
     return tasks, stored
 
 
-def run_pool(runs: Sequence[RunConfig], analyses: Sequence[tuple[str, RunConfig]] = (), workers: int = 2,
-             progress: bool = True, calls: Sequence[Task] = ()) -> PoolReport:
+def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
+             progress: bool = True, calls: Sequence[Task] = (), calls_at_once: int | None = None,
+             pending: set[str] | None = None) -> PoolReport:
     """Train ``runs`` that are not finished, compute ``analyses`` (``(name, run config)``) and make
-    ``calls`` (tasks with ``call`` and ``deps``), ``workers`` at a time; returns what was done and
-    how long each task took."""
+    ``calls`` (tasks with ``call`` and ``deps``), ``workers`` at a time and at most
+    ``calls_at_once`` calls at a time (each notebook render starts a kernel as large as a worker);
+    returns what was done and how long each task took. ``pending``: see :func:`plan_tasks`."""
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 
     t0 = time.perf_counter()
-    tasks, stored = plan_tasks(runs, analyses)
+    tasks, stored = plan_tasks(runs, analyses, pending)
     tasks += list(calls)
     report = PoolReport(workers=workers, skipped=stored)
     if not tasks:
@@ -218,7 +254,12 @@ def run_pool(runs: Sequence[RunConfig], analyses: Sequence[tuple[str, RunConfig]
             while ready or running:
                 while ready and len(running) < workers:
                     ready.sort(key=calib.seconds)
-                    task = ready.pop()  # the longest first
+                    calls_running = sum(t.call is not None for t in running.values())
+                    takeable = [i for i, t in enumerate(ready)
+                                if t.call is None or calls_at_once is None or calls_running < calls_at_once]
+                    if not takeable:
+                        break
+                    task = ready.pop(takeable[-1])  # the longest first
                     fut = (threads.submit(task.call) if task.call is not None
                            else procs.submit(_work, task.cfg, task.analysis))
                     running[fut] = task
@@ -228,6 +269,8 @@ def run_pool(runs: Sequence[RunConfig], analyses: Sequence[tuple[str, RunConfig]
                     task = running.pop(fut)
                     try:
                         seconds = fut.result()
+                        if isinstance(seconds, tuple):  # a worker's task: (seconds, memory)
+                            seconds, report.memory[task.key] = seconds
                     except Exception as e:  # noqa: BLE001  (reported with the rest; others go on)
                         settle(task, None, e)
                     else:

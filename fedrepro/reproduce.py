@@ -1,7 +1,9 @@
 """``make reproduce``: plan every numbered notebook's runs, train them once, render the notebooks.
 
 1. **Plan.** Every selected notebook's runs and cached analyses are known before it executes
-   (:mod:`fedrepro.plan`); a run two notebooks share is planned once.
+   (:mod:`fedrepro.plan`); a run two notebooks share is planned once. Planning imports every
+   paper, and torch with them, so it runs in a process of its own: the process that schedules
+   the rest holds no torch.
 2. **Train and render, in one pool** (:mod:`fedrepro.pool`) with as many slots as the runs'
    thread counts fit on the cores. Runs and analyses go to worker processes, longest first. A
    notebook renders (papermill, its own kernel at 1 thread) as soon as its runs and analyses are
@@ -21,11 +23,15 @@ import resource
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import allocator
 from .config import PROFILES
 from .errors import ConfigError, FedreproError
-from .figures import repo_root
+from .host import cpu_cores, cpu_model, repo_root
+
+if TYPE_CHECKING:
+    from .plan import Plan
 
 
 def numbered_notebooks(root: Path | None = None) -> list[Path]:
@@ -36,12 +42,24 @@ def numbered_notebooks(root: Path | None = None) -> list[Path]:
     return sorted(found, key=lambda p: (p.name.startswith("99_"), len(p.relative_to(nb_root).parts), str(p)))
 
 
+def _role(cmdline: list[str]) -> str:
+    """What a process of the tree is: a pool worker, a notebook's kernel, papermill, or this one."""
+    line = " ".join(cmdline)
+    if "spawn_main" in line:
+        return "worker"
+    if "ipykernel" in line:
+        return "kernel"
+    if "papermill" in line:
+        return "papermill"
+    return "other"
+
+
 class _Monitor:
     """Peak memory of this process and all its descendants, two ways:
 
     - ``peak_pss``: the sum of their proportional set sizes, what the tree holds (a page that n
       processes share counts 1/n in each); sampled every ``pss_every`` s, as reading it costs
-      about 5 ms per torch process;
+      about 5 ms per torch process; kept with its split by role (:func:`_role`) at the peak;
     - ``peak_rss``: the sum of their resident sets, every ``every`` s, an upper bound that counts
       torch's shared libraries once per process.
     """
@@ -54,6 +72,7 @@ class _Monitor:
         self._pss_every = max(1, round(pss_every / every))
         self._stop = threading.Event()
         self.peak_rss = self.peak_pss = 0
+        self.at_peak: dict[str, list[int]] = {}
         self._largest: tuple[int, str] = (0, "")
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -61,18 +80,24 @@ class _Monitor:
         import psutil
 
         rss = pss_total = 0
+        roles: dict[str, list[int]] = {}
         for p in [self._proc, *self._proc.children(recursive=True)]:
             try:
                 r = p.memory_info().rss
                 rss += r
+                cmd = p.cmdline()
                 if r > self._largest[0]:
-                    self._largest = (r, " ".join(p.cmdline()[1:4]))
+                    self._largest = (r, " ".join(cmd[1:4]))
                 if pss:
-                    pss_total += p.memory_full_info().pss
+                    one = p.memory_full_info().pss
+                    pss_total += one
+                    role = "scheduler" if p.pid == self._proc.pid else _role(cmd)
+                    roles.setdefault(role, []).append(round(one / 2**20))
             except (psutil.NoSuchProcess, psutil.AccessDenied, AttributeError):
                 pass
         self.peak_rss = max(self.peak_rss, rss)
-        self.peak_pss = max(self.peak_pss, pss_total)
+        if pss_total > self.peak_pss:
+            self.peak_pss, self.at_peak = pss_total, roles
 
     def _loop(self) -> None:
         n = 0
@@ -82,7 +107,8 @@ class _Monitor:
 
     def to_dict(self) -> dict:
         return {"pss_sum_mib": round(self.peak_pss / 2**20), "rss_sum_mib": round(self.peak_rss / 2**20),
-                "largest_process_rss_mib": round(self._largest[0] / 2**20), "largest_process": self._largest[1]}
+                "largest_process_rss_mib": round(self._largest[0] / 2**20), "largest_process": self._largest[1],
+                "pss_mib_at_peak_by_role": self.at_peak}
 
     def __enter__(self) -> "_Monitor":
         self._thread.start()
@@ -125,30 +151,47 @@ def _render(nb: Path, target: Path, profile: str, kernel: str, trace_file: Path,
     return time.perf_counter() - t0
 
 
-def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "python3", workers: int | None = None,
-              plan_only: bool = False, progress: bool = True) -> dict:
-    """Plan, train and render the numbered notebooks (those whose path contains ``only``); returns
-    the report that is also written to ``output/<profile>/notebooks/timings.json``."""
-    from .experiment import cpu_cores, cpu_model, default_workers
+def _planned(profile: str, only: str | None, workers: int | None) -> tuple[list[Path], Plan, int, set[str]]:
+    """The selected notebooks, their plan, the pool's slots and the runs still to train. Called in a
+    process of its own: planning imports every paper (and torch), which the scheduling process
+    would otherwise hold for the whole reproduction."""
+    from .experiment import default_workers
     from .plan import plan
-    from .pool import estimate_cost, run_pool
-    from .store import RunStore
+    from .pool import check_analyses, unfinished
 
-    if profile not in PROFILES:
-        raise ConfigError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
     root = repo_root()
     nb_root = root / "notebooks"
     notebooks = [p for p in numbered_notebooks(root) if only is None or only in str(p.relative_to(nb_root))]
     if not notebooks:
         raise ConfigError(f"no numbered notebook matches {only!r} under {nb_root}")
     the_plan = plan(notebooks, nb_root, profile)
+    check_analyses([name for name, _ in the_plan.analyses])
     runs = list(the_plan.runs.values())
-    analyses = [(name, cfg) for (name, _), cfg in the_plan.analyses.items()]
     if workers is None:
         workers = default_workers(runs[0]) if runs else 1
         if profile == "smoke" and workers == 1 and runs:  # the pool pays off even for second-long runs here
             workers = max(1, cpu_cores() // max(c.threads for c in runs))
-    pending = [c for c in runs if RunStore(c.runs_dir).status(c) != "done"]
+    return notebooks, the_plan, workers, unfinished(runs)
+
+
+def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "python3", workers: int | None = None,
+              plan_only: bool = False, progress: bool = True) -> dict:
+    """Plan, train and render the numbered notebooks (those whose path contains ``only``); returns
+    the report that is also written to ``output/<profile>/notebooks/timings.json``."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    from .pool import estimate_cost, run_pool
+
+    if profile not in PROFILES:
+        raise ConfigError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    root = repo_root()
+    nb_root = root / "notebooks"
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as planner:
+        notebooks, the_plan, workers, pending_hashes = planner.submit(_planned, profile, only, workers).result()
+    # Keyed by the hashes the planner computed: hashing here would import torch (plan_tasks).
+    runs, analyses = the_plan.runs, the_plan.analyses
+    pending = [c for h, c in runs.items() if h in pending_hashes]
     print(f"[reproduce] plan: {len(notebooks)} notebooks, {len(runs)} runs ({len(pending)} to train), "
           f"{len(analyses)} cached analyses; {workers} workers", flush=True)
     if plan_only:
@@ -162,10 +205,13 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     trace_dir = root / "output" / profile / "trace"
     trace_dir.mkdir(parents=True, exist_ok=True)
     renders = _render_tasks(notebooks, nb_root, out_dir, trace_dir, profile, kernel, the_plan,
-                            {c.hash() for c in pending})
+                            pending_hashes)
     t_start, cpu_start = time.perf_counter(), _cpu_seconds()
     with _Monitor() as monitor:
-        pool = run_pool(runs, analyses, workers=workers, progress=progress, calls=renders)
+        # One render at a time: a notebook's kernel is as large as a worker, and renders are a
+        # small share of the work, so the other slot trains meanwhile.
+        pool = run_pool(runs, analyses, workers=workers, progress=progress, calls=renders, calls_at_once=1,
+                        pending=pending_hashes)
     wall = time.perf_counter() - t_start
     cpu = _cpu_seconds() - cpu_start
     cores = cpu_cores()
@@ -204,6 +250,7 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
         "unplanned_runs": sum(len(n["unplanned_runs"]) for n in report_nbs),
         "notebooks": report_nbs,
         "tasks": {k: round(v, 2) for k, v in pool.done.items()},
+        "task_memory_mib": pool.memory,
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "timings.json").write_text(json.dumps(report, indent=2))

@@ -85,3 +85,15 @@ def test_preloaded_allocator_gives_the_same_numbers(tiny, tmp_path):
         used = fedrepro.RunResult(path).meta["allocator"]
         assert used != "system" and allocator.LIBRARIES[used] in expected
         assert _rows(path) == _rows(here)
+
+
+@pytest.mark.parametrize("setting", ["system", "tcmalloc", "jemalloc"])
+def test_release_free_memory_runs_under_each_allocator(setting):
+    lib = None if setting == "system" else allocator._find(setting)
+    if setting != "system" and lib is None:
+        pytest.skip(f"{setting} is not installed here")
+    env = allocator.child_env(setting=setting)
+    code = ("from fedrepro import allocator; b = bytearray(50 << 20); del b; allocator.release_free_memory(); "
+            "print(allocator.in_use())")
+    out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
+    assert out.stdout.strip() == setting

@@ -99,6 +99,48 @@ def test_pool_trains_each_run_once_then_its_analyses(tiny, tmp_path):
     assert again.skipped == 3 and not again.done
 
 
+def test_pool_takes_a_plans_mappings_and_reports_worker_memory(tiny):
+    cfgs = {c.hash(): c for c in (tiny(seed=s) for s in range(2))}
+    h = next(iter(cfgs))
+    report = run_pool(cfgs, {("linear_probe:features", h): cfgs[h]}, workers=2, progress=False,
+                      pending=set(cfgs))
+    assert not report.failed
+    assert set(report.done) == {*cfgs, f"linear_probe:features:{h}"}
+    for mem in report.memory.values():
+        assert 0 < mem["rss_mib"] <= mem["max_rss_mib"]
+
+
+def test_pool_makes_at_most_calls_at_once_calls_together():
+    import threading
+    import time
+
+    from fedrepro.pool import Task
+
+    lock, now, most = threading.Lock(), [0], [0]
+
+    def call():
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        time.sleep(0.2)
+        with lock:
+            now[0] -= 1
+        return 0.2
+
+    calls = [Task(f"c{i}", call=call) for i in range(4)]
+    assert not run_pool([], workers=2, progress=False, calls=calls, calls_at_once=1).failed
+    assert most[0] == 1
+    run_pool([], workers=2, progress=False, calls=[Task(f"d{i}", call=call) for i in range(4)])
+    assert most[0] == 2
+
+
+def test_the_scheduling_process_imports_no_torch():
+    # fedrepro reproduce's own process only schedules: planning runs in a child (reproduce._planned)
+    code = ("import sys, fedrepro, fedrepro.cli, fedrepro.reproduce, fedrepro.pool, fedrepro.plan, fedrepro.host; "
+            "assert 'torch' not in sys.modules, 'torch imported'; fedrepro.RunStore; assert 'torch' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
 def test_pool_reports_a_failed_task_and_keeps_the_rest(tiny):
     good = tiny(seed=0)
     bad = tiny(seed=1, **{"data.num_clients": 100})  # 240 images cannot give 100 clients 5 each
