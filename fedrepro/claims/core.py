@@ -63,6 +63,7 @@ class Test:
     bound: float
     scale: float = 100.0
     unit: str = " pts"
+    exact: bool = False   # a quantity no seed changes (a parameter count): its interval is its value
 
     def __post_init__(self) -> None:
         if self.requires not in REQUIRES:
@@ -70,6 +71,9 @@ class Test:
 
     @property
     def interval(self) -> tuple[float, float, float]:
+        if self.exact:
+            v = float(np.mean(self.values))
+            return v, v, v
         return t_interval(self.values)
 
     @property
@@ -85,8 +89,11 @@ class Test:
     def __bool__(self) -> bool:
         raise TypeError("a Test has three verdicts; read .verdict (PASS, FAIL or INCONCLUSIVE)")
 
-    def _num(self, x: float) -> str:
-        return f"{self.scale * x:+.2f}" if math.isfinite(x) else ("+∞" if x > 0 else "−∞")
+    def _num(self, x: float, digits: int = 2) -> str:
+        if not math.isfinite(x):
+            return "+∞" if x > 0 else "−∞"
+        # Percentages keep fixed decimals; a correlation or a cosine keeps its significant digits.
+        return f"{self.scale * x:+.{digits}f}" if self.scale == 100.0 else f"{self.scale * x:+.3g}"
 
     @property
     def interval_text(self) -> str:
@@ -97,7 +104,9 @@ class Test:
                 f"{bound:+.2f}{self.unit}".replace("±+", "±"))
 
     def text(self) -> str:
-        per = ", ".join(f"{self.scale * v:+.1f}" for v in self.values)
+        if self.exact:
+            return f"{self.name}: {self.interval_text} (exact: no seed changes it) → {self.verdict}"
+        per = ", ".join(self._num(v, 1) for v in self.values)
         return f"{self.name}: {self.interval_text} (per seed {per}; seeds {list(self.seeds)}) → {self.verdict}"
 
 
@@ -114,6 +123,12 @@ def below(name: str, values, seeds, bound: float = 0.0, **display) -> Test:
 def near_zero(name: str, values, seeds, tol: float, **display) -> Test:
     """The claim holds when the per-seed effect ``values`` lies within ±``tol`` of zero."""
     return Test(name, tuple(float(v) for v in values), tuple(seeds), "within", float(tol), **display)
+
+
+def exact(name: str, value: float, requires: str, bound: float, **display) -> Test:
+    """A claim about a quantity that no seed changes (a parameter count, a model's size): judged on
+    its value, which is its own interval."""
+    return Test(name, (float(value),), (), requires, float(bound), exact=True, **display)
 
 
 def combined(tests: Sequence[Test]) -> str:
@@ -163,12 +178,13 @@ class Claim:
             outcome, evidence = self.check(results)
         except MissingResults as e:
             return ClaimResult(self.id, self.paper, self.source, self.statement, "NOT RUN", "", f"not checked: {e}")
-        tests = [outcome] if isinstance(outcome, Test) else list(outcome)
+        tests = [outcome] if isinstance(outcome, Test) else list(outcome) if isinstance(outcome, (list, tuple)) else []
         if not tests or not all(isinstance(t, Test) for t in tests):
             raise TypeError(f"claim {self.id}: its check must return (Test or list of Tests, evidence), "
                             f"got {type(outcome).__name__}")
-        return ClaimResult(self.id, self.paper, self.source, self.statement, combined(tests),
-                           deciding(tests).interval_text, evidence)
+        decider = deciding(tests)
+        interval = decider.interval_text if len(tests) == 1 else f"{decider.name}: {decider.interval_text}"
+        return ClaimResult(self.id, self.paper, self.source, self.statement, combined(tests), interval, evidence)
 
 
 class MissingResults(LookupError):
