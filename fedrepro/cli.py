@@ -1,4 +1,4 @@
-"""Command line: ``fedrepro run``, ``fedrepro list``, ``fedrepro reproduce``, ``fedrepro pretrain``.
+"""Command line: ``fedrepro run``, ``list``, ``reproduce``, ``results``, ``verify``, ``pretrain``.
 
 The CLI and the Python API take the same names: ``--set train.rounds=5`` is ``train__rounds=5``.
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from .errors import ConfigError, FedreproError, TrainingDivergedError
 
@@ -42,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--on-busy", choices=["wait", "reuse", "error"], default="wait",
                        help="when another process is writing this run: wait for it (then reuse or resume it; "
                             "default), reuse its result without ever training here, or stop with an error")
+    p_run.add_argument("--on-stale", choices=["retrain", "keep", "error"], default=None,
+                       help="when the stored run was trained by other code than today's: train it anew (the "
+                            "default; the old folder moves to <runs>/.stale/), reuse it, or stop with an error "
+                            "(default: $FEDREPRO_STALE, else retrain)")
 
     p_list = sub.add_parser("list", help="list registered names")
     p_list.add_argument("what", choices=["methods", "datasets", "partitions", "models"])
@@ -59,6 +64,15 @@ def main(argv: list[str] | None = None) -> int:
                                            "from the claims and timings that reproduce stored")
     p_res.add_argument("--profile", default="laptop", help="smoke | laptop (default) | paper")
     p_res.add_argument("--out", default=None, help="where to write it (default: docs/results/claims_<profile>.md)")
+
+    p_ver = sub.add_parser("verify", help="train stored runs again in fresh processes and compare every metric "
+                                          "(identical, equal up to rounding, or different)")
+    p_ver.add_argument("--runs-dir", default=None, help="the runs folder (default: $FEDREPRO_RUNS, else runs/)")
+    p_ver.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                       help="only runs whose config has this value, e.g. --where method.name=fedavg (repeatable)")
+    p_ver.add_argument("-n", type=int, default=None, help="verify this many of the matching runs, drawn at random")
+    p_ver.add_argument("--seed", type=int, default=0, help="the seed of that draw (default 0)")
+    p_ver.add_argument("--workers", type=int, default=1, help="processes that train them (default 1)")
 
     p_pre = sub.add_parser("pretrain", help="regenerate a committed backbone checkpoint (vit | clip)")
     p_pre.add_argument("what", choices=["vit", "clip"])
@@ -78,12 +92,20 @@ def main(argv: list[str] | None = None) -> int:
             reproduce(args.profile, only=args.only, workers=args.workers, plan_only=args.plan)
             return 0
         if args.cmd == "results":
-            from pathlib import Path
-
             from .results_page import write_claims_page
 
             print(f"written: {write_claims_page(args.profile, Path(args.out) if args.out else None)}")
             return 0
+        if args.cmd == "verify":
+            from .store import default_runs_dir
+            from .verify import choose, format_report, parse_where, verify
+
+            if args.workers < 1:
+                raise ConfigError(f"--workers={args.workers}; valid: a positive integer")
+            runs_dir = Path(args.runs_dir) if args.runs_dir else default_runs_dir()
+            results = verify(choose(runs_dir, parse_where(args.where), args.n, args.seed), workers=args.workers)
+            print(format_report(results))
+            return 0 if all(v.outcome != "different" for v in results) else EXIT_ERROR
         if args.cmd == "pretrain":
             from .pretrain import run_pretrainer
 
@@ -100,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.dry_run:
             print(cfg.to_yaml() + f"# hash: {cfg.hash()}")
             return 0
-        res = run(cfg, on_busy=args.on_busy)
+        res = run(cfg, on_busy=args.on_busy, on_stale=args.on_stale)
         print(json.dumps(res.summary, indent=2))
         print(f"results: {res.path}")
         if "diverged_round" in res.summary:

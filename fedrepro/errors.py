@@ -22,6 +22,11 @@ class RunBusyError(FedreproError, RuntimeError):
     asked not to wait for it (``on_busy="error"``), or it stopped unfinished (``on_busy="reuse"``)."""
 
 
+class StaleRunError(FedreproError, RuntimeError):
+    """A stored run was trained by other code than today's (its code fingerprint differs) and the
+    caller asked not to retrain it silently (``on_stale="error"``)."""
+
+
 class PartitionError(FedreproError, ValueError):
     """A partition request cannot be satisfied (too many clients, k > classes, bad alpha...)."""
 

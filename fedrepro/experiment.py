@@ -5,10 +5,9 @@ A finished config is loaded, not re-run; a started one resumes from its last che
 from __future__ import annotations
 
 import itertools
-import json
+import logging
 import os
-import warnings
-from functools import lru_cache
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -17,109 +16,22 @@ import torch
 from tqdm.auto import tqdm
 
 from .config import RunConfig, make_config
-from .data import ImageDataset, load_dataset
-from .data.partition import Partition, make_partition
-from .errors import ConfigError, PartitionError, TrainingDivergedError
+from .data import ImageDataset
+from .data.partition import Partition
+from .errors import ConfigError, TrainingDivergedError
 from .fl.client_data import ClientData
 from .fl.device import resolve_device, torch_threads
 from .fl.engine import SimState, simulate, summarize_run
-from .fl.method import FLContext
-from .fl.seeding import numpy_rng
-from .methods import METHODS
-from . import allocator, trace
+from . import allocator, fingerprint, trace
 from .host import cpu_cores, cpu_model  # noqa: F401  (part of this module's API)
 from .store import RunResult, RunStore, check_on_busy
 
-
-@lru_cache(maxsize=4)
-def _load_cached(name: str, args_json: str) -> ImageDataset:
-    # Notebooks run dozens of configs on one dataset: decode it once per process.
-    return load_dataset(name, **json.loads(args_json))
+log = logging.getLogger("fedrepro")
 
 
-def prepare_data(cfg: RunConfig) -> tuple[ImageDataset, Partition]:
-    """The (possibly subsampled) dataset and its partition, both determined by the config."""
-    d = cfg.data
-    ds = _load_cached(d.dataset, json.dumps(d.dataset_args, sort_keys=True))
-    pseed = cfg.seed if d.partition_seed is None else d.partition_seed
-    if d.max_train is not None or d.max_test is not None:
-        ds = ds.subset(d.max_train, d.max_test, numpy_rng(pseed, "subset"))
-    part = make_partition(
-        d.partition, ds.train_y.numpy(), ds.test_y.numpy(), d.num_clients, numpy_rng(pseed, "partition"),
-        train_domains=None if ds.train_domain is None else ds.train_domain.numpy(),
-        test_domains=None if ds.test_domain is None else ds.test_domain.numpy(),
-        holdout_clients=d.holdout_clients, **d.partition_args)
-    _check_test_splits(cfg, part)
-    return ds, part
-
-
-def _check_test_splits(cfg: RunConfig, part: Partition) -> None:
-    """Say so when the partition leaves participating clients without test data: they are left out
-    of the means (``n_clients_no_test``), so the score covers fewer clients than configured."""
-    held = set(part.held_out)
-    participating = [cid for cid in range(part.num_clients) if cid not in held]
-    empty = [cid for cid in participating if len(part.test[cid]) == 0]
-    if not empty:
-        return
-    d = cfg.data
-    where = (f"data.partition={d.partition!r} with data.partition_args={d.partition_args}"
-             + (f" and data.max_test={d.max_test}" if d.max_test is not None else ""))
-    fix = ("raise data.max_test or data.partition_args.test_per_client, raise data.partition_args.alpha, "
-           "or lower data.num_clients")
-    if len(empty) == len(participating):
-        raise PartitionError(f"{where} gives none of the {len(participating)} participating clients test data, "
-                             f"so there is nothing to score; {fix}")
-    warnings.warn(f"{where} leaves {len(empty)} of {len(participating)} participating clients without test data "
-                  f"(clients {empty[:10]}{' ...' if len(empty) > 10 else ''}); they are left out of the accuracy "
-                  f"means and counted in n_clients_no_test. To score every client: {fix}", stacklevel=3)
-
-
-def build_clients(ds: ImageDataset, part: Partition, device: torch.device) -> list[ClientData]:
-    mean, std = ds.norm_stats
-    c = ds.in_channels
-    mean_t = torch.tensor(mean, dtype=torch.float32, device=device).view(1, c, 1, 1)
-    std_t = torch.tensor(std, dtype=torch.float32, device=device).view(1, c, 1, 1)
-    held = set(part.held_out)
-    domains = part.meta.get("client_domain")
-    clients = []
-    for cid, (tr, te) in enumerate(zip(part.train, part.test)):
-        tr_t, te_t = torch.tensor(tr, dtype=torch.long), torch.tensor(te, dtype=torch.long)
-        clients.append(ClientData(
-            cid=cid, train_x=ds.train_x[tr_t].to(device), train_y=ds.train_y[tr_t].to(device),
-            test_x=ds.test_x[te_t].to(device), test_y=ds.test_y[te_t].to(device), mean=mean_t, std=std_t,
-            held_out=cid in held, domain=None if domains is None else int(domains[cid])))
-    return clients
-
-
-def global_test_split(ds: ImageDataset, device: torch.device) -> ClientData:
-    """The dataset's whole (possibly subsampled) test split as one pseudo-client, for the global
-    model's accuracy (``train.global_eval``). It has no training data."""
-    mean, std = ds.norm_stats
-    c = ds.in_channels
-    return ClientData(
-        cid=-1, train_x=ds.train_x[:0].to(device), train_y=ds.train_y[:0].to(device),
-        test_x=ds.test_x.to(device), test_y=ds.test_y.to(device),
-        mean=torch.tensor(mean, dtype=torch.float32, device=device).view(1, c, 1, 1),
-        std=torch.tensor(std, dtype=torch.float32, device=device).view(1, c, 1, 1))
-
-
-def make_method(cfg: RunConfig, ds: ImageDataset, device: torch.device):
-    return make_method_for(cfg, ds.num_classes, ds.in_channels, ds.image_size, device, class_names=ds.classes)
-
-
-def make_method_for(cfg: RunConfig, num_classes: int, in_channels: int, image_size: int,
-                    device: torch.device | str = "cpu", class_names: Sequence[str] = ()):
-    """The configured method for data of a given shape, without loading any data (e.g. to count
-    parameters at the paper's scale where the dataset is not installed). ``class_names`` in label
-    order, when the method needs them."""
-    names = tuple(str(n) for n in class_names)
-    if names and len(names) != num_classes:
-        raise ConfigError(f"class_names has {len(names)} names for num_classes={num_classes}; valid: one name per "
-                          "class, in label order")
-    cls = METHODS.get(cfg.method.name)
-    ctx = FLContext(cfg=cfg, num_classes=num_classes, in_channels=in_channels, image_size=image_size,
-                    device=torch.device(device), num_clients=cfg.data.num_clients, class_names=names)
-    return cls(ctx, cls.parse_params(cfg.method.args))
+# Re-exported: notebooks and analyses build data and methods through this module.
+from .pipeline import (_load_cached, build_clients, global_test_split, make_method, make_method_for,  # noqa: E402,F401
+                       prepare_data)
 
 
 def _map_tensors(obj: Any, fn) -> Any:
@@ -141,8 +53,40 @@ def _to_device(obj: Any, device: torch.device) -> Any:
     return _map_tensors(obj, lambda t: t.to(device))
 
 
+# What run() does with a stored run that today's code would not reproduce (fedrepro.fingerprint):
+# train it anew (the old folder moves to <runs>/.stale/), reuse it anyway, or stop with an error.
+ON_STALE = ("retrain", "keep", "error")
+ENV_STALE = "FEDREPRO_STALE"
+
+
+def on_stale_policy(on_stale: str | None = None) -> str:
+    value = on_stale if on_stale is not None else (os.environ.get(ENV_STALE) or "retrain")
+    if value not in ON_STALE:
+        src = "on_stale" if on_stale is not None else ENV_STALE
+        raise ConfigError(f"{src}={value!r}; valid: {', '.join(ON_STALE)}")
+    return value
+
+
+def _is_stale(store: RunStore, cfg: RunConfig, policy: str) -> bool:
+    """Whether the stored run of ``cfg`` must be trained anew under ``policy`` (``error`` raises)."""
+    from .fingerprint import STALE, UNKNOWN, staleness
+
+    st = staleness(cfg, RunResult(store.path(cfg)).meta)
+    if st.state == UNKNOWN:
+        log.warning("fedrepro: run %s: %s", store.path(cfg), st.why)
+    if st.state != STALE or policy == "keep":
+        return False
+    if policy == "error":
+        from .errors import StaleRunError
+
+        raise StaleRunError(f"run {store.path(cfg)} was trained by other code than today's ({st.why}; changed: "
+                            f"{', '.join(st.changed)}). {ENV_STALE}=retrain (the default) trains it anew; "
+                            f"{ENV_STALE}=keep reuses it as it is")
+    return True
+
+
 def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: bool | None = None,
-        on_round_end=None, on_busy: str = "wait", **overrides: Any) -> RunResult:
+        on_round_end=None, on_busy: str = "wait", on_stale: str | None = None, **overrides: Any) -> RunResult:
     """Run one config (or load it when already finished) and return its :class:`RunResult`.
 
     ``cfg`` may be a :class:`RunConfig`, a dict of overrides, or None; keyword overrides use ``__``
@@ -152,16 +96,24 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
     runs folder): ``"wait"`` for it, then reuse its result (or resume the run if it stopped
     unfinished); ``"reuse"``: wait for its result but never train here (RunBusyError if it stopped
     unfinished); ``"error"``: raise :class:`~fedrepro.errors.RunBusyError` at once.
+
+    ``on_stale`` (default ``$FEDREPRO_STALE``, else ``"retrain"``) is what happens to a stored run
+    whose code fingerprint differs from today's code (:mod:`fedrepro.fingerprint`): ``"retrain"``
+    moves it to ``<runs>/.stale/`` and trains the config anew, ``"keep"`` reuses it, ``"error"``
+    raises :class:`~fedrepro.errors.StaleRunError`.
     """
     check_on_busy(on_busy)
+    policy = on_stale_policy(on_stale)
     if not isinstance(cfg, RunConfig):
         profile = overrides.pop("profile", None)
         cfg = make_config(profile, overrides=dict(cfg or {}), **overrides)
     elif overrides:
         cfg = cfg.replace(**{k.replace("__", "."): v for k, v in overrides.items()})
     store = RunStore(cfg.runs_dir)
-    if store.status(cfg) == "done":  # the common case, read without the lock: finished runs never change
+    # The common case, read without the lock: finished runs never change.
+    if store.status(cfg) == "done" and not _is_stale(store, cfg, policy):
         trace.record("run", hash=cfg.hash(), trained=False)
+        log.info("fedrepro: reused %s", store.path(cfg))
         return store.load(cfg)
     trace.record("run", hash=cfg.hash(), trained=True)
     # Everything that can fail on bad input happens before the first write to the runs folder.
@@ -171,6 +123,10 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
         clients = build_clients(ds, part, device)
         method = make_method(cfg, ds, device)
         with store.claim(cfg, on_busy) as status:
+            if status != "missing" and _is_stale(store, cfg, policy):  # a stale checkpoint is not resumed either
+                log.warning("fedrepro: run %s was trained by other code; moved to %s, training it anew",
+                            store.path(cfg), store.retire(cfg, datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")))
+                status = "missing"
             if status == "done":  # another launcher finished it while this one waited
                 return store.load(cfg)
             return _train(cfg, store, status, ds, part, clients, method, device, force_progress, on_round_end)
@@ -184,7 +140,8 @@ def _train(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part:
         cfg, {"seed": cfg.seed, "partition_hash": part.hash(), "device": str(device),
               "num_clients": part.num_clients, "held_out": list(part.held_out),
               "num_classes": ds.num_classes, "dataset": ds.name,
-              "torch_threads": torch.get_num_threads(), "allocator": allocator.in_use()})
+              "torch_threads": torch.get_num_threads(), "allocator": allocator.in_use(),
+              **fingerprint.record(cfg)})
     state = None
     ckpt = store.load_checkpoint(path) if status == "partial" else None
     if ckpt is not None:

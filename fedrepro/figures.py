@@ -90,20 +90,20 @@ def plot_bars(table: pd.DataFrame, x: str, hue: str, value: str = "best", ax=Non
 
 def plot_verdicts(verdicts: pd.DataFrame, ax=None, title: str | None = None):
     """A claims × rounds grid of verdicts (:func:`fedrepro.analysis.by_round.verdicts_by_round`):
-    green PASS, red FAIL, grey NOT RUN."""
+    green PASS, amber INCONCLUSIVE, red FAIL, grey NOT RUN."""
     from matplotlib.colors import ListedColormap
 
-    code = {"FAIL": 0, "NOT RUN": 1, "PASS": 2}
+    code = {"FAIL": 0, "NOT RUN": 1, "INCONCLUSIVE": 2, "PASS": 3}
     grid = verdicts.assign(v=verdicts["verdict"].map(code)).pivot(index="claim_id", columns="round", values="v")
     grid = grid.loc[list(dict.fromkeys(verdicts["claim_id"]))]
     if ax is None:
         _, ax = plt.subplots(figsize=(min(14, 2 + 0.35 * grid.shape[1]), 0.5 + 0.45 * len(grid)))
-    ax.imshow(grid.to_numpy(dtype=float), cmap=ListedColormap(["#e8a0a6", "#dddddd", "#9fd8ad"]), vmin=0, vmax=2,
+    ax.imshow(grid.to_numpy(dtype=float), cmap=ListedColormap(["#e8a0a6", "#dddddd", "#f5d58a", "#9fd8ad"]), vmin=0, vmax=3,
               aspect="auto", interpolation="nearest")
     ax.set_yticks(range(len(grid)))
     ax.set_yticklabels(grid.index, fontsize=8)
     ax.set_xticks(range(grid.shape[1]))
     ax.set_xticklabels(grid.columns, fontsize=7)
     ax.set_xlabel("runs cut after round")
-    ax.set_title(title or "verdict by round (green PASS, red FAIL, grey NOT RUN)")
+    ax.set_title(title or "verdict by round (green PASS, amber INCONCLUSIVE, red FAIL, grey NOT RUN)")
     return ax

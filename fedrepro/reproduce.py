@@ -151,10 +151,27 @@ def _render(nb: Path, target: Path, profile: str, kernel: str, trace_file: Path,
     return time.perf_counter() - t0
 
 
-def _planned(profile: str, only: str | None, workers: int | None) -> tuple[list[Path], Plan, int, set[str]]:
-    """The selected notebooks, their plan, the pool's slots and the runs still to train. Called in a
-    process of its own: planning imports every paper (and torch), which the scheduling process
-    would otherwise hold for the whole reproduction."""
+def _stale_runs(runs: list, pending: set[str]) -> dict[str, list[str]]:
+    """The stored runs of ``runs`` (not in ``pending``) that today's code would not reproduce
+    (``stale``) or whose code cannot be checked (``unknown``), by hash (:mod:`fedrepro.fingerprint`)."""
+    from .fingerprint import STALE, UNKNOWN, staleness
+    from .store import RunResult, RunStore
+
+    out: dict[str, list[str]] = {STALE: [], UNKNOWN: []}
+    for cfg in runs:
+        h = cfg.hash()
+        if h not in pending:
+            state = staleness(cfg, RunResult(RunStore(cfg.runs_dir).path(cfg)).meta).state
+            if state in out:
+                out[state].append(h)
+    return out
+
+
+def _planned(profile: str, only: str | None, workers: int | None) -> tuple[list[Path], Plan, int, set[str], dict]:
+    """The selected notebooks, their plan, the pool's slots, the runs still to train (stale ones
+    included, unless ``FEDREPRO_STALE=keep``) and the stale and unknown ones. Called in a process of
+    its own: planning imports every paper (and torch), which the scheduling process would otherwise
+    hold for the whole reproduction."""
     from .experiment import default_workers
     from .plan import plan
     from .pool import check_analyses, unfinished
@@ -171,7 +188,19 @@ def _planned(profile: str, only: str | None, workers: int | None) -> tuple[list[
         workers = default_workers(runs[0]) if runs else 1
         if profile == "smoke" and workers == 1 and runs:  # the pool pays off even for second-long runs here
             workers = max(1, cpu_cores() // max(c.threads for c in runs))
-    return notebooks, the_plan, workers, unfinished(runs)
+    from .errors import StaleRunError
+    from .experiment import ENV_STALE, on_stale_policy
+
+    pending = unfinished(runs)
+    stale = _stale_runs(runs, pending)
+    policy = on_stale_policy()
+    if stale["stale"] and policy == "error":
+        raise StaleRunError(f"{len(stale['stale'])} stored runs were trained by other code than today's (e.g. "
+                            f"{', '.join(stale['stale'][:3])}); {ENV_STALE}=retrain trains them anew, "
+                            f"{ENV_STALE}=keep reuses them")
+    if policy == "retrain":
+        pending |= set(stale["stale"])
+    return notebooks, the_plan, workers, pending, stale
 
 
 def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "python3", workers: int | None = None,
@@ -188,17 +217,24 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     root = repo_root()
     nb_root = root / "notebooks"
     with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as planner:
-        notebooks, the_plan, workers, pending_hashes = planner.submit(_planned, profile, only, workers).result()
+        notebooks, the_plan, workers, pending_hashes, stale = planner.submit(_planned, profile, only, workers).result()
     # Keyed by the hashes the planner computed: hashing here would import torch (plan_tasks).
     runs, analyses = the_plan.runs, the_plan.analyses
     pending = [c for h, c in runs.items() if h in pending_hashes]
     print(f"[reproduce] plan: {len(notebooks)} notebooks, {len(runs)} runs ({len(pending)} to train), "
           f"{len(analyses)} cached analyses; {workers} workers", flush=True)
+    if stale["stale"]:
+        print(f"[reproduce] {len(stale['stale'])} stored runs were trained by other code than today's: "
+              + ("they are trained anew" if stale["stale"][0] in pending_hashes else "kept (FEDREPRO_STALE=keep)"),
+              flush=True)
+    if stale["unknown"]:
+        print(f"[reproduce] warning: {len(stale['unknown'])} stored runs have no code fingerprint and no clean "
+              f"commit to check them against; they are reused and listed in the report (stale_check)", flush=True)
     if plan_only:
         for nb, hashes in the_plan.readers.items():
             print(f"    {nb}: {len(hashes)} runs")
         return {"profile": profile, "notebooks": {nb: len(h) for nb, h in the_plan.readers.items()},
-                "runs": len(runs), "to_train": len(pending), "analyses": len(analyses),
+                "runs": len(runs), "to_train": len(pending), "stale": stale, "analyses": len(analyses),
                 "estimated_cost": sum(estimate_cost(c) for c in pending)}
 
     out_dir = root / "output" / profile / "notebooks"
@@ -247,6 +283,8 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
         "peak_memory_mib": round(monitor.peak_pss / 2**20), "memory": monitor.to_dict(),
         "task_seconds": {k: round(v, 1) for k, v in by_sort.items()},
         "runs_planned": len(runs), "runs_trained": len(pending), "analyses_planned": len(analyses),
+        # Stored runs found trained by other code (retrained unless FEDREPRO_STALE=keep) or not checkable.
+        "stale_check": stale,
         "unplanned_runs": sum(len(n["unplanned_runs"]) for n in report_nbs),
         "notebooks": report_nbs,
         "tasks": {k: round(v, 2) for k, v in pool.done.items()},

@@ -190,8 +190,11 @@ def environment_info() -> dict[str, Any]:
 
     from . import __version__
 
+    from .host import cpu_model
+
     info = {"python": platform.python_version(), "platform": platform.platform(), "torch": torch.__version__,
-            "torchvision": torchvision.__version__, "numpy": numpy.__version__, "fedrepro": __version__,
+            "torch_git": torch.version.git_version, "torchvision": torchvision.__version__,
+            "numpy": numpy.__version__, "fedrepro": __version__, "cpu": cpu_model(),
             "git_commit": None, "git_dirty": None}
     repo = Path(__file__).resolve().parent.parent
     try:
@@ -531,6 +534,18 @@ class RunStore:
             f.unlink()
         for f in path.iterdir():  # a finished run is immutable: make that visible on disk too
             f.chmod(f.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+    def retire(self, cfg: RunConfig, tag: str) -> Path:
+        """Under ``cfg``'s lock (:meth:`claim`): move its folder to ``.stale/<hash>.<tag>`` (kept for
+        inspection, never read again), so that the config can be trained anew by today's code."""
+        p = self.path(cfg)
+        dest = self.root / ".stale" / f"{p.name}.{tag}"
+        dest.parent.mkdir(exist_ok=True)
+        if dest.exists():
+            dest = dest.with_name(f"{dest.name}-{uuid.uuid4().hex[:6]}")
+        os.rename(p, dest)
+        _fsync_dir(self.root)
+        return dest
 
     def begin(self, cfg: RunConfig, meta: dict) -> Path:
         """Publish a new run folder holding ``config.json`` and ``meta.json``: built under a temporary

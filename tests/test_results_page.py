@@ -17,7 +17,7 @@ def test_page_lists_every_claim_with_its_stored_verdict(tmp_path, monkeypatch):
     monkeypatch.setattr(fedrepro.figures, "repo_root", lambda: tmp_path)
     checked = pd.DataFrame([{"claim_id": "tour.local_beats_fedavg_skewed", "paper": "tour", "source": "s",
                              "statement": "Local | FedAvg", "verdict": "FAIL", "evidence": "gap -1.00 pts",
-                             "passed": False}])
+                             "interval": "-1.00 pts [-2.00, -0.10], required > +0.00 pts"}])
     save_claims(checked, "00_tour", "laptop")
     timings = tmp_path / "output" / "laptop" / "notebooks" / "timings.json"
     timings.parent.mkdir(parents=True)
@@ -27,11 +27,13 @@ def test_page_lists_every_claim_with_its_stored_verdict(tmp_path, monkeypatch):
     page = claims_page("laptop", tmp_path, commit="abc1234")
     assert "commit `abc1234`" in page and "30.0 min" in page and "Some CPU" in page
     assert "| 00_tour | `tour.local_beats_fedavg_skewed`: Local \\| FedAvg |" in page
-    assert "**FAIL** | gap -1.00 pts |" in page
+    assert "**FAIL** | -1.00 pts [-2.00, -0.10], required > +0.00 pts | gap -1.00 pts |" in page
+    assert "INCONCLUSIVE" in page and "Student's t" in page
     for name in CLAIMS.names():
         assert f"`{name}`" in page
     n = len(CLAIMS.names())
-    assert f"| all | {n} | 0 | 1 | {n - 1} |" in page  # one checked (FAIL), the rest NOT RUN
+    assert "| paper | claims | PASS | INCONCLUSIVE | FAIL | NOT RUN |" in page
+    assert f"| all | {n} | 0 | 0 | 1 | {n - 1} |" in page  # one checked (FAIL), the rest NOT RUN
 
 
 def test_cli_writes_the_page(tmp_path, monkeypatch, capsys):

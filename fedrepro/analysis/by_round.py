@@ -89,5 +89,5 @@ def verdicts_by_round(table: pd.DataFrame, claim_ids: Sequence[str], rounds: Ite
     out = []
     for r in rounds:
         claims = evaluate_claims(at_round(table, r, cached), ids=list(claim_ids))
-        out.append(claims.assign(round=r)[["round", "claim_id", "verdict", "evidence"]])
+        out.append(claims.assign(round=r)[["round", "claim_id", "verdict", "interval", "evidence"]])
     return pd.concat(out, ignore_index=True)

@@ -1,18 +1,156 @@
 """Claims: a statement from a paper (with its table or section) and a check of it on our results.
 
 A check takes a tidy results table (one row per run: the grid columns, ``seed``, ``best``,
-``final``...) and returns pass/fail with the evidence: the numbers it compared and the seeds.
-Failing claims are reported as failing; thresholds live in the claim, in plain sight.
+``final``...) and returns a :class:`Test` (or several) with the evidence: the numbers it compared
+and the seeds. A test is an effect measured once per seed (a paired difference, a gap between
+two settings, a correlation), its interval over the seeds, and what the claim requires of it, so
+that a verdict says how sure it is:
+
+- **PASS**: the whole interval clears the claim's bound;
+- **FAIL**: the whole interval falls short of it;
+- **INCONCLUSIVE**: the interval straddles the bound: the seeds cannot tell.
+
+The interval is Student's t over the per-seed effects (:data:`INTERVAL`): 90% two-sided, so each
+end is a one-sided 95% bound, the test a one-sided claim ("A beats B by more than m") calls for.
+With 3 seeds t is 2.92, so an effect must clear its bound by about 1.7 seed standard deviations
+to pass. Thresholds live in the claim, in plain sight.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ..registry import Registry
+
+
+LEVEL = 0.90
+INTERVAL = "Student's t over the per-seed effects, 90% two-sided (each end a one-sided 95% bound)"
+VERDICTS = ("PASS", "INCONCLUSIVE", "FAIL", "NOT RUN")
+# The ways a claim constrains its effect: above a bound, below it, or within ±bound of zero.
+REQUIRES = (">", "<", "within")
+
+
+def t_interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float, float]:
+    """``(mean, low, high)`` of ``values`` (one per seed): Student's t interval at ``level``. One value
+    gives an unbounded interval (no spread to estimate), so nothing rests on a single seed."""
+    from scipy import stats
+
+    v = np.asarray(values, dtype=float)
+    if v.size == 0:
+        raise MissingResults("no per-seed values")
+    mean = float(v.mean())
+    if v.size < 2:
+        return mean, -math.inf, math.inf
+    half = float(stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+    return mean, mean - half, mean + half
+
+
+@dataclass(frozen=True)
+class Test:
+    """An effect measured once per seed, its t interval, and what the claim requires of it:
+    ``requires`` ">" (the effect exceeds ``bound``), "<" (it falls below ``bound``) or "within"
+    (``|effect| <= bound``). ``scale`` and ``unit`` display it (100 and " pts" for accuracy
+    differences kept as fractions)."""
+
+    name: str
+    values: tuple[float, ...]
+    seeds: tuple
+    requires: str
+    bound: float
+    scale: float = 100.0
+    unit: str = " pts"
+    exact: bool = False   # a quantity no seed changes (a parameter count): its interval is its value
+
+    def __post_init__(self) -> None:
+        if self.requires not in REQUIRES:
+            raise ValueError(f"Test.requires must be one of {REQUIRES}, got {self.requires!r}")
+
+    @property
+    def interval(self) -> tuple[float, float, float]:
+        if self.exact:
+            v = float(np.mean(self.values))
+            return v, v, v
+        return t_interval(self.values)
+
+    @property
+    def verdict(self) -> str:
+        _, low, high = self.interval
+        if self.requires == ">":
+            return "PASS" if low > self.bound else "FAIL" if high <= self.bound else "INCONCLUSIVE"
+        if self.requires == "<":
+            return "PASS" if high < self.bound else "FAIL" if low >= self.bound else "INCONCLUSIVE"
+        b = abs(self.bound)
+        return "PASS" if -b <= low and high <= b else "FAIL" if low > b or high < -b else "INCONCLUSIVE"
+
+    def __bool__(self) -> bool:
+        raise TypeError("a Test has three verdicts; read .verdict (PASS, FAIL or INCONCLUSIVE)")
+
+    def _num(self, x: float, digits: int = 2) -> str:
+        if not math.isfinite(x):
+            return "+∞" if x > 0 else "−∞"
+        # Percentages keep fixed decimals; a correlation or a cosine keeps its significant digits.
+        return f"{self.scale * x:+.{digits}f}" if self.scale == 100.0 else f"{self.scale * x:+.3g}"
+
+    @property
+    def interval_text(self) -> str:
+        mean, low, high = self.interval
+        need = {"<": "< ", ">": "> ", "within": "within ±"}[self.requires]
+        bound = self.scale * (abs(self.bound) if self.requires == "within" else self.bound)
+        return (f"{self._num(mean)}{self.unit} [{self._num(low)}, {self._num(high)}], required {need}"
+                f"{bound:+.2f}{self.unit}".replace("±+", "±"))
+
+    def text(self) -> str:
+        if self.exact:
+            return f"{self.name}: {self.interval_text} (exact: no seed changes it) → {self.verdict}"
+        per = ", ".join(self._num(v, 1) for v in self.values)
+        return f"{self.name}: {self.interval_text} (per seed {per}; seeds {list(self.seeds)}) → {self.verdict}"
+
+
+def exceeds(name: str, values, seeds, bound: float = 0.0, **display) -> Test:
+    """The claim holds when the per-seed effect ``values`` is above ``bound``."""
+    return Test(name, tuple(float(v) for v in values), tuple(seeds), ">", float(bound), **display)
+
+
+def below(name: str, values, seeds, bound: float = 0.0, **display) -> Test:
+    """The claim holds when the per-seed effect ``values`` is below ``bound``."""
+    return Test(name, tuple(float(v) for v in values), tuple(seeds), "<", float(bound), **display)
+
+
+def near_zero(name: str, values, seeds, tol: float, **display) -> Test:
+    """The claim holds when the per-seed effect ``values`` lies within ±``tol`` of zero."""
+    return Test(name, tuple(float(v) for v in values), tuple(seeds), "within", float(tol), **display)
+
+
+def exact(name: str, value: float, requires: str, bound: float, **display) -> Test:
+    """A claim about a quantity that no seed changes (a parameter count, a model's size): judged on
+    its value, which is its own interval."""
+    return Test(name, (float(value),), (), requires, float(bound), exact=True, **display)
+
+
+def combined(tests: Sequence[Test]) -> str:
+    """The verdict of a claim that needs every test: FAIL if one fails, PASS if all pass, else
+    INCONCLUSIVE."""
+    verdicts = [t.verdict for t in tests]
+    if not verdicts:
+        raise MissingResults("no test to judge")
+    return "FAIL" if "FAIL" in verdicts else "PASS" if all(v == "PASS" for v in verdicts) else "INCONCLUSIVE"
+
+
+def deciding(tests: Sequence[Test]) -> Test:
+    """The test that decides :func:`combined`: the first failing, else the first inconclusive, else the
+    one that clears its bound by the least (the interval a reader should see)."""
+    verdict = combined(tests)
+    if verdict != "PASS":
+        return next(t for t in tests if t.verdict == verdict)
+
+    def slack(t: Test) -> float:
+        _, low, high = t.interval
+        return {">": low - t.bound, "<": t.bound - high, "within": abs(t.bound) - max(abs(low), abs(high))}[t.requires]
+    return min(tests, key=slack)
 
 
 @dataclass(frozen=True)
@@ -21,7 +159,8 @@ class ClaimResult:
     paper: str
     source: str
     statement: str
-    passed: bool | None  # None: the results needed to check it are missing
+    verdict: str        # one of VERDICTS
+    interval: str       # the deciding test's effect and interval (empty when NOT RUN)
     evidence: str
 
 
@@ -31,14 +170,21 @@ class Claim:
     paper: str
     source: str  # e.g. "Table 2", "§4.3"
     statement: str
-    check: Callable[[pd.DataFrame], tuple[bool, str]]
+    # -> (a Test, or the tests that must all hold; evidence)
+    check: Callable[[pd.DataFrame], tuple[Test | Sequence[Test], str]]
 
     def evaluate(self, results: pd.DataFrame) -> ClaimResult:
         try:
-            passed, evidence = self.check(results)
+            outcome, evidence = self.check(results)
         except MissingResults as e:
-            passed, evidence = None, f"not checked: {e}"
-        return ClaimResult(self.id, self.paper, self.source, self.statement, passed, evidence)
+            return ClaimResult(self.id, self.paper, self.source, self.statement, "NOT RUN", "", f"not checked: {e}")
+        tests = [outcome] if isinstance(outcome, Test) else list(outcome) if isinstance(outcome, (list, tuple)) else []
+        if not tests or not all(isinstance(t, Test) for t in tests):
+            raise TypeError(f"claim {self.id}: its check must return (Test or list of Tests, evidence), "
+                            f"got {type(outcome).__name__}")
+        decider = deciding(tests)
+        interval = decider.interval_text if len(tests) == 1 else f"{decider.name}: {decider.interval_text}"
+        return ClaimResult(self.id, self.paper, self.source, self.statement, combined(tests), interval, evidence)
 
 
 class MissingResults(LookupError):
@@ -71,9 +217,7 @@ def evaluate_claims(results: pd.DataFrame, paper: str | None = None,
     """Evaluate claims (all of a paper's, or the given ids) into a display table."""
     chosen = [registered().get(i) for i in ids] if ids is not None else claims_for(paper or "")
     rows = [c.evaluate(results).__dict__ for c in chosen]
-    out = pd.DataFrame(rows, columns=["claim_id", "paper", "source", "statement", "passed", "evidence"])
-    out["verdict"] = out["passed"].map({True: "PASS", False: "FAIL", None: "NOT RUN"})
-    return out
+    return pd.DataFrame(rows, columns=["claim_id", "paper", "source", "statement", "verdict", "interval", "evidence"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -119,71 +263,74 @@ def paired_gaps(first: pd.DataFrame, second: pd.DataFrame, a: Mapping[str, objec
 
 
 def gap_larger_in(first: pd.DataFrame, second: pd.DataFrame, a: Mapping[str, object], b: Mapping[str, object],
-                  metric: str, names: tuple[str, str], what: str) -> tuple[bool, str]:
-    """Pass when the gap A − B is larger in ``first`` than in ``second`` on average and at every seed
-    both have (e.g. "the gain shrinks as the split gets milder"); ``names`` label the two settings."""
+                  metric: str, names: tuple[str, str], what: str) -> tuple[Test, str]:
+    """The gap A − B is larger in ``first`` than in ``second`` (e.g. "the gain shrinks as the split
+    gets milder"): the per-seed difference of the two gaps exceeds zero; ``names`` label the two
+    settings."""
     seeds, g1, g2 = paired_gaps(first, second, a, b, metric)
-    ok = g1.mean() > g2.mean() and bool((g1 > g2).all())
+    test = exceeds(f"gap at {names[0]} − gap at {names[1]}", g1 - g2, seeds)
     per1, per2 = (", ".join(f"{100 * v:+.1f}" for v in g) for g in (g1, g2))
-    return ok, (f"{what}: {names[0]} {100 * g1.mean():+.2f} pts (per seed {per1}), {names[1]} "
-                f"{100 * g2.mean():+.2f} pts (per seed {per2}); required larger at {names[0]} at every seed {seeds}")
+    return test, (f"{what}: {names[0]} {100 * g1.mean():+.2f} pts (per seed {per1}), {names[1]} "
+                  f"{100 * g2.mean():+.2f} pts (per seed {per2}); {test.text()}")
 
 
 def compare(results: pd.DataFrame, a: Mapping[str, object], b: Mapping[str, object], *, metric: str = "best",
-            margin: float = 0.0, label_a: str = "A", label_b: str = "B") -> tuple[bool, str]:
-    """Pass when mean(A) − mean(B) > ``margin`` over the seeds both have (paired by seed)."""
+            margin: float = 0.0, label_a: str = "A", label_b: str = "B") -> tuple[Test, str]:
+    """A beats B by more than ``margin``: the paired per-seed difference A − B (``metric``) over the
+    seeds both have, with its interval."""
     seeds, va, vb = paired(results, a, b, metric)
     da, db = va.to_numpy(), vb.to_numpy()
-    gap = float(da.mean() - db.mean())
+    test = exceeds(f"{label_a} − {label_b}", da - db, seeds, margin)
     wins = int((da > db).sum())
     evidence = (f"{label_a} {100 * da.mean():.2f} vs {label_b} {100 * db.mean():.2f} ({metric} acc %, mean over "
-                f"seeds {seeds}); gap {100 * gap:+.2f} pts, required > {100 * margin:+.2f}; {label_a} wins "
-                f"{wins}/{len(seeds)} seeds")
-    return gap > margin, evidence
+                f"seeds {seeds}); {test.text()}; {label_a} wins {wins}/{len(seeds)} seeds")
+    return test, evidence
 
 
 def compare_each(results: pd.DataFrame, a: Mapping[str, object], b: Mapping[str, object], over: str, *,
                  metric: str = "best", margin: float = 0.0, label_a: str = "A", label_b: str = "B"
-                 ) -> tuple[bool, str]:
-    """:func:`compare` at every value of column ``over`` present for both sides; passes if all pass."""
+                 ) -> tuple[list[Test], str]:
+    """:func:`compare` at every value of column ``over`` present for both sides; the claim needs
+    them all."""
     if over not in results.columns:
         raise MissingResults(f"column {over!r} absent")
-    verdicts, lines = [], []
+    tests, lines = [], []
     for value in sorted(results[over].dropna().unique()):
         try:
-            ok, ev = compare(results, {**a, over: value}, {**b, over: value}, metric=metric, margin=margin,
-                             label_a=label_a, label_b=label_b)
+            test, ev = compare(results, {**a, over: value}, {**b, over: value}, metric=metric, margin=margin,
+                               label_a=f"{label_a} ({over}={value})", label_b=label_b)
         except MissingResults:
             continue
-        verdicts.append(ok)
-        lines.append(f"[{over}={value}: {'pass' if ok else 'FAIL'}] {ev}")
-    if not verdicts:
+        tests.append(test)
+        lines.append(f"[{over}={value}: {test.verdict}] {ev}")
+    if not tests:
         raise MissingResults(f"no value of {over} has runs for both sides")
-    return all(verdicts), "; ".join(lines)
+    return tests, "; ".join(lines)
 
 
 def within(results: pd.DataFrame, where: Mapping[str, object], col_a: str, col_b: str, tol: float,
-           over: str | None = None) -> tuple[bool, str]:
-    """Pass when |mean(col_a) − mean(col_b)| ≤ ``tol`` over seeds (at every value of ``over``)."""
+           over: str | None = None) -> tuple[list[Test], str]:
+    """``col_a`` and ``col_b`` of the same runs agree within ±``tol``: their per-seed difference lies
+    within ±``tol`` (at every value of ``over``)."""
     groups = [None] if over is None else sorted(results[over].dropna().unique()) if over in results else []
     if not groups:
         raise MissingResults(f"column {over!r} absent")
-    verdicts, lines = [], []
+    tests, lines = [], []
     for value in groups:
         cond = dict(where) if value is None else {**where, over: value}
         try:
             va, vb = select(results, cond, col_a), select(results, cond, col_b)
         except MissingResults:
             continue
-        gap = float(va.mean() - vb.mean())
-        ok = abs(gap) <= tol
-        verdicts.append(ok)
+        seeds = sorted(set(va.index) & set(vb.index))
+        label = f"{col_a} − {col_b}" + ("" if value is None else f" ({over}={value})")
+        test = near_zero(label, va.loc[seeds].to_numpy() - vb.loc[seeds].to_numpy(), seeds, tol)
+        tests.append(test)
         prefix = "" if value is None else f"[{over}={value}] "
-        lines.append(f"{prefix}{col_a} {100 * va.mean():.2f} vs {col_b} {100 * vb.mean():.2f} (seeds "
-                     f"{sorted(va.index)}); |gap| {100 * abs(gap):.2f} pts, required ≤ {100 * tol:.2f}")
-    if not verdicts:
+        lines.append(f"{prefix}{col_a} {100 * va.mean():.2f} vs {col_b} {100 * vb.mean():.2f}; {test.text()}")
+    if not tests:
         raise MissingResults(f"no runs with {dict(where)}")
-    return all(verdicts), "; ".join(lines)
+    return tests, "; ".join(lines)
 
 
 def claims_dir(profile: str):
@@ -200,7 +347,7 @@ def save_claims(table: pd.DataFrame, notebook: str, profile: str):
     from ..store import atomic_write_json
 
     path = claims_dir(profile) / f"{notebook}.json"
-    rows = table.drop(columns=["passed"]).to_dict(orient="records")
+    rows = table.to_dict(orient="records")
     atomic_write_json(path, {"notebook": notebook, "profile": profile, "claims": rows})
     return path
 
@@ -223,14 +370,14 @@ def collect_claims(profile: str) -> pd.DataFrame:
         c = CLAIMS.get(name)
         rows.append(checked.get(name, {"claim_id": c.id, "paper": c.paper, "source": c.source,
                                        "statement": c.statement, "evidence": "no notebook has checked it yet",
-                                       "verdict": "NOT RUN", "notebook": None}))
-    cols = ["paper", "claim_id", "source", "statement", "verdict", "evidence", "notebook"]
+                                       "verdict": "NOT RUN", "interval": "", "notebook": None}))
+    cols = ["paper", "claim_id", "source", "statement", "verdict", "interval", "evidence", "notebook"]
     return pd.DataFrame(rows, columns=cols)
 
 
 def claims_table_style(table: pd.DataFrame):
     """A pandas Styler that colours verdicts, for notebooks."""
     colours = {"PASS": "background-color: #d4f4dd", "FAIL": "background-color: #f8d7da",
-               "NOT RUN": "background-color: #eeeeee"}
-    cols = ["claim_id", "source", "statement", "verdict", "evidence"]
+               "INCONCLUSIVE": "background-color: #fff3cd", "NOT RUN": "background-color: #eeeeee"}
+    cols = ["claim_id", "source", "statement", "verdict", "interval", "evidence"]
     return table[cols].style.map(lambda v: colours.get(v, ""), subset=["verdict"]).hide(axis="index")

@@ -19,7 +19,8 @@ def test_alignment_ratio_and_its_claim():
     assert alignment_ratio(3 * aligned, y, cid) == pytest.approx(alignment_ratio(aligned, y, cid))
     with pytest.raises(ValueError, match="two clients"):
         alignment_ratio(aligned, y, np.zeros(40))  # one client: no cross-client pair
-    t = pd.DataFrame({"model": ["FedAvg", "pFedCSPC"], "seed": 0, "alignment_ratio": [0.6, 0.4]})
+    t = pd.DataFrame({"model": ["FedAvg", "pFedCSPC"] * 3, "seed": [0, 0, 1, 1, 2, 2],
+                      "alignment_ratio": [0.6, 0.4, 0.5, 0.35, 0.55, 0.4]})
     assert evaluate_claims(t, ids=["pfedcspc.features_align"])["verdict"].item() == "PASS"
-    t["alignment_ratio"] = [0.4, 0.6]
+    t["alignment_ratio"] = [0.4, 0.6, 0.35, 0.5, 0.4, 0.55]
     assert evaluate_claims(t, ids=["pfedcspc.features_align"])["verdict"].item() == "FAIL"

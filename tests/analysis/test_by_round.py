@@ -36,7 +36,7 @@ def test_verdicts_by_round_evaluates_each_cut(tiny):
     table = _grid(tiny).assign(**{"data.partition_args.alpha": 0.1})
     out = verdicts_by_round(table, ["tour.local_beats_fedavg_skewed"], [2, 6])
     assert out["round"].tolist() == [2, 6]
-    assert set(out["verdict"]) <= {"PASS", "FAIL"}  # both cuts have the rows the claim reads
+    assert "NOT RUN" not in set(out["verdict"])  # both cuts have the rows the claim reads
     # The round-6 verdict is the claim on the table itself.
     from fedrepro.claims import evaluate_claims
 

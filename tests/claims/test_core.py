@@ -9,12 +9,41 @@ from fedrepro.claims import MissingResults, compare, evaluate_claims, select
 A = "data.partition_args.alpha"
 
 
-def test_compare_passes_and_fails_on_the_numbers():
-    t = claim_table([0.9, 0.8], [0.5, 0.6], 0.1)
-    ok, ev = compare(t, {"method.name": "local"}, {"method.name": "fedavg"}, margin=0.05)
-    assert ok and "gap +30.00" in ev and "2/2" in ev
-    ok, _ = compare(t, {"method.name": "local"}, {"method.name": "fedavg"}, margin=0.35)
-    assert not ok
+def test_compare_judges_the_interval_of_the_paired_differences():
+    t = claim_table([0.9, 0.8, 0.85], [0.6, 0.5, 0.55], 0.1)  # +30 points at every seed: no spread
+    test, ev = compare(t, {"method.name": "local"}, {"method.name": "fedavg"}, margin=0.05)
+    assert test.verdict == "PASS" and "+30.00 pts [+30.00, +30.00], required > +5.00 pts" in ev and "3/3" in ev
+    test, _ = compare(t, {"method.name": "local"}, {"method.name": "fedavg"}, margin=0.35)
+    assert test.verdict == "FAIL"
+    noisy = claim_table([0.9, 0.7, 0.82], [0.6, 0.75, 0.7], 0.1)  # +30, -5, +12: the seeds disagree
+    test, _ = compare(noisy, {"method.name": "local"}, {"method.name": "fedavg"}, margin=0.05)
+    assert test.verdict == "INCONCLUSIVE"
+
+
+def test_t_interval_matches_the_textbook_and_one_seed_proves_nothing():
+    from scipy import stats
+
+    from fedrepro.claims import exceeds, t_interval
+
+    mean, low, high = t_interval([1.0, 2.0, 3.0])
+    half = stats.t.ppf(0.95, 2) * 1.0 / 3 ** 0.5  # sd 1, n 3, 90% two-sided
+    assert mean == 2.0 and low == pytest.approx(2 - half) and high == pytest.approx(2 + half)
+    assert exceeds("one seed", [0.5], [0], 0.0).verdict == "INCONCLUSIVE"
+
+
+def test_verdicts_of_each_requirement_and_of_several_tests():
+    from fedrepro.claims import below, combined, exceeds, near_zero
+
+    up, down, mixed = [0.10, 0.11, 0.12], [-0.10, -0.11, -0.12], [0.10, -0.10, 0.02]
+    assert [exceeds("e", v, [0, 1, 2], 0.0).verdict for v in (up, down, mixed)] == ["PASS", "FAIL", "INCONCLUSIVE"]
+    assert [below("b", v, [0, 1, 2], 0.0).verdict for v in (up, down, mixed)] == ["FAIL", "PASS", "INCONCLUSIVE"]
+    assert near_zero("n", [0.01, -0.01, 0.0], [0, 1, 2], 0.05).verdict == "PASS"
+    assert near_zero("n", up, [0, 1, 2], 0.05).verdict == "FAIL"
+    assert near_zero("n", mixed, [0, 1, 2], 0.05).verdict == "INCONCLUSIVE"
+    p, f, i = (exceeds("t", v, [0, 1, 2]) for v in (up, down, mixed))
+    assert combined([p, p]) == "PASS" and combined([p, i]) == "INCONCLUSIVE" and combined([i, f, p]) == "FAIL"
+    with pytest.raises(TypeError, match="three verdicts"):
+        bool(p)
 
 
 def test_select_raises_on_missing_rows():
@@ -26,12 +55,21 @@ def test_saved_claims_are_collected_and_unchecked_ones_are_not_run(tmp_path, mon
     import fedrepro.claims.core as claims_mod
 
     monkeypatch.setattr(claims_mod, "claims_dir", lambda profile: tmp_path)
-    t = pd.concat([claim_table([0.9, 0.9], [0.6, 0.6], 0.1)])
+    t = pd.concat([claim_table([0.9, 0.9], [0.6, 0.6], 0.1)])  # +30 at both seeds
     out = evaluate_claims(t, paper="tour")
     claims_mod.save_claims(out, "00_tour", "smoke")
     collected = claims_mod.collect_claims("smoke").set_index("claim_id")
     assert collected.loc["tour.local_beats_fedavg_skewed", "verdict"] == "PASS"
     assert collected.loc["tour.local_beats_fedavg_skewed", "notebook"] == "00_tour"
+    assert collected.loc["tour.local_beats_fedavg_skewed", "interval"].startswith("+30.00 pts [+30.00, +30.00]")
     assert collected.loc["tour.fedavg_beats_local_iid", "verdict"] == "NOT RUN"
     (tmp_path / "00_tour.json").unlink()
     assert (claims_mod.collect_claims("smoke")["verdict"] == "NOT RUN").all()
+
+
+def test_a_check_that_returns_a_bare_bool_is_refused():
+    from fedrepro.claims import Claim
+
+    claim = Claim("x.y", "x", "s", "a statement", check=lambda r: (True, "fine"))
+    with pytest.raises(TypeError, match="x.y"):
+        claim.evaluate(pd.DataFrame())

@@ -1,5 +1,5 @@
-"""FedOTP's claims on hand-made result tables: each passes where the finding holds, fails where it
-does not (a mean carried by one seed, an ordering broken at one seed), and reports missing results."""
+"""FedOTP's claims on hand-made result tables: each passes where the finding holds at every seed, fails
+where it fails at every seed, stays inconclusive where one seed breaks it, and reports missing results."""
 import pandas as pd
 import pytest
 
@@ -36,7 +36,10 @@ def test_dirichlet_claims():
     assert verdict(t, "lead_grows_as_alpha_shrinks").verdict == "PASS"
     flat = pd.concat([runs({"fedotp": [0.7] * 3, "promptfl": [0.6] * 3}, **{col: 0.1}),
                       runs({"fedotp": [0.7, 0.7, 0.75], "promptfl": [0.6, 0.6, 0.6]}, **{col: 5.0})])
-    assert verdict(flat, "lead_grows_as_alpha_shrinks").verdict == "FAIL"  # seed 2's gap is larger at α=5
+    assert verdict(flat, "lead_grows_as_alpha_shrinks").verdict == "INCONCLUSIVE"  # seed 2's gap is larger at α=5
+    reversed_ = pd.concat([runs({"fedotp": [0.7] * 3, "promptfl": [0.6] * 3}, **{col: 0.1}),
+                           runs({"fedotp": [0.75] * 3, "promptfl": [0.6] * 3}, **{col: 5.0})])
+    assert verdict(reversed_, "lead_grows_as_alpha_shrinks").verdict == "FAIL"
 
 
 def test_prompt_sets_and_ot_order_use_not_worse_within_one_point():
@@ -65,10 +68,15 @@ def test_plan_mass_and_clusters():
     mass = pd.DataFrame([{"seed": s, "gamma": g, "object_mass": 1.2 - g} for s in SEEDS for g in (1.0, 0.8, 0.5)])
     assert verdict(mass, "plan_mass_on_objects").verdict == "PASS"
     mass.loc[(mass.seed == 1) & (mass.gamma == 0.5), "object_mass"] = 0.1
+    res = verdict(mass, "plan_mass_on_objects")
+    assert res.verdict == "INCONCLUSIVE" and "seed 1: 0.200 → 0.400 → 0.100" in res.evidence
+    mass.loc[mass.gamma == 0.5, "object_mass"] = 0.1
     assert verdict(mass, "plan_mass_on_objects").verdict == "FAIL"
-    clusters = pd.DataFrame({"seed": list(SEEDS), "cluster_gap": [0.2, 0.1, 0.05]})
+    clusters = pd.DataFrame({"seed": list(SEEDS), "cluster_gap": [0.2, 0.18, 0.16]})
     assert verdict(clusters, "local_prompts_cluster").verdict == "PASS"
     clusters.loc[2, "cluster_gap"] = -0.01
+    assert verdict(clusters, "local_prompts_cluster").verdict == "INCONCLUSIVE"
+    clusters["cluster_gap"] = [-0.02, -0.01, -0.03]
     assert verdict(clusters, "local_prompts_cluster").verdict == "FAIL"
 
 

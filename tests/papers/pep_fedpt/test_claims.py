@@ -1,4 +1,4 @@
-"""PEP-FedPT's claims pass and fail on the numbers, paired by seed."""
+"""PEP-FedPT's claims pass, fail or stay inconclusive on the numbers, paired by seed."""
 import pandas as pd
 import pytest
 
@@ -40,10 +40,12 @@ def test_the_label_skew_claims_pass_on_the_papers_pattern():
         assert v == "PASS", (claim, ev)
 
 
-def test_a_gap_carried_by_one_seed_fails():
+def test_a_gap_carried_by_one_seed_is_inconclusive_and_a_small_gap_fails():
     r = label(pep=[0.99, 0.80, 0.80], vpt=[0.80, 0.81, 0.80], no_cp=[0.8] * 3, pep_dir=[0.8] * 3, vpt_dir=[0.8] * 3)
     v, ev = verdict(r, "ccmp_beats_fedvpt_pathological")
-    assert v == "FAIL" and "per seed +19.0, -1.0, +0.0" in ev
+    assert v == "INCONCLUSIVE" and "per seed +19.0, -1.0, +0.0" in ev
+    r = label(pep=[0.85] * 3, vpt=[0.83] * 3, no_cp=[0.8] * 3, pep_dir=[0.8] * 3, vpt_dir=[0.8] * 3)
+    assert verdict(r, "ccmp_beats_fedvpt_pathological")[0] == "FAIL"  # +2 pts, short of the 5 required
 
 
 def test_priors_that_explain_little_fail_and_a_missing_split_is_not_run():
@@ -64,6 +66,9 @@ def test_heldout_claim_compares_the_two_drops():
     assert verdict(held(0.02, 0.2), "heldout_keeps_accuracy")[0] == "PASS"
     assert verdict(held(0.10, 0.2), "heldout_keeps_accuracy")[0] == "FAIL"  # PEP-FedPT drops too much
     assert verdict(held(0.02, 0.01), "heldout_keeps_accuracy")[0] == "FAIL"  # P-PT does not drop more
+    noisy = held(0.02, 0.2)
+    noisy.loc[(noisy.row == "pep_fedpt") & (noisy.seed == 0), "final_heldout"] = 0.78  # one seed drops 12 pts
+    assert verdict(noisy, "heldout_keeps_accuracy")[0] == "INCONCLUSIVE"
 
 
 @pytest.mark.parametrize("many, expected", [(0.85, "PASS"), (0.93, "FAIL")])
@@ -86,7 +91,9 @@ def test_soft_weight_claim_reads_the_last_ccmp_block():
     rows = [{"seed": s, "block": b, "true_class": c, "peak_class": c if b == 4 else 0}
             for s in range(3) for b in (2, 4) for c in range(10)]
     assert verdict(pd.DataFrame(rows), "soft_weights_peak_on_true_class")[0] == "PASS"
-    rows = [{**r, "peak_class": 9} if r["block"] == 4 and r["true_class"] < 3 and r["seed"] == 0 else r
-            for r in rows]
-    v, ev = verdict(pd.DataFrame(rows), "soft_weights_peak_on_true_class")
-    assert v == "FAIL" and "seed 0: 70%" in ev
+    one_seed = [{**r, "peak_class": 9} if r["block"] == 4 and r["true_class"] < 3 and r["seed"] == 0 else r
+                for r in rows]
+    v, ev = verdict(pd.DataFrame(one_seed), "soft_weights_peak_on_true_class")
+    assert v == "INCONCLUSIVE" and "per seed +70.0, +100.0, +100.0" in ev
+    every_seed = [{**r, "peak_class": 9} if r["block"] == 4 and r["true_class"] < 3 else r for r in rows]
+    assert verdict(pd.DataFrame(every_seed), "soft_weights_peak_on_true_class")[0] == "FAIL"  # 70% at every seed

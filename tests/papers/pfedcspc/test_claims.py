@@ -1,47 +1,51 @@
-"""pFedCSPC's claims (ablation, personalisation chain, plug-and-play, rounds) pass and fail on the
-numbers, and the claim settings are the ones the claims read."""
+"""pFedCSPC's claims (ablation, personalisation chain, plug-and-play, rounds, PMI, alignment) pass,
+fail and stay inconclusive on the numbers, and the claim settings are the ones the claims read."""
 from __future__ import annotations
 
 import pandas as pd
 
+from fedrepro.claims import evaluate_claims
+
+NAN = float("nan")
+
 
 def _table(rows):
-    import pandas as pd
-
     # Each run's global model scored 2 points lower before the server calibration.
     return pd.DataFrame([{"setting": s, "seed": seed, "final_global_acc": g, "final_i_local_mean": g,
                           "final_global_acc_before_calibration": g - 0.02}
                          for s, vals in rows.items() for seed, g in enumerate(vals)])
 
 
-def test_ablation_claims_pass_and_fail_on_the_numbers():
-    from fedrepro.claims import evaluate_claims
+def _verdicts(table, ids):
+    return evaluate_claims(table, ids=ids)["verdict"].tolist()
 
-    good = _table({"Base": [0.60, 0.61, 0.62], "+TPG+CA": [0.58] * 3, "+CPM+CA": [0.63] * 3,
-                   "+PTA+CPM+CA": [0.64] * 3, "+PTA+CPM+CA+KP": [0.65] * 3, "+CPM+PA+CA": [0.64] * 3,
-                   "+TPG+PA+CA": [0.59] * 3})
+
+def test_ablation_claims_pass_fail_and_stay_inconclusive_on_the_numbers():
+    rows = {"Base": [0.60, 0.61, 0.62], "+TPG+CA": [0.58] * 3, "+CPM+CA": [0.63] * 3, "+PTA+CPM+CA": [0.64] * 3,
+            "+PTA+CPM+CA+KP": [0.65] * 3, "+CPM+PA+CA": [0.64] * 3, "+TPG+PA+CA": [0.59] * 3}
+    good = _table(rows)
     ids = ["pfedcspc.calibration_raises_global", "pfedcspc.clusters_beat_one_mean", "pfedcspc.ablation_adds_up"]
-    assert evaluate_claims(good, ids=ids)["verdict"].tolist() == ["PASS"] * 3
+    assert _verdicts(good, ids) == ["PASS"] * 3
     bad = good.assign(final_global_acc=lambda d: d["final_global_acc"].where(d["setting"] != "+CPM+CA", 0.55))
-    assert evaluate_claims(bad, ids=ids)["verdict"].tolist() == ["FAIL"] * 3
+    assert _verdicts(bad, ids) == ["FAIL"] * 3
+    # KP's step: +2, −1, +2 points over three seeds, an interval that straddles 0; the other steps pass.
+    res = evaluate_claims(_table({**rows, "+PTA+CPM+CA+KP": [0.66, 0.63, 0.66]}), ids=["pfedcspc.ablation_adds_up"])
+    assert res["verdict"].item() == "INCONCLUSIVE" and res["interval"].item().endswith(": +1.00 pts [-1.92, +3.92], required > +0.00 pts")
     chain = _table({"FedAvg": [0.5] * 3, "FedAvg+FT_CE": [0.6] * 3, "FedAvg+PMI+FT_CE": [0.62] * 3,
                     "FedAvg+PMI+FT_CE+Align": [0.61] * 3})
     res = evaluate_claims(chain, ids=["pfedcspc.personalisation_chain"])
-    assert res["verdict"].item() == "FAIL" and "FAIL" in res["evidence"].item()
+    assert res["verdict"].item() == "FAIL" and "[FAIL]" in res["evidence"].item()
 
 
 def test_calibration_claim_compares_the_same_runs_before_and_after():
-    from fedrepro.claims import evaluate_claims
-
     t = _table({"Base": [0.70] * 3, "+CPM+CA": [0.63, 0.64, 0.65]})  # below Base: that is not what it reads
     res = evaluate_claims(t, ids=["pfedcspc.calibration_raises_global"])
     assert res["verdict"].item() == "PASS" and "the same round's aggregate" in res["evidence"].item()
     t["final_global_acc_before_calibration"] += 0.03  # the calibration now costs a point
-    assert evaluate_claims(t, ids=["pfedcspc.calibration_raises_global"])["verdict"].item() == "FAIL"
+    assert _verdicts(t, ["pfedcspc.calibration_raises_global"]) == ["FAIL"]
 
 
 def test_the_claim_settings_are_exactly_what_the_table_iv_claims_read():
-    from fedrepro.claims import evaluate_claims
     from fedrepro.papers.pfedcspc import ABLATION_GLOBAL
     from fedrepro.papers.pfedcspc.claims import CLAIM_SETTINGS
 
@@ -54,44 +58,66 @@ def test_the_claim_settings_are_exactly_what_the_table_iv_claims_read():
     assert "TPG+PA+CA" in res.set_index("claim_id").loc["pfedcspc.clusters_beat_one_mean", "evidence"]
 
 
-def test_plug_and_play_and_rounds_claims_pass_and_fail_on_the_numbers():
-    from fedrepro.claims import evaluate_claims
+def test_plug_and_play_claim_needs_both_bases():
+    def t6(moon_plus):
+        acc = {"fedprox": [0.60, 0.61, 0.62], "fedprox+pfedcspc": [0.65, 0.66, 0.67],
+               "moon": [0.61, 0.62, 0.63], "moon+pfedcspc": moon_plus}
+        return pd.DataFrame([{"method": m, "seed": s, "final_global_acc": a}
+                             for m, accs in acc.items() for s, a in enumerate(accs)])
 
-    t6 = pd.DataFrame({"method": ["fedprox", "fedprox+pfedcspc", "moon", "moon+pfedcspc"], "seed": 0,
-                       "final_global_acc": [0.60, 0.65, 0.61, 0.64]})
-    assert evaluate_claims(t6, ids=["pfedcspc.plug_and_play"])["verdict"].item() == "PASS"
-    t6.loc[3, "final_global_acc"] = 0.60
-    res = evaluate_claims(t6, ids=["pfedcspc.plug_and_play"])
-    assert res["verdict"].item() == "FAIL" and "[pass]" in res["evidence"].item()
+    ids = ["pfedcspc.plug_and_play"]
+    assert _verdicts(t6([0.64, 0.65, 0.66]), ids) == ["PASS"]
+    res = evaluate_claims(t6([0.60, 0.61, 0.62]), ids=ids)
+    assert res["verdict"].item() == "FAIL" and "[PASS] fedprox+pfedcspc" in res["evidence"].item()
+    assert _verdicts(t6([0.66, 0.60, 0.64]), ids) == ["INCONCLUSIVE"]  # MOON's gain: +5, −2, +1 points
+
+
+def test_rounds_claims_count_not_reached_as_later_than_any_reached_round():
     ids = ["pfedcspc.fewer_rounds", "pfedcspc.fewer_rounds_beta_0.1"]
-    t7 = pd.DataFrame({"method.name": ["pfedcspc", "fedavg"] * 2, "β": [0.5, 0.5, 0.1, 0.1], "seed": 0,
-                       "rounds": [7, 16, float("nan"), 13]})
+    rounds = {0.5: ([7, 8, 6], [16, 17, 15]), 0.1: ([NAN] * 3, [13, 12, 14])}
+    t7 = pd.DataFrame([{"method.name": m, "β": beta, "seed": s, "rounds": x}
+                       for beta, pair in rounds.items() for m, xs in zip(("pfedcspc", "fedavg"), pair)
+                       for s, x in enumerate(xs)])
     res = evaluate_claims(t7, ids=ids)
-    assert res["verdict"].tolist() == ["PASS", "FAIL"]  # not reached counts as never
+    assert res["verdict"].tolist() == ["PASS", "FAIL"]
     assert "not reached" in res["evidence"].iloc[1]
-    assert evaluate_claims(t7.drop(columns="rounds"), ids=ids)["verdict"].tolist() == ["NOT RUN"] * 2
+    t7.loc[(t7["β"] == 0.5) & (t7["method.name"] == "pfedcspc"), "rounds"] = [7, 18, 6]  # one seed slower
+    assert _verdicts(t7, ids)[0] == "INCONCLUSIVE"
+    assert _verdicts(t7.drop(columns="rounds"), ids) == ["NOT RUN"] * 2
 
 
 def test_cspc_chain_claim_checks_every_stage():
-    from fedrepro.claims import evaluate_claims
-
     stages = ("", "+FT_CE", "+PMI+FT_CE", "+PMI+FT_CE+Align")
     rows = {**{f"FedAvg{s}": [0.60 + 0.01 * i] * 3 for i, s in enumerate(stages)},
             **{f"FedCSPC{s}": [0.62 + 0.01 * i] * 3 for i, s in enumerate(stages)}}
-    assert evaluate_claims(_table(rows), ids=["pfedcspc.cspc_chain_beats_fedavg_chain"])["verdict"].item() == "PASS"
+    assert _verdicts(_table(rows), ["pfedcspc.cspc_chain_beats_fedavg_chain"]) == ["PASS"]
     rows["FedCSPC+PMI+FT_CE"] = [0.60] * 3  # one stage behind FedAvg's (0.62)
     res = evaluate_claims(_table(rows), ids=["pfedcspc.cspc_chain_beats_fedavg_chain"])
     assert res["verdict"].item() == "FAIL" and "[FAIL] FedCSPC+PMI+FT_CE" in res["evidence"].item()
 
 
 def test_pmi_claims_read_the_per_run_summary():
-    from fedrepro.claims import evaluate_claims
-
     t = pd.DataFrame([{"seed": s, "pmi_init_acc": 0.7, "global_init_acc": 0.6, "pmi_better_share": 0.8,
                        "pmi_first_epoch_loss": 0.9, "global_first_epoch_loss": 1.1, "weight_label_corr": r}
-                      for s, r in enumerate((0.5, 0.4, 0.35))])
-    ids = ["pfedcspc.pmi_lower_early_loss", "pfedcspc.pmi_weights_follow_labels"]
-    assert evaluate_claims(t, ids=ids)["verdict"].tolist() == ["PASS", "PASS"]
-    t["weight_label_corr"] = [0.9, 0.2, -0.05]  # mean 0.35, but one seed's weights go against the labels
+                      for s, r in enumerate((0.55, 0.5, 0.6))])
+    ids = ["pfedcspc.pmi_starts_better", "pfedcspc.pmi_lower_early_loss", "pfedcspc.pmi_weights_follow_labels"]
+    assert _verdicts(t, ids) == ["PASS"] * 3
+    t["global_init_acc"] = 0.75
     t["pmi_first_epoch_loss"] = 1.2
-    assert evaluate_claims(t, ids=ids)["verdict"].tolist() == ["FAIL", "FAIL"]
+    t["weight_label_corr"] = [0.05, 0.1, 0.0]
+    assert _verdicts(t, ids) == ["FAIL"] * 3
+    t["weight_label_corr"] = [0.9, 0.2, -0.05]  # mean 0.35 over 0.3, but the seeds disagree
+    t["global_init_acc"] = [0.65, 0.72, 0.69]  # PMI's start: +5, −2, +1 points
+    assert _verdicts(t, ids[::2]) == ["INCONCLUSIVE"] * 2
+
+
+def test_features_align_claim_reads_the_alignment_ratio_per_seed():
+    def t(ours):
+        return pd.DataFrame([{"model": m, "seed": s, "alignment_ratio": x}
+                             for m, xs in (("FedAvg", [0.6, 0.5, 0.55]), ("pFedCSPC", ours)) for s, x in enumerate(xs)])
+
+    ids = ["pfedcspc.features_align"]
+    assert _verdicts(t([0.4, 0.35, 0.4]), ids) == ["PASS"]
+    assert _verdicts(t([0.7, 0.6, 0.6]), ids) == ["FAIL"]
+    assert _verdicts(t([0.4, 0.6, 0.5]), ids) == ["INCONCLUSIVE"]
+    assert _verdicts(t([0.4, 0.35, 0.4]).query("seed == 0"), ids) == ["INCONCLUSIVE"]  # one seed cannot tell

@@ -20,4 +20,4 @@ def test_pmi_analyses_on_a_finished_run(tiny):
     assert set(curves["init"]) == {"pmi", "global"} and curves["epoch"].max() == 2
     summary = pmi_start_table(table)
     verdict = evaluate_claims(summary, ids=["pfedcspc.pmi_starts_better"])["verdict"].item()
-    assert verdict in ("PASS", "FAIL")
+    assert verdict == "INCONCLUSIVE"  # one seed: no spread to put an interval on

@@ -1,0 +1,156 @@
+"""``fedrepro verify``: train stored runs again in fresh processes and compare every number.
+
+A sample of finished runs (chosen by config filters, or N at random with a seed) is trained anew
+into a scratch folder by the pool's spawned workers, each at the thread count its config fixes, and
+each run's per-round and per-client metrics are compared with the stored ones:
+
+- **identical**: every metric equal, bit for bit;
+- **rounding**: not identical, but no metric differs by more than :data:`ROUNDING` (float sums
+  taken in another order);
+- **different**: a metric differs by more; the largest difference is reported.
+
+Timings are not compared. Each report line also says where the stored run was made (CPU model,
+threads, torch build, allocator, commit) and where it was verified.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from .config import RunConfig, from_dict
+from .errors import ConfigError
+
+ROUNDING = 1e-9
+OUTCOMES = ("identical", "rounding", "different")
+
+
+@dataclass(frozen=True)
+class Verified:
+    hash: str
+    outcome: str
+    max_diff: float        # the largest absolute difference of a metric (0 when identical)
+    worst: str             # where it is: "rounds.jsonl round 7 acc_mean"
+    made_on: str           # the stored run's machine and build
+    verified_on: str
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _is_timing(key: str) -> bool:
+    return key.startswith("time_") or key.endswith("_s")
+
+
+def compare_runs(stored: Path, fresh: Path) -> tuple[str, float, str]:
+    """``(outcome, largest difference, where)`` of two run folders' rounds and clients tables."""
+    worst, where, identical = 0.0, "", True
+    for name in ("rounds.jsonl", "clients.jsonl"):
+        a, b = _rows(stored / name), _rows(fresh / name)
+        if len(a) != len(b):
+            return "different", math.inf, f"{name}: {len(a)} rows stored, {len(b)} trained"
+        for i, (ra, rb) in enumerate(zip(a, b)):
+            for key in sorted(set(ra) | set(rb)):
+                if _is_timing(key):
+                    continue
+                va, vb = ra.get(key), rb.get(key)
+                if va == vb or (isinstance(va, float) and isinstance(vb, float) and math.isnan(va) and math.isnan(vb)):
+                    continue
+                identical = False
+                if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (va, vb)):
+                    return "different", math.inf, f"{name} row {i} {key}: {va!r} stored, {vb!r} trained"
+                d = abs(float(va) - float(vb))
+                if d > worst or not where:
+                    worst, where = d, f"{name} round {ra.get('round')} {key}" + \
+                        (f" client {ra['client']}" if "client" in ra else "")
+    if identical:
+        return "identical", 0.0, ""
+    return ("rounding" if worst <= ROUNDING else "different"), worst, where
+
+
+def _provenance(meta: dict) -> str:
+    return (f"{meta.get('cpu', '?')}, {meta.get('torch_threads', '?')} thread(s), torch {meta.get('torch', '?')}, "
+            f"allocator {meta.get('allocator', '?')}, commit {(meta.get('git_commit') or '?')[:10]}")
+
+
+def stored_runs(runs_dir: Path) -> list[Path]:
+    return sorted(p for p in Path(runs_dir).iterdir() if p.is_dir() and (p / "summary.json").is_file()
+                  and not p.name.startswith("."))
+
+
+def _matches(cfg: dict, where: dict[str, str]) -> bool:
+    for key, want in where.items():
+        node = cfg
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        if str(node) != want:
+            return False
+    return True
+
+
+def parse_where(items: Iterable[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--where {item!r}: expected key=value with a dotted config key, e.g. method.name=fedavg")
+        out[key] = value
+    return out
+
+
+def choose(runs_dir: Path, where: dict[str, str] | None = None, n: int | None = None, seed: int = 0) -> list[Path]:
+    """Stored finished runs whose config matches every ``where`` (dotted key -> value as text), then
+    ``n`` of them drawn with ``seed`` (all when ``n`` is None)."""
+    if n is not None and n < 1:
+        raise ConfigError(f"n={n}; valid: a positive number of runs")
+    found = [p for p in stored_runs(runs_dir)
+             if _matches(json.loads((p / "config.json").read_text())["config"], where or {})]
+    if not found:
+        raise ConfigError(f"no finished run in {runs_dir} matches {where or 'anything'}")
+    if n is not None and n < len(found):
+        found = sorted(random.Random(seed).sample(found, n))
+    return found
+
+
+def verify(paths: Sequence[Path], workers: int = 1, progress: bool = True) -> list[Verified]:
+    """Train each stored run of ``paths`` again in fresh worker processes and compare."""
+    from .host import cpu_model
+    from .pool import run_pool
+    from .store import RunResult
+
+    here = f"{cpu_model()}"
+    with tempfile.TemporaryDirectory(prefix="fedrepro-verify-") as scratch:
+        cfgs: list[tuple[Path, RunConfig]] = []
+        for p in paths:
+            cfg = from_dict(json.loads((Path(p) / "config.json").read_text())["config"])
+            cfgs.append((Path(p), cfg.replace(runs_dir=scratch, progress=False)))
+        report = run_pool({p.name: c for p, c in cfgs}, workers=workers, progress=progress,
+                          pending={p.name for p, _ in cfgs})
+        out = []
+        for p, cfg in cfgs:
+            meta = RunResult(p).meta
+            if p.name in report.failed:
+                out.append(Verified(p.name, "different", math.inf, f"training failed: {report.failed[p.name]}",
+                                    _provenance(meta), here))
+                continue
+            outcome, diff, where = compare_runs(p, Path(scratch) / p.name)
+            out.append(Verified(p.name, outcome, diff, where, _provenance(meta), here))
+    return out
+
+
+def format_report(results: Sequence[Verified]) -> str:
+    lines = []
+    for v in results:
+        detail = "" if v.outcome == "identical" else f" (largest difference {v.max_diff:.3g} at {v.worst})"
+        lines.append(f"{v.hash}: {v.outcome}{detail}; made on {v.made_on}")
+    counts = {o: sum(v.outcome == o for v in results) for o in OUTCOMES}
+    lines.append(f"{len(results)} runs: " + ", ".join(f"{n} {o}" for o, n in counts.items())
+                 + (f"; verified on {results[0].verified_on}" if results else ""))
+    return "\n".join(lines)
