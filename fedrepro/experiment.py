@@ -71,7 +71,7 @@ def _is_stale(store: RunStore, cfg: RunConfig, policy: str) -> bool:
     """Whether the stored run of ``cfg`` must be trained anew under ``policy`` (``error`` raises)."""
     from .fingerprint import STALE, UNKNOWN, staleness
 
-    st = staleness(cfg, RunResult(store.path(cfg)).meta)
+    st = staleness(cfg, store.meta(cfg))
     if st.state == UNKNOWN:
         log.warning("fedrepro: run %s: %s", store.path(cfg), st.why)
     if st.state != STALE or policy == "keep":

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from functools import lru_cache
+from collections import OrderedDict
 from typing import Sequence
 
 import torch
@@ -22,10 +22,26 @@ from .fl.seeding import numpy_rng
 from .methods import METHODS
 
 
-@lru_cache(maxsize=4)
+# Decoded datasets kept by this process, least recently used first, up to DATA_CACHE_MIB in all:
+# notebooks and pool workers run dozens of configs on one dataset and decode it once, while a worker
+# that moves on to other datasets does not keep every one it has seen (a domain set is 158 MiB).
+DATA_CACHE_MIB = 256
+_datasets: OrderedDict[tuple[str, str], ImageDataset] = OrderedDict()
+
+
+def _nbytes(ds: ImageDataset) -> int:
+    return sum(v.element_size() * v.nelement() for v in vars(ds).values() if isinstance(v, torch.Tensor))
+
+
 def _load_cached(name: str, args_json: str) -> ImageDataset:
-    # Notebooks run dozens of configs on one dataset: decode it once per process.
-    return load_dataset(name, **json.loads(args_json))
+    key = (name, args_json)
+    if key in _datasets:
+        _datasets.move_to_end(key)
+        return _datasets[key]
+    ds = _datasets[key] = load_dataset(name, **json.loads(args_json))
+    while len(_datasets) > 1 and sum(map(_nbytes, _datasets.values())) > DATA_CACHE_MIB << 20:
+        _datasets.popitem(last=False)
+    return ds
 
 
 def prepare_data(cfg: RunConfig) -> tuple[ImageDataset, Partition]:

@@ -155,13 +155,13 @@ def _stale_runs(runs: list, pending: set[str]) -> dict[str, list[str]]:
     """The stored runs of ``runs`` (not in ``pending``) that today's code would not reproduce
     (``stale``) or whose code cannot be checked (``unknown``), by hash (:mod:`fedrepro.fingerprint`)."""
     from .fingerprint import STALE, UNKNOWN, staleness
-    from .store import RunResult, RunStore
+    from .store import RunStore
 
     out: dict[str, list[str]] = {STALE: [], UNKNOWN: []}
     for cfg in runs:
         h = cfg.hash()
         if h not in pending:
-            state = staleness(cfg, RunResult(RunStore(cfg.runs_dir).path(cfg)).meta).state
+            state = staleness(cfg, RunStore(cfg.runs_dir).meta(cfg)).state
             if state in out:
                 out[state].append(h)
     return out

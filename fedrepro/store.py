@@ -431,6 +431,10 @@ class RunStore:
         if rehash != stored["hash"]:
             raise _corrupt(cfg_file, f"was edited: its config hashes to {rehash!r}, not {stored['hash']!r}")
 
+    def meta(self, cfg: RunConfig) -> dict:
+        """``meta.json`` of ``cfg``'s run, finished or not (written when the run began)."""
+        return _read_json(self.path(cfg) / "meta.json")
+
     def load(self, cfg: RunConfig) -> RunResult:
         """The finished run of ``cfg``, checked (see :meth:`RunResult.verify`)."""
         res = RunResult(self.path(cfg)).verify()

@@ -132,3 +132,17 @@ def test_a_method_knows_the_class_names_in_label_order(tiny):
     assert make_method_for(cfg, 10, 1, 28).ctx.class_names == ()
     with pytest.raises(ConfigError, match="class_names"):
         make_method_for(cfg, 10, 1, 28, class_names=["a", "b"])
+
+
+def test_the_dataset_cache_keeps_the_latest_within_its_budget(monkeypatch):
+    from fedrepro import pipeline
+
+    monkeypatch.setattr(pipeline, "_datasets", pipeline.OrderedDict())
+    monkeypatch.setattr(pipeline, "DATA_CACHE_MIB", 0)  # nothing fits: only the dataset in use is kept
+    a = pipeline._load_cached("synthetic", "{}")
+    assert pipeline._load_cached("synthetic", "{}") is a
+    pipeline._load_cached("synthetic", '{"num_classes": 4}')
+    assert list(pipeline._datasets) == [("synthetic", '{"num_classes": 4}')]
+    monkeypatch.setattr(pipeline, "DATA_CACHE_MIB", 256)
+    pipeline._load_cached("synthetic", "{}")
+    assert len(pipeline._datasets) == 2
