@@ -76,3 +76,38 @@ def write_claims_page(profile: str, out: Path | None = None, root: Path | None =
     out.write_text(claims_page(profile, root))
     return out
 
+
+BEGIN, END = "<!-- claims:begin (fedrepro results writes this block) -->", "<!-- claims:end -->"
+
+
+def readme_block(profile: str, root: Path | None = None) -> str:
+    """The verdict counts per paper and every claim's verdict and interval, for the README."""
+    from .claims import VERDICTS, collect_claims
+
+    root = root or repo_root()
+    claims = collect_claims(profile)
+    page = f"docs/results/claims_{profile}.md"
+    lines = [BEGIN, "", f"Verdicts at the {profile} profile, from the claims the last `make reproduce` recorded "
+             f"(evidence and the pass's machine: [{page}]({page})):", "",
+             "| paper | " + " | ".join(VERDICTS) + " |", "|---|" + "---|" * len(VERDICTS)]
+    counts = claims.groupby("paper")["verdict"].value_counts().unstack(fill_value=0)
+    for paper, row in counts.iterrows():
+        lines.append(f"| {paper} | " + " | ".join(str(int(row.get(v, 0))) for v in VERDICTS) + " |")
+    lines += ["", "| claim | verdict | effect [90% interval], required |", "|---|---|---|"]
+    for _, c in claims.iterrows():
+        lines.append(f"| `{c['claim_id']}` | {c['verdict']} | {_cell(c.get('interval') or '')} |")
+    return "\n".join([*lines, "", END])
+
+
+def update_readme(profile: str, root: Path | None = None) -> Path | None:
+    """Replace the README's claims block (between :data:`BEGIN` and :data:`END`); None when the README
+    has no such block."""
+    root = root or repo_root()
+    readme = root / "README.md"
+    text = readme.read_text() if readme.is_file() else ""
+    if BEGIN not in text or END not in text:
+        return None
+    head, rest = text.split(BEGIN, 1)
+    readme.write_text(head + readme_block(profile, root) + rest.split(END, 1)[1])
+    return readme
+
