@@ -24,6 +24,10 @@ def test_page_lists_every_claim_with_its_stored_verdict(tmp_path, monkeypatch):
     timings.write_text(json.dumps({"wall_s": 1800.0, "cpu_use": 0.97, "cores": 2, "runs_trained": 5,
                                    "runs_planned": 5, "peak_memory_mib": 1234, "notebooks": [{}, {}],
                                    "cpu": "Some CPU", "allocator": "system"}))
+    data = json.loads(timings.read_text())
+    timings.write_text(json.dumps({**data, "commit": "f00ba12"}))
+    assert "at commit `f00ba12`" in claims_page("laptop", tmp_path)  # the pass's own commit
+    timings.write_text(json.dumps(data))
     page = claims_page("laptop", tmp_path, commit="abc1234")
     assert "commit `abc1234`" in page and "30.0 min" in page and "Some CPU" in page
     assert "| 00_tour | `tour.local_beats_fedavg_skewed`: Local \\| FedAvg |" in page
