@@ -46,7 +46,7 @@ from .experiment import build_clients, cpu_cores, cpu_model, make_method, prepar
 from .fl.device import resolve_device, torch_threads
 from .fl.engine import simulate
 from .models import create_model
-from .store import RunStore
+from .store import CheckpointWriter, RunStore
 
 
 def bench_config(rounds: int, seed: int = 0, **overrides) -> RunConfig:
@@ -98,16 +98,13 @@ def bare_loop(cfg: RunConfig, clients, num_classes: int, in_channels: int, image
 
 
 def engine_loop(cfg: RunConfig, clients, method) -> float:
-    """The same FedAvg through the engine, checkpointing every round as a stored run does."""
+    """The same FedAvg through the engine, checkpointing every round as a stored run does (through
+    the run's background :class:`~fedrepro.store.CheckpointWriter`, waited for at the end)."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp)
-
-        def checkpoint(state):
-            RunStore.save_checkpoint(path, {"state": state.__dict__})
-
         start = time.perf_counter()
-        simulate(method, clients, seed=cfg.seed, rounds=cfg.train.rounds, eval_every=1, checkpoint=checkpoint,
-                 progress=False)
+        with CheckpointWriter(Path(tmp)) as writer:
+            simulate(method, clients, seed=cfg.seed, rounds=cfg.train.rounds, eval_every=1,
+                     checkpoint=lambda state: writer.save({"state": state.__dict__}), progress=False)
         _sync(method.ctx.device if hasattr(method, "ctx") else torch.device("cpu"))
         return time.perf_counter() - start
 

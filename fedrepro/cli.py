@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
                                                            "train and render nothing")
 
     p_res = sub.add_parser("results", help="write the claims page of a profile (docs/results/claims_<profile>.md) "
-                                           "from the claims and timings that reproduce stored")
+                                           "and the README's claims block from the claims and timings that "
+                                           "reproduce stored")
     p_res.add_argument("--profile", default="laptop", help="smoke | laptop (default) | paper")
     p_res.add_argument("--out", default=None, help="where to write it (default: docs/results/claims_<profile>.md)")
 
@@ -92,9 +93,11 @@ def main(argv: list[str] | None = None) -> int:
             reproduce(args.profile, only=args.only, workers=args.workers, plan_only=args.plan)
             return 0
         if args.cmd == "results":
-            from .results_page import write_claims_page
+            from .results_page import update_readme, write_claims_page
 
             print(f"written: {write_claims_page(args.profile, Path(args.out) if args.out else None)}")
+            if args.out is None and update_readme(args.profile):
+                print("updated: README.md (the claims block)")
             return 0
         if args.cmd == "verify":
             from .store import default_runs_dir

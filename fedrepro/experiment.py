@@ -24,7 +24,7 @@ from .fl.device import resolve_device, torch_threads
 from .fl.engine import SimState, simulate, summarize_run
 from . import allocator, fingerprint, trace
 from .host import cpu_cores, cpu_model  # noqa: F401  (part of this module's API)
-from .store import RunResult, RunStore, check_on_busy
+from .store import CheckpointWriter, RunResult, RunStore, check_on_busy
 
 log = logging.getLogger("fedrepro")
 
@@ -152,18 +152,18 @@ def _train(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part:
                                     f"not {part.hash()}; delete the folder to restart")
         state = SimState(**_to_device(ckpt["state"], device))
 
-    def checkpoint(s: SimState) -> None:
-        store.save_checkpoint(path, {"partition_hash": part.hash(), "state": _to_cpu(s.__dict__)})
-
     t = cfg.train
     progress = cfg.progress if force_progress is None else force_progress
     diverged = None
     try:
-        state = simulate(method, clients, seed=cfg.seed, rounds=t.rounds, participation=t.participation,
-                         eval_every=t.eval_every, state=state, checkpoint=checkpoint,
-                         checkpoint_every=t.checkpoint_every, progress=progress,
-                         desc=f"{cfg.method.name} s{cfg.seed}", on_round_end=on_round_end,
-                         global_test=global_test_split(ds, device) if t.global_eval else None)
+        with CheckpointWriter(path) as writer:  # written while the next round trains
+            state = simulate(method, clients, seed=cfg.seed, rounds=t.rounds, participation=t.participation,
+                             eval_every=t.eval_every, state=state,
+                             checkpoint=lambda s: writer.save({"partition_hash": part.hash(),
+                                                               "state": _to_cpu(s.__dict__)}),
+                             checkpoint_every=t.checkpoint_every, progress=progress,
+                             desc=f"{cfg.method.name} s{cfg.seed}", on_round_end=on_round_end,
+                             global_test=global_test_split(ds, device) if t.global_eval else None)
     except TrainingDivergedError as err:
         # A method that diverges at this config is a result, not a crash: the run is stored (and
         # reused) with the rounds before, its final metrics NaN and the round it diverged at.

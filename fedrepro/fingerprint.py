@@ -13,7 +13,9 @@ Left out are the modules that launch, store, trace or draw runs (:data:`NOT_RESU
 run stale.
 
 A module's digest is that of its syntax tree without docstrings, so an edited comment, docstring or
-layout leaves runs fresh, and any change to what the code does marks them stale.
+layout leaves runs fresh, and any change to what the code does marks them stale. The package's
+data files that those modules name (a committed stand-in checkpoint, ``data_files``) are digested
+byte for byte.
 
 :func:`staleness` compares a stored run with today's code. A run stored before fingerprints were
 recorded is checked against the git commit in its ``meta.json``, when git has that commit and the
@@ -136,14 +138,34 @@ def code_files(cfg: RunConfig) -> dict[str, str]:
     return {str(f.relative_to(PACKAGE.parent)): _file_digest(f, f.stat().st_mtime_ns) for f in files}
 
 
+@lru_cache(maxsize=None)
+def _package_data() -> tuple[Path, ...]:
+    """Files of the package that are not code (committed checkpoints, their records)."""
+    return tuple(sorted(p for p in PACKAGE.rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc")
+                        and "__pycache__" not in p.parts))
+
+
+@lru_cache(maxsize=1024)
+def _bytes_digest(path: Path, mtime_ns: int) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def data_files(cfg: RunConfig) -> dict[str, str]:
+    """``{path: sha256 prefix}`` of the package's data files (a committed stand-in checkpoint) that a
+    module of ``cfg``'s code names by file name: weights change numbers as surely as code does."""
+    sources = [_read(_module_file(m)) for m in _closure(frozenset(_roots(cfg)))]
+    return {str(p.relative_to(PACKAGE.parent)): _bytes_digest(p, p.stat().st_mtime_ns)
+            for p in _package_data() if any(p.name in src for src in sources)}
+
+
 def combine(files: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def record(cfg: RunConfig) -> dict:
     """What a run stores in its ``meta.json``."""
-    files = code_files(cfg)
-    return {"code_fingerprint": combine(files), "code_files": files}
+    files, data = code_files(cfg), data_files(cfg)
+    return {"code_fingerprint": combine({**files, **data}), "code_files": files, "data_files": data}
 
 
 @lru_cache(maxsize=4096)
@@ -181,5 +203,8 @@ def staleness(cfg: RunConfig, meta: dict) -> Staleness:
         how = f"its code at commit {commit[:10]}"
     else:
         how = "its recorded code fingerprint"
-    changed = tuple(sorted(p for p in set(today) | set(stored) if today.get(p) != stored.get(p)))
-    return Staleness(STALE if changed else FRESH, changed, how)
+    changed = [p for p in set(today) | set(stored) if today.get(p) != stored.get(p)]
+    if "data_files" in meta:  # runs recorded before data files were covered are checked on code alone
+        data, was = data_files(cfg), meta["data_files"]
+        changed += [p for p in set(data) | set(was) if data.get(p) != was.get(p)]
+    return Staleness(STALE if changed else FRESH, tuple(sorted(changed)), how)

@@ -242,6 +242,7 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     trace_dir.mkdir(parents=True, exist_ok=True)
     renders = _render_tasks(notebooks, nb_root, out_dir, trace_dir, profile, kernel, the_plan,
                             pending_hashes)
+    commit = _git_commit(root)
     t_start, cpu_start = time.perf_counter(), _cpu_seconds()
     with _Monitor() as monitor:
         # One render at a time: a notebook's kernel is as large as a worker, and renders are a
@@ -277,7 +278,7 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     report = {
         "profile": profile, "only": only, "cores": cores, "workers": workers,
         "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "cpu_use": round(cpu / (wall * cores), 3),
-        "cpu": cpu_model(), "allocator": allocator.library() or "system",
+        "cpu": cpu_model(), "allocator": allocator.library() or "system", "commit": commit,
         # What the process tree held at its peak (PSS) and the upper bound that counts shared pages
         # once per process (RSS); see _Monitor.
         "peak_memory_mib": round(monitor.peak_pss / 2**20), "memory": monitor.to_dict(),
@@ -300,6 +301,20 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
         print(f"[reproduce] warning: the plan missed {report['unplanned_runs']} runs that notebooks trained "
               f"themselves: {', '.join(names)}; add them to the paper's NOTEBOOKS")
     return report
+
+
+def _git_commit(root: Path) -> str | None:
+    """The commit the pass runs at, with ``-dirty`` when the package or notebooks differ from it."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "fedrepro", "notebooks"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (head + ("-dirty" if dirty else "")) if head else None
 
 
 def _short(path: str, root: Path) -> str:

@@ -571,10 +571,6 @@ class RunStore:
         return p
 
     @staticmethod
-    def save_checkpoint(path: Path, payload: dict) -> None:
-        atomic_write_bytes(path / "checkpoint.pt", _torch_bytes(payload))
-
-    @staticmethod
     def load_checkpoint(path: Path) -> dict | None:
         f = path / "checkpoint.pt"
         if not f.is_file():
@@ -608,6 +604,45 @@ class RunStore:
         self._seal(path)
         _fsync_dir(path)
         return RunResult(path)
+
+
+class CheckpointWriter:
+    """Writes a run's checkpoints on a background thread, so that the disk write and its fsync
+    overlap the next round's training instead of adding to it (at the laptop's sizes a round takes
+    about half a second and a durable write tens of milliseconds).
+
+    :meth:`save` serialises the state at once, on the caller's thread, so the checkpoint is the
+    state of that round whatever training does next; it first waits for the previous write, so at
+    most one is in flight and they land in order. :meth:`wait` (and leaving the ``with`` block)
+    waits for the last one and re-raises its error, if any. Each write is atomic
+    (:func:`atomic_write_bytes`): a crash leaves the previous checkpoint or this one.
+    """
+
+    def __init__(self, path: Path):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.file = Path(path) / "checkpoint.pt"
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="fedrepro-checkpoint")
+        self._pending = None
+
+    def save(self, payload: dict) -> None:
+        data = _torch_bytes(payload)
+        self.wait()
+        self._pending = self._pool.submit(atomic_write_bytes, self.file, data)
+
+    def wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def __enter__(self) -> "CheckpointWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.wait()
+        finally:
+            self._pool.shutdown(wait=True)
 
 
 def check_on_busy(on_busy: str) -> None:

@@ -78,3 +78,17 @@ def test_a_run_without_a_fingerprint_is_checked_at_its_commit_or_unknown(tiny, m
     monkeypatch.setattr(fingerprint, "_digest_at", lambda commit, path: "absent" if path == FEDAVG else today[path])
     st = fingerprint.staleness(cfg, {"git_commit": "abc", "git_dirty": False})
     assert st.state == fingerprint.STALE and st.changed == (FEDAVG,) and "commit abc" in st.why
+
+
+def test_a_changed_committed_checkpoint_makes_its_runs_stale(tiny, monkeypatch):
+    cfg = tiny(**{"model.name": "clip", "model.args": {}})
+    meta = fingerprint.record(cfg)
+    assert list(meta["data_files"]) == ["fedrepro/models/weights/clip_standin.pt"]
+    assert fingerprint.data_files(tiny()) == {}  # a CNN names no checkpoint
+    assert fingerprint.staleness(cfg, meta).state == fingerprint.FRESH
+    digest = fingerprint._bytes_digest
+    monkeypatch.setattr(fingerprint, "_bytes_digest", lambda p, m: "0" * 16 if p.name == "clip_standin.pt" else digest(p, m))
+    st = fingerprint.staleness(cfg, meta)
+    assert st.state == fingerprint.STALE and st.changed == ("fedrepro/models/weights/clip_standin.pt",)
+    older = {k: v for k, v in meta.items() if k != "data_files"}  # recorded before data files were covered
+    assert fingerprint.staleness(cfg, older).state == fingerprint.FRESH

@@ -251,3 +251,23 @@ def test_legacy_run_still_gets_structural_checks(finished_run, tmp_path, damage,
     damage(path)
     with pytest.raises(CorruptCacheError, match=name.replace(".", r"\.")):
         fedrepro.run(cfg)
+
+
+def test_checkpoints_land_in_order_and_a_failed_write_is_raised(tmp_path, monkeypatch):
+    import torch
+
+    from fedrepro.store import CheckpointWriter
+
+    with CheckpointWriter(tmp_path) as w:
+        for r in range(5):
+            w.save({"round": r, "x": torch.full((3,), float(r))})
+    assert torch.load(tmp_path / "checkpoint.pt", weights_only=False)["round"] == 4
+
+    def broken(path, data):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(fedrepro.store, "atomic_write_bytes", broken)
+    with pytest.raises(OSError, match="disk full"):
+        with CheckpointWriter(tmp_path) as w:
+            w.save({"round": 5})
+    assert torch.load(tmp_path / "checkpoint.pt", weights_only=False)["round"] == 4  # the last good one stays

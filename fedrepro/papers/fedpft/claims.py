@@ -102,6 +102,7 @@ register_claim(Claim(
     check=lambda r: _match_vs_origin(r, "fedavg", MATCH_MARGIN),
 ))
 
+
 def _fedavg_over_pfl(r: pd.DataFrame, fedavg_col: str, pfl_col: str, margins: dict):
     """FedAvg's ``fedavg_col`` − each PFL method's ``pfl_col`` > its margin, at every α, paired by seed."""
     if M not in r:
@@ -155,6 +156,7 @@ register_claim(Claim(
                           label_b="FedAvg"),
 ))
 
+
 # II over I (Table 4: +7.1 / +1.4 points): "resulting in a performance improvement" (ICLR §4.3).
 PROMPTS_MARGIN = _quarter_of_smallest_gap("T-Ablation", [("II", c, "I", c) for c in ("α=0.1", "α=0.5")])
 
@@ -172,6 +174,7 @@ register_claim(Claim(
     check=lambda r: compare_each(r, {"setting": "III"}, {"setting": "II"}, ALPHA, margin=ALTER_MARGIN,
                                  label_a="III (FedPFT)", label_b="II (no alternation)"),
 ))
+
 
 # Communication (ICLR App. N, Table 15; arXiv App. I, Table 10): the paper's overheads over FedAvg,
 # ResNet-8 / ResNet-10 with a 100-class head. Ours must land within COMM_TOL points.
@@ -206,6 +209,7 @@ register_claim(Claim(
     check=_comm_overhead,
 ))
 
+
 TIME_RATIO_MAX = 1.1  # ICLR Table 14: FedPFT's time per round about FedAvg's (51.61 s vs 50.10 s)
 
 
@@ -226,6 +230,7 @@ register_claim(Claim(
     statement="FedPFT's time per round is about FedAvg's (ratio ≤ 1.1): φ gets no backward pass in the R_f epochs",
     check=_time_ratio,
 ))
+
 
 PARTIAL_DROP_MAX = 0.005  # ICLR Table 13: FedPFT loses at most 0.22 points at 50-90% participation; we allow 0.5
 
@@ -370,6 +375,7 @@ register_claim(Claim(
                                  label_b="FedPFT"),
 ))
 
+
 RF = "method.args.r_f"
 RF_MARGIN = ALTER_MARGIN  # R_f = 0 is "very poor" (ICLR App. L.2): the alternation claim's 3-point margin
 
@@ -431,6 +437,7 @@ register_claim(Claim(
               "point; paper: about 0.2)",
     check=lambda r: _all_methods_within(r, "probe_phi", "probe", PROBE_TOL),
 ))
+
 
 LINEAR_MARGIN = 0.02  # "clearly": 2 points (paper: +25 / +11 / +7 on C10)
 
@@ -496,6 +503,7 @@ register_claim(Claim(
     check=lambda r: _each(r, {M: "fedpft_con"}, {M: "fedpft_two_stage"}, label_a="joint",
                           label_b="two-stage"),
 ))
+
 
 PROMPT_RANGE_MAX = 0.02  # "robust": the n_κ / n_ρ curve stays within 2 points (C10: "flat")
 

@@ -194,6 +194,7 @@ register_claim(Claim(
     check=_pmi_early_loss,
 ))
 
+
 PMI_CORR_MIN = 0.3  # ours: the paper shows the weights' selectivity only as a picture (Fig. 9)
 
 
