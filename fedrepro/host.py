@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 from pathlib import Path
 
 
@@ -29,3 +30,17 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def git_commit(root: Path, dirty_paths: tuple[str, ...] = ()) -> str | None:
+    """The short commit of the checkout at ``root``, with ``-dirty`` when any of ``dirty_paths``
+    differs from it; None outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = bool(dirty_paths) and bool(subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", *dirty_paths], capture_output=True, text=True,
+            timeout=10).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (head + ("-dirty" if dirty else "")) if head else None

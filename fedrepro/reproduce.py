@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from . import allocator
 from .config import PROFILES
 from .errors import ConfigError, FedreproError
-from .host import cpu_cores, cpu_model, repo_root
+from .host import cpu_cores, cpu_model, git_commit, repo_root
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -242,7 +242,7 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     trace_dir.mkdir(parents=True, exist_ok=True)
     renders = _render_tasks(notebooks, nb_root, out_dir, trace_dir, profile, kernel, the_plan,
                             pending_hashes)
-    commit = _git_commit(root)
+    commit = git_commit(root, ("fedrepro", "notebooks"))  # -dirty when the code run differs from it
     t_start, cpu_start = time.perf_counter(), _cpu_seconds()
     with _Monitor() as monitor:
         # One render at a time: a notebook's kernel is as large as a worker, and renders are a
@@ -301,20 +301,6 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
         print(f"[reproduce] warning: the plan missed {report['unplanned_runs']} runs that notebooks trained "
               f"themselves: {', '.join(names)}; add them to the paper's NOTEBOOKS")
     return report
-
-
-def _git_commit(root: Path) -> str | None:
-    """The commit the pass runs at, with ``-dirty`` when the package or notebooks differ from it."""
-    import subprocess
-
-    try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "fedrepro", "notebooks"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return (head + ("-dirty" if dirty else "")) if head else None
 
 
 def _short(path: str, root: Path) -> str:

@@ -14,7 +14,6 @@ threads, torch build, allocator, commit) and where it was verified.
 """
 from __future__ import annotations
 
-import json
 import math
 import random
 import tempfile
@@ -24,6 +23,7 @@ from typing import Iterable, Sequence
 
 from .config import RunConfig, from_dict
 from .errors import ConfigError
+from .store import _read_json, _read_jsonl
 
 ROUNDING = 1e-9
 OUTCOMES = ("identical", "rounding", "different")
@@ -39,10 +39,6 @@ class Verified:
     verified_on: str
 
 
-def _rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def _is_timing(key: str) -> bool:
     return key.startswith("time_") or key.endswith("_s")
 
@@ -51,7 +47,7 @@ def compare_runs(stored: Path, fresh: Path) -> tuple[str, float, str]:
     """``(outcome, largest difference, where)`` of two run folders' rounds and clients tables."""
     worst, where, identical = 0.0, "", True
     for name in ("rounds.jsonl", "clients.jsonl"):
-        a, b = _rows(stored / name), _rows(fresh / name)
+        a, b = _read_jsonl(stored / name), _read_jsonl(fresh / name)  # raw: a hand-edited file is read too
         if len(a) != len(b):
             return "different", math.inf, f"{name}: {len(a)} rows stored, {len(b)} trained"
         for i, (ra, rb) in enumerate(zip(a, b)):
@@ -111,7 +107,7 @@ def choose(runs_dir: Path, where: dict[str, str] | None = None, n: int | None = 
     if n is not None and n < 1:
         raise ConfigError(f"n={n}; valid: a positive number of runs")
     found = [p for p in stored_runs(runs_dir)
-             if _matches(json.loads((p / "config.json").read_text())["config"], where or {})]
+             if _matches(_read_json(p / "config.json")["config"], where or {})]
     if not found:
         raise ConfigError(f"no finished run in {runs_dir} matches {where or 'anything'}")
     if n is not None and n < len(found):
@@ -129,7 +125,7 @@ def verify(paths: Sequence[Path], workers: int = 1, progress: bool = True) -> li
     with tempfile.TemporaryDirectory(prefix="fedrepro-verify-") as scratch:
         cfgs: list[tuple[Path, RunConfig]] = []
         for p in paths:
-            cfg = from_dict(json.loads((Path(p) / "config.json").read_text())["config"])
+            cfg = from_dict(_read_json(Path(p) / "config.json")["config"])
             cfgs.append((Path(p), cfg.replace(runs_dir=scratch, progress=False)))
         report = run_pool({p.name: c for p, c in cfgs}, workers=workers, progress=progress,
                           pending={p.name for p, _ in cfgs})

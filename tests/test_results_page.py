@@ -13,12 +13,16 @@ from fedrepro.cli import main
 from fedrepro.results_page import claims_page
 
 
-def test_page_lists_every_claim_with_its_stored_verdict(tmp_path, monkeypatch):
+def _one_checked(tmp_path, monkeypatch, **row):
+    """The tour's skewed-split claim recorded by its notebook in ``tmp_path`` with ``row``'s fields."""
     monkeypatch.setattr(fedrepro.figures, "repo_root", lambda: tmp_path)
-    checked = pd.DataFrame([{"claim_id": "tour.local_beats_fedavg_skewed", "paper": "tour", "source": "s",
-                             "statement": "Local | FedAvg", "verdict": "FAIL", "evidence": "gap -1.00 pts",
-                             "interval": "-1.00 pts [-2.00, -0.10], required > +0.00 pts"}])
-    save_claims(checked, "00_tour", "laptop")
+    save_claims(pd.DataFrame([{"claim_id": "tour.local_beats_fedavg_skewed", "paper": "tour", "source": "s", **row}]),
+                "00_tour", "laptop")
+
+
+def test_page_lists_every_claim_with_its_stored_verdict(tmp_path, monkeypatch):
+    _one_checked(tmp_path, monkeypatch, statement="Local | FedAvg", verdict="FAIL", evidence="gap -1.00 pts",
+                 interval="-1.00 pts [-2.00, -0.10], required > +0.00 pts")
     timings = tmp_path / "output" / "laptop" / "notebooks" / "timings.json"
     timings.parent.mkdir(parents=True)
     timings.write_text(json.dumps({"wall_s": 1800.0, "cpu_use": 0.97, "cores": 2, "runs_trained": 5,
@@ -51,11 +55,8 @@ def test_cli_writes_the_page(tmp_path, monkeypatch, capsys):
 def test_the_readme_block_is_replaced_in_place(tmp_path, monkeypatch):
     from fedrepro.results_page import BEGIN, END, update_readme
 
-    monkeypatch.setattr(fedrepro.figures, "repo_root", lambda: tmp_path)
-    checked = pd.DataFrame([{"claim_id": "tour.local_beats_fedavg_skewed", "paper": "tour", "source": "s",
-                             "statement": "x", "verdict": "INCONCLUSIVE", "evidence": "e",
-                             "interval": "+1.00 pts [-2.00, +4.00], required > +5.00 pts"}])
-    save_claims(checked, "00_tour", "laptop")
+    _one_checked(tmp_path, monkeypatch, statement="x", verdict="INCONCLUSIVE", evidence="e",
+                 interval="+1.00 pts [-2.00, +4.00], required > +5.00 pts")
     readme = tmp_path / "README.md"
     readme.write_text("intro\n")
     assert update_readme("laptop", tmp_path) is None  # no block: left alone
