@@ -29,6 +29,6 @@ def weighted_average(states: Sequence[Mapping[str, torch.Tensor]], weights: Sequ
         ref = states[0][k]
         acc = torch.zeros(ref.shape, dtype=torch.float64, device=ref.device)
         for s, wi in zip(states, w.tolist()):
-            acc.add_(s[k].to(torch.float64), alpha=wi)
+            acc.add_(s[k], alpha=wi)  # in float64: an in-place add computes in the result's dtype
         out[k] = acc.round().to(ref.dtype) if not ref.is_floating_point() else acc.to(ref.dtype)
     return out

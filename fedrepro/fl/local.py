@@ -156,9 +156,9 @@ def macro_f1(y_true: torch.Tensor, y_pred: torch.Tensor) -> float:
     if y_true.numel() == 0:
         return float("nan")
     n = int(max(int(y_true.max()), int(y_pred.max()))) + 1
-    tp = torch.bincount(y_true[y_true == y_pred], minlength=n).double()
-    true_n = torch.bincount(y_true, minlength=n).double()
-    pred_n = torch.bincount(y_pred, minlength=n).double()
+    # One bincount of the confusion matrix instead of three: per-op cost rules at 100 test images.
+    conf = torch.bincount(y_true * n + y_pred, minlength=n * n).view(n, n).double()
+    tp, true_n, pred_n = conf.diagonal(), conf.sum(1), conf.sum(0)
     present = true_n > 0
     f1 = 2 * tp[present] / (true_n[present] + pred_n[present])
     return float(f1.mean())

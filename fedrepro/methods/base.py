@@ -56,7 +56,8 @@ class ModelMethod(Method):
         """The client's personalised model: shared entries from the server, personal from state."""
         load_weights(self.model, {**shared, **{k: state[k] for k in self.personal}})
         for p in self.model.parameters():
-            p.requires_grad_(True)
+            if not p.requires_grad:
+                p.requires_grad_(True)
         return self.model
 
     def client_update(self, shared: State, state: State, data: ClientData, gen: torch.Generator,

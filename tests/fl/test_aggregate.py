@@ -34,3 +34,17 @@ def test_weighted_average_rejects_bad_input():
         weighted_average([{"w": torch.zeros(1)}], [0])
     with pytest.raises(ValueError):
         weighted_average([{"w": torch.zeros(1)}, {"v": torch.zeros(1)}], [1, 1])
+
+
+def test_weighted_average_sums_in_float64_in_client_order():
+    # The reference: each state cast to float64, then added one by one with its normalised weight.
+    g = torch.Generator().manual_seed(1)
+    states = [{"w": torch.randn(64, generator=g), "n": torch.tensor(i)} for i in range(7)]
+    weights = [3, 1, 4, 1, 5, 9, 2]
+    w = torch.tensor(weights, dtype=torch.float64) / sum(weights)
+    ref = torch.zeros(64, dtype=torch.float64)
+    for s, wi in zip(states, w.tolist()):
+        ref += s["w"].double() * wi
+    out = weighted_average(states, weights)
+    assert torch.equal(out["w"], ref.float())
+    assert out["n"].item() == round(float(sum(i * wi for i, wi in enumerate(w.tolist()))))
