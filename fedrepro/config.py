@@ -71,6 +71,10 @@ class DataConfig:
     # None: the partition is drawn from the run seed, so every seed sees a different split (the
     # papers' "3 seeds" re-draw everything). Set it to hold the split fixed across seeds.
     partition_seed: int | None = hp(None, ge=0)
+    # > 0: this fraction of the training split (after max_train) is held out, stratified, and
+    # replaces the test split, before the partition: a run that tunes a hyperparameter scores on
+    # validation data and never sees the test split (fedrepro.tuning).
+    validation: float = hp(0.0, ge=0, lt=1)
 
 
 @dataclass
@@ -120,7 +124,7 @@ class MethodConfig:
 _UNHASHED = ("device", "runs_dir", "progress")
 # Fields added after results were first stored: hashed only when set away from this value, so
 # older run folders keep their keys.
-_HASHED_IF_NOT = {("train", "global_eval"): False, ("train", "eval_finetune_epochs"): 0, ("train", "prompt_lr"): None}
+_HASHED_IF_NOT = {("data", "validation"): 0.0, ("train", "global_eval"): False, ("train", "eval_finetune_epochs"): 0, ("train", "prompt_lr"): None}
 
 
 @dataclass

@@ -9,7 +9,7 @@ import logging
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 import torch
@@ -21,7 +21,7 @@ from .data.partition import Partition
 from .errors import ConfigError, TrainingDivergedError
 from .fl.client_data import ClientData
 from .fl.device import resolve_device, torch_threads
-from .fl.engine import SimState, simulate, summarize_run
+from .fl.engine import SimState, simulate, summarize_run, unscored_summary
 from . import allocator, fingerprint, trace
 from .host import cpu_cores, cpu_model  # noqa: F401  (part of this module's API)
 from .store import CheckpointWriter, RunResult, RunStore, check_on_busy
@@ -168,10 +168,13 @@ def _train(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part:
         # A method that diverges at this config is a result, not a crash: the run is stored (and
         # reused) with the rounds before, its final metrics NaN and the round it diverged at.
         state = getattr(err, "state", None)
-        if state is None or not any("acc_mean" in r for r in state.round_rows):
+        if state is None:
             raise
         diverged = {"diverged_round": err.round, "diverged": str(err)}  # the engine sets the round
-    summary = summarize_run(state.round_rows)
+    # A run that diverged before its first evaluated round is stored too, unscored (every accuracy
+    # NaN): a learning-rate search reads it as the rate that failed.
+    scored = any("acc_mean" in r for r in state.round_rows)
+    summary = summarize_run(state.round_rows) if scored else unscored_summary(state.round_rows)
     summary.update(method=cfg.method.name, seed=cfg.seed, config_hash=cfg.hash(), partition_hash=part.hash())
     if diverged:
         summary.update({k: float("nan") for k in summary if k.startswith("final_")}, **diverged)
@@ -256,7 +259,7 @@ def _number(v: Any) -> float:
 def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]] | None = None,
              seeds: Iterable[int] = (0,), progress: bool = True, workers: int | None = None,
              variants: Mapping[str, Mapping[str, Any]] | None = None, variant_col: str = "variant",
-             **kw: Any) -> pd.DataFrame:
+             transform: Callable[[RunConfig], RunConfig] | None = None, **kw: Any) -> pd.DataFrame:
     """Run every point of ``grid`` (see :func:`grid_points`) × ``seeds``.
 
     ``variants`` names whole config overrides applied before the grid (e.g. Table 4's settings:
@@ -266,6 +269,9 @@ def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mappi
     Returns a tidy table: one row per run with the grid values, ``seed``, the summary's best and
     final numbers, and ``path`` to the run folder.
 
+    ``transform`` maps each point's config to the one that runs (a table's tuned learning rate,
+    :mod:`fedrepro.tuning`); the table then has an ``lr`` column with each run's rate.
+
     Runs not yet finished are trained ``workers`` at a time in separate processes (default:
     :func:`default_workers`); each run is seeded on its own, so the order does not matter. A
     worker that fails re-raises its error here; finished runs stay in the store.
@@ -273,6 +279,8 @@ def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mappi
     bases = {None: base} if variants is None else {name: base.replace(**dict(ov)) for name, ov in variants.items()}
     points = [(name, point, seed) for name in bases for point, seed in grid_points(grid, seeds)]
     cfgs = [bases[name].replace(**point, seed=int(seed)) for name, point, seed in points]
+    if transform is not None:
+        cfgs = [transform(c) for c in cfgs]
     if not kw:
         train_pending(cfgs, workers, progress)
     rows = []
@@ -280,6 +288,8 @@ def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mappi
         res = run(cfg, **kw)
         s = res.summary
         label = {} if variants is None else {variant_col: name}
+        if transform is not None:
+            label["lr"] = float(cfg.train.lr)
         # Every other metric the run logged (global_acc, f1_mean, a method's own), best and final.
         extra = {k: s[k] for k in s if k.startswith(("best_", "final_")) and k not in _SUMMARY_COLUMNS
                  and not k.startswith(("best_acc", "final_acc", "best_heldout", "final_heldout"))}

@@ -107,3 +107,30 @@ def plot_verdicts(verdicts: pd.DataFrame, ax=None, title: str | None = None):
     ax.set_xlabel("runs cut after round")
     ax.set_title(title or "verdict by round (green PASS, amber INCONCLUSIVE, red FAIL, grey NOT RUN)")
     return ax
+
+
+def plot_lr_search(search: pd.DataFrame, ax=None, title: str | None = None):
+    """A learning-rate search (:meth:`fedrepro.papers.tables.TableDef.search_table`) as a heatmap:
+    rows × rates, each cell the validation score (%), the chosen rate boxed."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    rates = [c for c in search.columns if c.startswith("lr=")]
+    values = 100 * search[rates].to_numpy(dtype=float)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.2 * len(rates) + 2.5, 0.32 * len(search) + 1.2))
+    shown = np.where(np.isfinite(values), values, np.nan)  # a diverged rate (−inf) shows blank
+    im = ax.imshow(shown, aspect="auto", cmap="viridis")
+    ax.set_xticks(range(len(rates)), [r.removeprefix("lr=") for r in rates])
+    ax.set_yticks(range(len(search)), list(search.index), fontsize=8)
+    ax.set_xlabel("learning rate")
+    for i, (name, row) in enumerate(search.iterrows()):
+        for j, r in enumerate(rates):
+            v = values[i, j]
+            ax.text(j, i, f"{v:.0f}" if np.isfinite(v) else "div.", ha="center", va="center", fontsize=7,
+                    color="white" if not np.isfinite(v) or v < np.nanmean(shown) else "black")
+        j = next(k for k, r in enumerate(rates) if float(r.removeprefix("lr=")) == row["chosen lr"])
+        ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.5))
+    ax.figure.colorbar(im, ax=ax, label="validation accuracy (%)")
+    ax.set_title(title or "learning-rate search (validation data; chosen rate boxed)")
+    return ax

@@ -51,6 +51,8 @@ def prepare_data(cfg: RunConfig) -> tuple[ImageDataset, Partition]:
     pseed = cfg.seed if d.partition_seed is None else d.partition_seed
     if d.max_train is not None or d.max_test is not None:
         ds = ds.subset(d.max_train, d.max_test, numpy_rng(pseed, "subset"))
+    if d.validation > 0:
+        ds = ds.validation_split(d.validation, numpy_rng(pseed, "validation"))
     part = make_partition(
         d.partition, ds.train_y.numpy(), ds.test_y.numpy(), d.num_clients, numpy_rng(pseed, "partition"),
         train_domains=None if ds.train_domain is None else ds.train_domain.numpy(),

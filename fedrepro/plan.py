@@ -47,7 +47,9 @@ class Need:
         if self.table not in tables:
             raise ConfigError(f"Need(table={self.table!r}): paper {paper!r} has no such table; valid: "
                               f"{', '.join(tables)}")
-        return tables[self.table].configs(profile, **dict(self.kwargs))
+        table = tables[self.table]
+        # A tuned table's notebook also reads its learning-rate search (TuningPending until stored).
+        return table.search_configs(profile, **dict(self.kwargs)) + table.configs(profile, **dict(self.kwargs))
 
 
 @dataclass
@@ -58,17 +60,28 @@ class Plan:
     analyses: dict[tuple[str, str], RunConfig] = field(default_factory=dict)  # (analysis, run hash) -> run
     readers: dict[str, list[str]] = field(default_factory=dict)           # notebook -> run hashes
     computes: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # notebook -> analyses
+    # Notebooks whose tables wait for a learning-rate search (fedrepro.tuning): planned so far are
+    # only the search runs; plan again once they are stored.
+    incomplete: list[str] = field(default_factory=list)
 
     def add(self, notebook: str, paper: str, needs: Iterable[Need], profile: str) -> None:
+        from .tuning import TuningPending
+
         hashes = self.readers.setdefault(notebook, [])
         mine = self.computes.setdefault(notebook, [])
         for need in needs:
-            for cfg in need.configs(paper, profile):
+            try:
+                cfgs, searching = need.configs(paper, profile), False
+            except TuningPending as e:
+                cfgs, searching = e.configs, True
+                if notebook not in self.incomplete:
+                    self.incomplete.append(notebook)
+            for cfg in cfgs:
                 h = cfg.hash()
                 self.runs.setdefault(h, cfg)
                 if h not in hashes:
                     hashes.append(h)
-                if need.where is None or need.where(cfg):
+                if not searching and (need.where is None or need.where(cfg)):
                     for name in need.analyses:
                         self.analyses.setdefault((name, h), cfg)
                         if (name, h) not in mine:

@@ -167,6 +167,10 @@ def _stale_runs(runs: list, pending: set[str]) -> dict[str, list[str]]:
     return out
 
 
+# Plans made before the last: a table whose search rows depend on another search would need more.
+MAX_SEARCH_STAGES = 3
+
+
 def _planned(profile: str, only: str | None, workers: int | None) -> tuple[list[Path], Plan, int, set[str], dict]:
     """The selected notebooks, their plan, the pool's slots, the runs still to train (stale ones
     included, unless ``FEDREPRO_STALE=keep``) and the stale and unknown ones. Called in a process of
@@ -216,13 +220,18 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
         raise ConfigError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
     root = repo_root()
     nb_root = root / "notebooks"
-    with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as planner:
-        notebooks, the_plan, workers, pending_hashes, stale = planner.submit(_planned, profile, only, workers).result()
+    def planned(workers: int | None):
+        with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as planner:
+            return planner.submit(_planned, profile, only, workers).result()
+
+    notebooks, the_plan, workers, pending_hashes, stale = planned(workers)
     # Keyed by the hashes the planner computed: hashing here would import torch (plan_tasks).
     runs, analyses = the_plan.runs, the_plan.analyses
     pending = [c for h, c in runs.items() if h in pending_hashes]
     print(f"[reproduce] plan: {len(notebooks)} notebooks, {len(runs)} runs ({len(pending)} to train), "
-          f"{len(analyses)} cached analyses; {workers} workers", flush=True)
+          f"{len(analyses)} cached analyses; {workers} workers"
+          + (f"; {', '.join(the_plan.incomplete)} wait for learning-rate searches" if the_plan.incomplete else ""),
+          flush=True)
     if stale["stale"]:
         print(f"[reproduce] {len(stale['stale'])} stored runs were trained by other code than today's: "
               + ("they are trained anew" if stale["stale"][0] in pending_hashes else "kept (FEDREPRO_STALE=keep)"),
@@ -235,20 +244,42 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
             print(f"    {nb}: {len(hashes)} runs")
         return {"profile": profile, "notebooks": {nb: len(h) for nb, h in the_plan.readers.items()},
                 "runs": len(runs), "to_train": len(pending), "stale": stale, "analyses": len(analyses),
+                "waiting_for_searches": list(the_plan.incomplete),
                 "estimated_cost": sum(estimate_cost(c) for c in pending)}
 
     out_dir = root / "output" / profile / "notebooks"
     trace_dir = root / "output" / profile / "trace"
     trace_dir.mkdir(parents=True, exist_ok=True)
-    renders = _render_tasks(notebooks, nb_root, out_dir, trace_dir, profile, kernel, the_plan,
-                            pending_hashes)
     commit = git_commit(root, ("fedrepro", "notebooks"))  # -dirty when the code run differs from it
     t_start, cpu_start = time.perf_counter(), _cpu_seconds()
+    searched: dict[str, float] = {}
+    searched_memory: dict[str, dict] = {}
     with _Monitor() as monitor:
+        for _ in range(MAX_SEARCH_STAGES):
+            if not the_plan.incomplete:
+                break
+            # A tuned table's rows are known once its learning-rate search is stored: the search
+            # runs first (with every other run the plan knows so far), then the plan is made again.
+            first = run_pool(runs, analyses, workers=workers, progress=progress, pending=pending_hashes)
+            if first.failed:
+                lines = "\n".join(f"  {k}: {v}" for k, v in list(first.failed.items())[:20])
+                raise FedreproError(f"{len(first.failed)} tasks failed before the learning-rate searches finished "
+                                    f"(what finished is stored; run again to retry the rest):\n{lines}")
+            searched.update(first.done)
+            searched_memory.update(first.memory)
+            notebooks, the_plan, workers, pending_hashes, stale = planned(workers)
+            runs, analyses = the_plan.runs, the_plan.analyses
+            pending += [c for h, c in runs.items() if h in pending_hashes]
+        else:
+            raise FedreproError(f"{', '.join(the_plan.incomplete)} still wait for learning-rate searches after "
+                                f"{MAX_SEARCH_STAGES} stages of training them; see fedrepro.tuning")
+        renders = _render_tasks(notebooks, nb_root, out_dir, trace_dir, profile, kernel, the_plan,
+                                pending_hashes)
         # One render at a time: a notebook's kernel is as large as a worker, and renders are a
         # small share of the work, so the other slot trains meanwhile.
         pool = run_pool(runs, analyses, workers=workers, progress=progress, calls=renders, calls_at_once=1,
                         pending=pending_hashes)
+        pool.done, pool.memory = {**searched, **pool.done}, {**searched_memory, **pool.memory}
     wall = time.perf_counter() - t_start
     cpu = _cpu_seconds() - cpu_start
     cores = cpu_cores()

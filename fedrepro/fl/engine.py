@@ -207,6 +207,19 @@ def simulate(method: Method, clients: Sequence[ClientData], *, seed: int, rounds
     return state
 
 
+def unscored_summary(round_rows: list[dict]) -> dict[str, Any]:
+    """The summary of a run that stopped before any evaluated round (it diverged in its first
+    rounds): every accuracy NaN, so that it ranks below any run that was scored."""
+    nan = float("nan")
+    out: dict[str, Any] = {"rounds": len(round_rows), "best_round": 0,
+                           "selection_rule": "none: no round was evaluated"}
+    for k in ("acc_mean", "acc_weighted", "acc_std", "acc_min", "heldout_acc_mean"):
+        out[f"best_{k}"] = out[f"final_{k}"] = nan
+    out["time_train_s"] = float(sum(r["time_train_s"] for r in round_rows))
+    out["time_eval_s"] = 0.0
+    return out
+
+
 def summarize_run(round_rows: list[dict]) -> dict[str, Any]:
     """Best-round and final-round values, each named as such (the selection rule is in the name)."""
     evaluated = [r for r in round_rows if "acc_mean" in r]

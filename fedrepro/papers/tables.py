@@ -16,12 +16,15 @@ without running any, so a planner can gather the runs of many tables first.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
 from ..config import RunConfig, default_seeds
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..tuning import LrSearch
 
 SEED_KINDS = ("claim", "table")
 
@@ -70,6 +73,12 @@ class TableDef:
     derive: Callable[[pd.DataFrame], pd.DataFrame] | None = None
     # The order of named rows (``variants``) in the table; default: the order the groups name them.
     order: Sequence[str] | None = None
+    # Each row's learning rate chosen on validation data, the same search for every row
+    # (:class:`fedrepro.tuning.LrSearch`; a function of the profile, None where it does not apply).
+    tune: Callable[[str], "LrSearch | None"] | None = None
+
+    def search(self, profile: str) -> "LrSearch | None":
+        return None if self.tune is None else self.tune(profile)
 
     def row_groups(self, profile: str) -> list[Rows]:
         return list(self.rows(profile) if callable(self.rows) else self.rows)
@@ -90,10 +99,31 @@ class TableDef:
             yield (base.replace(**dict(g.base)) if g.base else base), g, seeds if g.seeds == "claim" else table_seeds
 
     def configs(self, profile: str, seeds: Sequence[int] | None = None, table_seeds: Sequence[int] | None = None,
-                variant: str | None = None, base: RunConfig | None = None, **overrides: Any) -> list[RunConfig]:
+                variant: str | None = None, base: RunConfig | None = None, tuned: bool = True,
+                **overrides: Any) -> list[RunConfig]:
         """Every run the table needs (without running any), in table order. ``base`` replaces the
         paper's setup (to run the table's rows on another config); keyword overrides (``a__b=v``)
-        apply to either."""
+        apply to either. With ``tune``, each row at its chosen learning rate; raises
+        :class:`~fedrepro.tuning.TuningPending` (naming the search runs) until the search is stored.
+        ``tuned=False``: every row at its setup's rate, as the search starts from it."""
+        out = self._untuned(profile, seeds, table_seeds, variant, base, overrides)
+        search = self.search(profile)
+        if search is None or not tuned:
+            return out
+        from ..tuning import TuningPending
+
+        missing: dict[str, RunConfig] = {}
+        tuned = []
+        for cfg in out:
+            try:
+                tuned.append(search.choose(cfg))
+            except TuningPending as e:
+                missing.update((c.hash(), c) for c in e.configs)
+        if missing:
+            raise TuningPending(list(missing.values()))
+        return tuned
+
+    def _untuned(self, profile, seeds, table_seeds, variant, base, overrides) -> list[RunConfig]:
         from ..experiment import grid_points
 
         out = []
@@ -102,16 +132,45 @@ class TableDef:
             out += [b.replace(**point, seed=int(seed)) for b in bases for point, seed in grid_points(g.grid or None, s)]
         return out
 
+    def search_configs(self, profile: str, seeds: Sequence[int] | None = None,
+                       table_seeds: Sequence[int] | None = None, variant: str | None = None,
+                       base: RunConfig | None = None, **overrides: Any) -> list[RunConfig]:
+        """The learning-rate search runs of the table's rows (none without ``tune``), each once."""
+        search = self.search(profile)
+        if search is None:
+            return []
+        out: dict[str, RunConfig] = {}
+        for cfg in self._untuned(profile, seeds, table_seeds, variant, base, overrides):
+            out.update((c.hash(), c) for c in search.search_configs(cfg))
+        return list(out.values())
+
+    def search_table(self, profile: str, label: Callable[[RunConfig], str] | None = None,
+                     variant: str | None = None, **overrides: Any) -> pd.DataFrame:
+        """The learning-rate search as a table: each searched row's validation score per rate and
+        the rate chosen (empty without ``tune``); rows are named by ``label`` (default: the method)."""
+        search = self.search(profile)
+        if search is None:
+            return pd.DataFrame()
+        cfgs = self._untuned(profile, None, None, variant, None, overrides)
+        return search.table(cfgs, label or (lambda c: c.method.name))
+
     def run(self, profile: str, seeds: Sequence[int] | None = None, table_seeds: Sequence[int] | None = None,
             variant: str | None = None, progress: bool = True, base: RunConfig | None = None,
             **overrides: Any) -> pd.DataFrame:
         """Train what is missing and return the tidy results table (one row per run)."""
-        from ..experiment import run_grid, train_pending
+        from ..experiment import run, run_grid, train_pending
 
+        # The search first: the rows' learning rates are unknown until its runs are stored (with one
+        # worker, train_pending leaves them to run()).
+        searches = self.search_configs(profile, seeds, table_seeds, variant, base, **overrides)
+        train_pending(searches, progress=progress)
+        for cfg in searches:
+            run(cfg)
         # All of the table's missing runs at once, so that the worker processes stay busy across groups.
         train_pending(self.configs(profile, seeds, table_seeds, variant, base, **overrides), progress=progress)
+        search = self.search(profile)
         parts = [run_grid(base, g.grid or None, seeds=s, variants=g.variants, variant_col=self.variant_col,
-                          progress=progress, workers=1)
+                          progress=progress, workers=1, transform=None if search is None else search.choose)
                  for base, g, s in self._groups(profile, seeds, table_seeds, variant, overrides, base)]
         table = pd.concat(parts, ignore_index=True)
         order = self._row_order(profile)

@@ -28,7 +28,7 @@ def test_global_baselines_fine_tune_as_long_as_pfedcspc_trains_locally(profile):
     from fedrepro.papers import pfedcspc, setup
 
     e = setup("pfedcspc", profile).train.local_epochs
-    cfgs = pfedcspc.TABLES["main_default"].configs(profile)
+    cfgs = pfedcspc.TABLES["main_default"].configs(profile, tuned=False)  # the rows, before the lr search
     tuned = [c for c in cfgs if c.method.name in pfedcspc.GLOBAL_BASELINES]
     assert tuned and all(c.train.eval_finetune_epochs == e for c in tuned)
     assert all(c.method.args["ft_epochs"] == e for c in cfgs if c.method.name == "fedavg_ft")

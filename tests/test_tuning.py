@@ -1,0 +1,116 @@
+"""fedrepro.tuning: validation data held out of the training split, the learning-rate search of a
+table (the same grid for every row, chosen on validation data), and how tables and plans wait for it."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+from support import poison_fedavg
+
+import fedrepro
+from fedrepro.errors import ConfigError
+from fedrepro.papers.tables import Rows, TableDef
+from fedrepro.pipeline import prepare_data
+from fedrepro.plan import Need, Plan
+from fedrepro.tuning import LrSearch, TuningPending
+
+
+def test_validation_data_is_held_out_of_the_training_split_and_replaces_the_test_split(tiny):
+    cfg = tiny()
+    ds, _ = prepare_data(cfg)
+    val_ds, _ = prepare_data(cfg.replace(**{"data.validation": 0.25}))
+    n = len(ds.train_y)
+    assert len(val_ds.train_y) + len(val_ds.test_y) == n and len(val_ds.test_y) == round(0.25 * n)
+    # Every validation and training image is one of the original training images, each used once.
+    rows = {tuple(x.flatten().tolist()) for x in ds.train_x}
+    kept = [tuple(x.flatten().tolist()) for x in torch.cat([val_ds.train_x, val_ds.test_x])]
+    assert set(kept) <= rows and len(kept) == n
+    # Stratified: each class gives about a quarter of its images.
+    for c in range(ds.num_classes):
+        assert abs(int((val_ds.test_y == c).sum()) - 0.25 * int((ds.train_y == c).sum())) <= 1
+    again, _ = prepare_data(cfg.replace(**{"data.validation": 0.25}))
+    assert torch.equal(again.test_x, val_ds.test_x)  # seeded
+
+
+def test_validation_is_hashed_only_when_set(tiny):
+    cfg = tiny()
+    assert cfg.replace(**{"data.validation": 0.0}).hash() == cfg.hash()
+    assert cfg.replace(**{"data.validation": 0.2}).hash() != cfg.hash()
+    with pytest.raises(ConfigError, match="validation"):
+        cfg.replace(**{"data.validation": 1.0})
+
+
+@pytest.mark.parametrize("kw, match", [({"grid": (0.1,)}, "two or more"), ({"grid": (0.1, -1.0)}, "positive"),
+                                       ({"grid": (0.1, 0.1)}, "repeats"), ({"grid": (0.1, 0.01), "validation": 0}, "fraction")])
+def test_a_search_names_what_is_wrong_with_it(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        LrSearch(**kw)
+
+
+def test_the_best_validation_score_wins_and_ties_go_to_the_setups_own_rate(tiny, monkeypatch):
+    search = LrSearch(grid=(0.1, 0.01, 0.001))
+    cfg = tiny(**{"train.lr": 0.01})
+    monkeypatch.setattr(LrSearch, "scores", lambda self, c: {0.1: 0.5, 0.01: 0.7, 0.001: 0.6})
+    assert search.choose(cfg).train.lr == 0.01
+    monkeypatch.setattr(LrSearch, "scores", lambda self, c: {0.1: 0.8, 0.01: 0.7, 0.001: 0.6})
+    assert search.choose(cfg).train.lr == 0.1
+    monkeypatch.setattr(LrSearch, "scores", lambda self, c: {0.1: 0.7, 0.01: 0.7, 0.001: 0.7})
+    assert search.choose(cfg).train.lr == 0.01
+    assert LrSearch(grid=(0.1, 0.01), applies=lambda c: False).choose(cfg) is cfg
+
+
+def _table(profile_grid=(0.2, 0.02)):
+    return TableDef("tour", "tuned", "a tuned table", [Rows({"method.name": ["fedavg", "local"]})],
+                    tune=lambda profile: LrSearch(grid=profile_grid, validation=0.25, seed=0))
+
+
+def test_a_tuned_table_waits_for_its_search_then_runs_each_row_at_its_chosen_rate(tiny, monkeypatch):
+    base = tiny()
+    table = _table()
+    search_cfgs = table.search_configs("smoke", seeds=[0, 1], base=base)
+    assert len(search_cfgs) == 4  # 2 rows × 2 rates, at the search seed only
+    assert all(c.seed == 0 and c.data.validation == 0.25 for c in search_cfgs)
+    with pytest.raises(TuningPending) as pending:
+        table.configs("smoke", seeds=[0, 1], base=base)
+    assert {c.hash() for c in pending.value.configs} == {c.hash() for c in search_cfgs}
+
+    results = table.run("smoke", seeds=[0, 1], base=base, progress=False)
+    search = table.search("smoke")
+    for cfg in table.configs("smoke", seeds=[0, 1], base=base):
+        scores = search.scores(cfg)
+        assert cfg.train.lr == max(scores, key=scores.get)  # no ties on these runs
+    assert set(results["lr"]) <= {0.2, 0.02} and len(results) == 4
+    shown = search.table(table._untuned("smoke", [0], None, None, base, {}), lambda c: c.method.name)
+    assert list(shown.index) == ["fedavg", "local"] and list(shown.columns) == ["lr=0.2", "lr=0.02", "chosen lr"]
+    # The search never scored the test split: its runs' test data came from the training split.
+    ds, _ = prepare_data(search_cfgs[0])
+    full, _ = prepare_data(base)
+    assert len(ds.test_y) < len(full.train_y) and len(ds.train_y) + len(ds.test_y) == len(full.train_y)
+
+
+def test_a_rate_that_diverges_at_once_is_stored_unscored_and_loses(tiny, monkeypatch):
+    restore = poison_fedavg(monkeypatch, rnd=0)
+    res = fedrepro.run(tiny(**{"method.name": "fedavg"}))
+    assert res.summary["diverged_round"] == 1 and pd.isna(res.summary["final_acc_mean"])
+    restore()
+    search = LrSearch(grid=(0.3, 0.03))
+    monkeypatch.setattr(LrSearch, "scores", lambda self, c: {0.3: float("-inf"), 0.03: 0.4})
+    assert search.choose(tiny()).train.lr == 0.03
+
+
+def test_a_plan_holds_only_the_search_runs_of_a_table_that_waits_and_marks_its_notebook(tiny, monkeypatch):
+    base = tiny()
+    table = _table()
+    from fedrepro import papers
+
+    monkeypatch.setitem(papers.paper("pfedcspc").TABLES, "tuned", table)
+    need = Need("tuned", kwargs={"base": base, "seeds": [0, 1]})
+    plan = Plan()
+    plan.add("nb.ipynb", "pfedcspc", [need], "smoke")
+    assert plan.incomplete == ["nb.ipynb"] and len(plan.runs) == 4
+    for cfg in plan.runs.values():
+        fedrepro.run(cfg)
+    plan = Plan()
+    plan.add("nb.ipynb", "pfedcspc", [need], "smoke")
+    # Once stored, the notebook reads its search and its tuned rows.
+    assert plan.incomplete == [] and len(plan.runs) == 4 + 4
