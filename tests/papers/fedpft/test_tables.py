@@ -20,10 +20,49 @@ def test_two_stage_gets_each_stage_as_long_as_the_joint_run(profile):
     assert two.method.args.get("stage1_rounds") is None  # half of 2 × rounds: the joint run's length
 
 
-def test_probe_claims_rest_on_the_claim_seeds():
+def _seeds_by(cfgs, method):
+    """{α: seeds} of ``method``'s runs."""
+    out = {}
+    for c in cfgs:
+        if c.method.name == method:
+            out.setdefault(c.data.partition_args["alpha"], set()).add(c.seed)
+    return out
+
+
+@pytest.mark.parametrize("profile", ["laptop", "paper"])
+def test_probe_claims_rest_on_the_claim_seeds(profile):
+    """fedpft.probe_approx_match reads every method of the probe table, FedPFT+Con included: each
+    over the claim seeds at each α, so that the check pairs them by seed."""
+    from fedrepro.config import default_seeds
+
+    cfgs = fedpft.TABLES["probe"].configs(profile)
+    seeds = set(default_seeds(profile))
+    assert len(seeds) >= 3
+    for m in ("fedavg", "fedpft", "fedper", "fedbn", "fedcac", "fedpft_con"):
+        assert _seeds_by(cfgs, m) == {0.5: seeds, 1.0: seeds}, m
+
+
+def test_fedavg_linear_claim_rests_on_the_claim_seeds():
+    """fedpft.fedavg_linear_beats_fedavg pairs FedAvg+Linear with FedAvg by seed at every α."""
+    cfgs = fedpft.TABLES["linear"].configs("laptop")
+    both = {0.1: {0, 1, 2}, 0.5: {0, 1, 2}, 1.0: {0, 1, 2}}
+    assert _seeds_by(cfgs, "fedavg_linear") == _seeds_by(cfgs, "fedavg") == both
+
+
+def test_the_planner_knows_every_probe_the_mismatch_notebook_computes():
+    """Notebook 02 computes the mismatch probe on every run of the probe table: the plan lists each."""
+    from pathlib import Path
+
+    from fedrepro.plan import plan
+
+    root = Path(__file__).resolve().parents[3] / "notebooks"
+    p = plan([root / "fedpft" / "02_mismatch_probe.ipynb"], root, "laptop")
+    probed = {h for name, h in p.analyses if name == "mismatch_probe"}
     cfgs = fedpft.TABLES["probe"].configs("laptop")
-    for m in ("fedavg", "fedpft", "fedper", "fedbn", "fedcac"):
-        assert len({c.seed for c in cfgs if c.method.name == m}) >= 3, m
+    assert {c.hash() for c in cfgs} <= probed
+    assert sum(c.method.name == "fedpft_con" for c in cfgs) == 6
+    p5 = plan([root / "fedpft" / "05_ablation.ipynb"], root, "laptop")
+    assert {c.hash() for c in fedpft.TABLES["linear"].configs("laptop")} <= set(p5.runs)
 
 
 @pytest.mark.parametrize("profile", ["laptop", "paper"])
@@ -39,3 +78,4 @@ def test_main_table_claim_rows_rest_on_the_claim_seeds():
     cfgs = fedpft.TABLES["main_default"].configs("laptop")
     for m in ("fedavg", "fedpft", "local", "fedper", "fedbn", "fedrep"):
         assert {c.seed for c in cfgs if c.method.name == m} == {0, 1, 2}, m
+
