@@ -79,3 +79,30 @@ def test_main_table_claim_rows_rest_on_the_claim_seeds():
     for m in ("fedavg", "fedpft", "local", "fedper", "fedbn", "fedrep"):
         assert {c.seed for c in cfgs if c.method.name == m} == {0, 1, 2}, m
 
+
+@pytest.mark.parametrize("name, ref", [("100_clients", "T11"), ("resnet18", "T12")])
+@pytest.mark.parametrize("profile", ["laptop", "paper"])
+def test_by_alpha_tables_line_up_with_the_paper(name, ref, profile):
+    """ICLR Tables 11 and 12 print α as rows ("Scenarios") and methods as columns: ours beside them
+    must use the same rows and columns, so that each of our cells sits beside the paper's."""
+    import pandas as pd
+
+    from fedrepro.reference import paper_table
+
+    d = fedpft.TABLES[name]
+    cfgs = d.configs(profile)
+    runs = pd.DataFrame([{"method.name": c.method.name, "data.partition_args.alpha": c.data.partition_args["alpha"],
+                          "seed": c.seed, "best": 0.5 + 0.01 * c.seed} for c in cfgs])
+    shown = d.show(runs)
+    quoted = paper_table("fedpft", ref)            # methods × α, as stored
+    paper_half, ours_half = shown["paper"], shown["ours (best round)"]
+    assert list(shown.index) == ["α=0.1", "α=0.5", "α=1.0"]
+    assert list(paper_half.columns) == list(quoted.index)   # every method of the paper, as a column
+    assert set(ours_half.columns) <= set(paper_half.columns)
+    for alpha in sorted({c.data.partition_args["alpha"] for c in cfgs}):
+        assert ours_half.loc[f"α={alpha}", "fedpft"] == "51.00 ± 1.00"
+    for method in quoted.index:
+        for col in quoted.columns:  # "α=0.1", ...
+            assert paper_half.loc[col, method] == quoted.loc[method, col]
+    if profile == "laptop":   # α = 0.5 only: the other rows show the paper alone
+        assert (ours_half.loc["α=0.1"] == "").all()
