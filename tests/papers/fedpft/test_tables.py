@@ -106,3 +106,25 @@ def test_by_alpha_tables_line_up_with_the_paper(name, ref, profile):
             assert paper_half.loc[col, method] == quoted.loc[method, col]
     if profile == "laptop":   # α = 0.5 only: the other rows show the paper alone
         assert (ours_half.loc["α=0.1"] == "").all()
+
+
+def test_tsne_figures_run_on_the_papers_setup_and_reuse_planned_runs():
+    """ICLR §4.4: 10 clients × 1000 training and 500 test images at the paper profile, Fig. 4's seven
+    methods; at laptop every panel but PerClassifier at α = 0.5 is a run other notebooks plan."""
+    from pathlib import Path
+
+    from fedrepro.papers.fedpft.notebooks import TSNE_PANELS, tsne_runs
+    from fedrepro.plan import plan
+
+    assert list(TSNE_PANELS) == ["FedAvg", "FedCAC", "FedPer", "FedPFT", "FedPFT w/o Alter.",
+                                 "FedPFT-PerClassifier", "FedPFT+Con"]
+    for c in tsne_runs("paper").values():
+        assert c.data.num_clients == 10 and c.data.dataset == "cifar10"
+        assert (c.data.partition_args["train_per_client"], c.data.partition_args["test_per_client"]) == (1000, 500)
+    root = Path(__file__).resolve().parents[3] / "notebooks"
+    others = plan([p for p in sorted((root / "fedpft").glob("*.ipynb")) if p.stem != "08_tsne"], root, "laptop")
+    fresh = [name for name, c in tsne_runs("laptop").items() if c.hash() not in others.runs]
+    assert fresh == ["FedPFT-PerClassifier"]
+    mine = plan([root / "fedpft" / "08_tsne.ipynb"], root, "laptop")
+    assert {c.hash() for c in tsne_runs("laptop").values()} == set(mine.runs)
+
