@@ -64,7 +64,9 @@ def _path_rows(profile: str) -> list[Rows]:
 
 def _ablation_rows(profile: str) -> list[Rows]:
     table_alphas = [0.1] if profile == "laptop" else [0.1, 0.5]  # IV and VI train the MoCo branch: 3× the cost
-    extra = {k: overrides(ABLATION_SETTINGS[k]) for k in ("IV", "V", "VI")}
+    # arXiv Table 3's VI (L_Con alone) and VII (p_κ + L_Con, no p_ρ, no alternation), which the ICLR
+    # version drops; its VIII is ICLR's VI.
+    extra = {k: overrides(ABLATION_SETTINGS[k]) for k in ("IV", "V", "VI", "arXiv-VI", "arXiv-VII")}
     extra["PerClassifier"] = overrides(FIGURE_VARIANTS["FedPFT-PerClassifier"])
     return [Rows({A: [0.1, 0.5]}, variants={k: overrides(ABLATION_SETTINGS[k]) for k in ("I", "II", "III")}),
             Rows({A: table_alphas}, variants=extra, seeds="table")]

@@ -128,3 +128,14 @@ def test_tsne_figures_run_on_the_papers_setup_and_reuse_planned_runs():
     mine = plan([root / "fedpft" / "08_tsne.ipynb"], root, "laptop")
     assert {c.hash() for c in tsne_runs("laptop").values()} == set(mine.runs)
 
+
+def test_ablation_has_the_arxiv_only_rows_beside_their_quote():
+    """arXiv Table 3's VI and VII, which ICLR Table 4 drops, run as rows of the ablation table."""
+    from fedrepro.reference import paper_table
+
+    cfgs = fedpft.TABLES["ablation"].configs("laptop")
+    args = [c.method.args for c in cfgs if c.method.name == "fedpft_con"]
+    assert {"use_prompts": False, "con_prompts": "none", "alternate": False} in args
+    assert {"con_prompts": "kappa", "alternate": False} in args
+    assert {"arXiv-VI", "arXiv-VII"} <= set(paper_table("fedpft", "T-Ablation").index)
+    assert {"arXiv-VI", "arXiv-VII"} <= set(fedpft.TABLES["ablation"]._row_order("laptop"))
