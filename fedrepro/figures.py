@@ -47,20 +47,31 @@ def savefig(fig, name: str, profile: str) -> Path:
 def plot_curves(results: dict[str, Sequence[RunResult]], ax=None, metric: str = "acc_mean", title: str | None = None,
                 scale: float = 100.0, ylabel: str = "mean client test accuracy (%)"):
     """Mean learning curve over seeds (band = ± std across seeds) for each labelled group of runs;
-    values × ``scale`` (100: accuracies in %; 1 for a loss)."""
+    values × ``scale`` (100: accuracies in %; 1 for a loss). A group whose runs never logged
+    ``metric`` (a loss part its method has not, or a run stored before the column existed) is left
+    out, and its label is listed in the axes' title."""
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 3.5))
+    missing = []
     for label, runs in results.items():
-        curves = pd.concat([r.rounds.set_index("round")[metric].dropna().rename(i) for i, r in enumerate(runs)], axis=1)
+        series = [r.rounds.set_index("round")[metric].dropna().rename(i) for i, r in enumerate(runs)
+                  if metric in r.rounds.columns]
+        if not any(len(x) for x in series):
+            missing.append(label)
+            continue
+        curves = pd.concat(series, axis=1)
         m, s = scale * curves.mean(axis=1), scale * curves.std(axis=1).fillna(0.0)
         ax.plot(m.index, m.values, label=label)
         ax.fill_between(m.index, (m - s).values, (m + s).values, alpha=0.2)
     ax.set_xlabel("round")
     ax.set_ylabel(ylabel)
+    if missing:
+        title = f"{title or ''}\n(no {metric} logged: {', '.join(missing)})".strip()
     if title:
-        ax.set_title(title)
+        ax.set_title(title, fontsize=9 if missing else None)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if len(results) > len(missing):
+        ax.legend(fontsize=8)
     return ax
 
 

@@ -13,7 +13,8 @@ Typical use::
     plot_tsne(tsne_embed(feats, seed=0), y, cid)
 """
 from .cost import time_per_round, upload_params
-from .embedding import client_features, extract_features, extract_features_state, plot_tsne, tsne_embed
+from .embedding import (client_features, extract_features, extract_features_state, plot_label_panel, plot_tsne,
+                        tsne_embed)
 from .probe import (
     ProbeConfig,
     linear_probe,
@@ -26,6 +27,6 @@ from .probe import (
 
 __all__ = [
     "ProbeConfig", "client_features", "extract_features", "extract_features_state", "linear_probe",
-    "linear_probe_state", "mismatch_probe", "mismatch_probe_state", "plot_tsne", "probe_client",
+    "linear_probe_state", "mismatch_probe", "mismatch_probe_state", "plot_label_panel", "plot_tsne", "probe_client",
     "summarize_probe", "time_per_round", "tsne_embed", "upload_params",
 ]

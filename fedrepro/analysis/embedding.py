@@ -163,7 +163,8 @@ def plot_tsne(emb: np.ndarray, labels: np.ndarray, clients: np.ndarray, axes=Non
     """Two panels: (left) colour = class, marker = client, as in Fig. 4; (right) colour = client.
 
     ``centroids`` adds large markers at each (client, class) centroid on the left panel, as in
-    Fig. 5. ``axes`` may be two existing Axes; otherwise a new figure is made. Returns the Figure.
+    Fig. 5. ``axes`` may be two existing Axes, or one (the left panel alone, as the paper draws
+    each method); otherwise a new figure is made. Returns the Figure.
     """
     import matplotlib.pyplot as plt
 
@@ -174,11 +175,11 @@ def plot_tsne(emb: np.ndarray, labels: np.ndarray, clients: np.ndarray, axes=Non
     if axes is None:
         fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
     else:
-        axes = list(axes)
-        if len(axes) != 2:
-            raise ConfigError(f"axes must be two Axes, got {len(axes)}")
+        axes = list(axes) if isinstance(axes, (list, tuple, np.ndarray)) else [axes]
+        if len(axes) not in (1, 2):
+            raise ConfigError(f"axes must be one or two Axes, got {len(axes)}")
         fig = axes[0].figure
-    ax_cls, ax_cli = axes
+    ax_cls, ax_cli = axes if len(axes) == 2 else (axes[0], None)
     classes, owners = np.unique(labels), np.unique(clients)
     ccol = dict(zip(classes.tolist(), _palette(len(classes))))
     kcol = dict(zip(owners.tolist(), _palette(len(owners))))
@@ -187,8 +188,9 @@ def plot_tsne(emb: np.ndarray, labels: np.ndarray, clients: np.ndarray, axes=Non
         marker = _MARKERS[i % len(_MARKERS)]
         ax_cls.scatter(emb[mine, 0], emb[mine, 1], c=[ccol[c] for c in labels[mine].tolist()], s=size,
                        marker=marker, linewidths=0, alpha=0.8)
-        ax_cli.scatter(emb[mine, 0], emb[mine, 1], color=kcol[k], s=size, marker=marker, linewidths=0,
-                       alpha=0.8, label=f"client {k}")
+        if ax_cli is not None:
+            ax_cli.scatter(emb[mine, 0], emb[mine, 1], color=kcol[k], s=size, marker=marker, linewidths=0,
+                           alpha=0.8, label=f"client {k}")
         if centroids:
             for c in np.unique(labels[mine]).tolist():
                 pts = emb[mine & (labels == c)]
@@ -198,13 +200,51 @@ def plot_tsne(emb: np.ndarray, labels: np.ndarray, clients: np.ndarray, axes=Non
     if len(classes) <= 20:
         handles = [plt.Line2D([], [], linestyle="", marker="o", color=ccol[c], label=name(c)) for c in classes.tolist()]
         ax_cls.legend(handles=handles, fontsize=7, loc="best", title="class", title_fontsize=7, markerscale=0.8)
-    if len(owners) <= 20:
+    if ax_cli is not None and len(owners) <= 20:
         ax_cli.legend(fontsize=7, loc="best", markerscale=1.5)
     ax_cls.set_title("coloured by class (marker = client)", fontsize=9)
-    ax_cli.set_title("coloured by client", fontsize=9)
+    if ax_cli is not None:
+        ax_cli.set_title("coloured by client", fontsize=9)
     for ax in axes:
         ax.set_xticks([])
         ax.set_yticks([])
     if title:
         fig.suptitle(title)
     return fig
+
+
+def plot_label_panel(labels: np.ndarray, clients: np.ndarray, ax=None, class_names: Sequence[str] | None = None,
+                     size: float = 250.0):
+    """The data panel of FedPFT (ICLR) Fig. 4(a): one row per client, one column per class, a bubble
+    per (client, class) sized by the count of the images embedded, drawn in the client's t-SNE marker
+    (the same marker order as :func:`plot_tsne`) and the class's colour, so that the other panels'
+    markers and colours read off it. ``size`` is the largest bubble, in points². Returns the Axes."""
+    import matplotlib.pyplot as plt
+
+    labels, clients = np.asarray(labels), np.asarray(clients)
+    if labels.ndim != 1 or labels.shape != clients.shape or not len(labels):
+        raise ConfigError(f"labels and clients must be two equal, non-empty 1-d arrays; got {labels.shape}, "
+                          f"{clients.shape}")
+    if not size > 0:
+        raise ConfigError(f"size={size!r}; valid: a number > 0")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 4.5))
+    classes, owners = np.unique(labels), np.unique(clients)
+    ccol = dict(zip(classes.tolist(), _palette(len(classes))))
+    counts = {(k, c): int(((clients == k) & (labels == c)).sum()) for k in owners.tolist() for c in classes.tolist()}
+    top = max(counts.values())
+    for i, k in enumerate(owners.tolist()):
+        for c in classes.tolist():
+            if counts[(k, c)]:
+                ax.scatter(c, i, s=size * counts[(k, c)] / top, color=ccol[c], marker=_MARKERS[i % len(_MARKERS)],
+                           edgecolors="black", linewidths=0.4)
+    name = (lambda c: class_names[c]) if class_names is not None else (lambda c: str(c))
+    ax.set_xticks(classes.tolist())
+    ax.set_xticklabels([name(c) for c in classes.tolist()], fontsize=7, rotation=90 if class_names else 0)
+    ax.set_yticks(range(len(owners)))
+    ax.set_yticklabels([f"client {k}" for k in owners.tolist()], fontsize=7)
+    ax.set_xlabel("class")
+    ax.set_title("(a) test images per client and class (marker = client)", fontsize=9)
+    ax.invert_yaxis()
+    ax.grid(alpha=0.2)
+    return ax

@@ -141,21 +141,32 @@ def _check_finite(shared: dict, rnd: int) -> None:
 
 
 def _train_round(method: Method, state: SimState, clients: Sequence[ClientData], sampled: list[int],
-                 seed: int, rnd: int) -> tuple[list, list[float]]:
-    """One round's client updates and aggregation, in place on ``state``."""
-    updates, losses = [], []
+                 seed: int, rnd: int) -> tuple[list, dict[str, list[float]]]:
+    """One round's client updates and aggregation, in place on ``state``. Returns the updates and
+    each client's ``train_loss`` and named loss parts (``loss_*``, e.g. FedPFT+Con's L_CE and L_Con)."""
+    updates, losses = [], {}
     for cid in sampled:
         with seeded_scope(derive_seed(seed, "client", rnd, cid, 1)):
             upd = method.client_update(state.shared, state.client_states[cid], clients[cid],
                                        torch_gen(seed, "client", rnd, cid), rnd)
         state.client_states[cid] = upd.state
         updates.append(upd)
-        if "train_loss" in upd.metrics:
-            losses.append(upd.metrics["train_loss"])
+        for k, v in upd.metrics.items():
+            if k == "train_loss" or k.startswith("loss_"):
+                losses.setdefault(k, []).append(float(v))
     with seeded_scope(derive_seed(seed, "server", rnd)):
         state.shared, state.server_state = method.aggregate(state.shared, updates, state.server_state, rnd)
     _check_finite(state.shared, rnd)
     return updates, losses
+
+
+def _loss_columns(losses: dict[str, list[float]]) -> dict[str, float]:
+    """The round's mean over the clients that trained: ``train_loss`` always, and each loss part as
+    ``train_<part>`` (a part some clients did not report is averaged over those that did). The
+    curves of ICLR Fig. 9 (L_Con and L_CE of FedPFT+Con and of the two-stage baseline) read them."""
+    out = {"train_loss": float(np.mean(losses["train_loss"])) if losses.get("train_loss") else float("nan")}
+    out.update({f"train_{k}": float(np.mean(v)) for k, v in losses.items() if k != "train_loss"})
+    return out
 
 
 def simulate(method: Method, clients: Sequence[ClientData], *, seed: int, rounds: int,
@@ -185,8 +196,7 @@ def simulate(method: Method, clients: Sequence[ClientData], *, seed: int, rounds
             err.round = err.round or rnd + 1
             raise
         t_train = time.perf_counter() - t0
-        row: dict[str, Any] = {"round": rnd + 1, "n_sampled": len(sampled),
-                               "train_loss": float(np.mean(losses)) if losses else float("nan")}
+        row: dict[str, Any] = {"round": rnd + 1, "n_sampled": len(sampled), **_loss_columns(losses)}
         if (rnd + 1) % eval_every == 0 or rnd + 1 == rounds:
             t1 = time.perf_counter()
             rows = evaluate_all(method, state, clients, seed, rnd + 1)
@@ -235,7 +245,7 @@ def summarize_run(round_rows: list[dict]) -> dict[str, Any]:
     if "n_clients_no_test" in final:  # the partition is fixed, so the count is the same every round
         out["n_clients_no_test"] = final["n_clients_no_test"]
     # Every other metric: its own best round (max over rounds) and its final value.
-    others = dict.fromkeys(k for r in evaluated for k in r if k not in _ROUND_KEYS)
+    others = dict.fromkeys(k for r in evaluated for k in r if k not in _ROUND_KEYS and not k.startswith("train_loss_"))
     for k in others:
         vals = [r[k] for r in evaluated if k in r and r[k] == r[k]]
         if vals:

@@ -69,6 +69,9 @@ class TableDef:
     # Reshapes the quoted table to our layout (e.g. a paper table with α as rows is transposed).
     reference_view: Callable[[pd.DataFrame], pd.DataFrame] | None = None
     label: Callable[[Any], str] | None = None
+    # Labels of our rows (``index`` values), for a table laid out as the paper's with a grid axis as
+    # its rows (e.g. ``α=0.5``, matching the quoted table's row names).
+    row_label: Callable[[Any], str] | None = None
     # Columns computed from the stored runs after the grid (e.g. pFedCSPC's I_local and HM).
     derive: Callable[[pd.DataFrame], pd.DataFrame] | None = None
     # The order of named rows (``variants``) in the table; default: the order the groups name them.
@@ -195,6 +198,8 @@ class TableDef:
 
         metric = metric or self.metric
         out = pivot_mean_std(table, self.index, self.columns, metric, label=self.label)
+        if self.row_label is not None:
+            out = out.rename(index=self.row_label)
         return out.rename(columns={metric: name}) if self.columns is None and name else out
 
     def paper_numbers(self) -> pd.DataFrame | None:
@@ -216,4 +221,8 @@ class TableDef:
         ours = self.ours(table, metric, name)
         ref = self.paper_numbers()
         label = ours_label or f"ours ({'final' if (metric or self.metric).startswith('final') else 'best'} round)"
-        return ours if ref is None else beside(ours, ref, label)
+        if ref is None:
+            return ours
+        out = beside(ours, ref, label)
+        # Rows named after a grid axis (α) follow the paper's order; ours may hold only some of them.
+        return out if self.row_label is None else out.reindex(list(dict.fromkeys([*ref.index, *ours.index])))

@@ -24,3 +24,29 @@ def test_tsne_features_embedding_and_plot(runs):
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+def test_one_panel_per_method_and_the_label_panel():
+    """FedPFT (ICLR) Fig. 4 draws one class-coloured panel per method beside panel (a), the
+    client × class counts in the same markers; the counts are the embedded points'."""
+    import matplotlib.pyplot as plt
+    import pytest
+
+    from fedrepro.analysis import plot_label_panel
+    from fedrepro.errors import ConfigError
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 4, 60)
+    owners = np.repeat(np.arange(3), 20)
+    fig, (a, b) = plt.subplots(1, 2)
+    plot_tsne(rng.normal(size=(60, 2)), labels, owners, axes=b)
+    assert len(fig.axes) == 2 and b.get_title().startswith("coloured by class")
+    plot_label_panel(labels, owners, ax=a)
+    sizes = np.concatenate([c.get_sizes() for c in a.collections])
+    counts = [((owners == k) & (labels == c)).sum() for k in range(3) for c in range(4)]
+    assert len(sizes) == sum(n > 0 for n in counts)
+    assert sizes.max() == pytest.approx(250.0)
+    assert sorted(sizes) == pytest.approx(sorted(250.0 * n / max(counts) for n in counts if n))
+    with pytest.raises(ConfigError, match="labels and clients"):
+        plot_label_panel(labels, owners[:10], ax=a)
+    plt.close(fig)

@@ -129,3 +129,30 @@ def test_no_global_model_no_global_accuracy(tiny):
     res = fedrepro.run(tiny(**{"train.global_eval": True, "method.name": "local"}))
     assert "global_acc" not in res.rounds.columns
     assert "best_global_acc" not in res.summary
+
+
+class _TwoPart(FedAvg):
+    """FedAvg whose clients report two loss parts beside their loss, as FedPFT+Con does (L_CE, L_Con)."""
+
+    name = "test_two_part"
+
+    def client_update(self, shared, state, data, gen, rnd):
+        upd = super().client_update(shared, state, data, gen, rnd)
+        loss = upd.metrics["train_loss"]
+        upd.metrics.update({"loss_ce": 0.25 * loss, "loss_con": 0.75 * loss + data.cid})
+        return upd
+
+
+def test_loss_parts_are_logged_per_round_as_the_clients_mean(tiny, monkeypatch):
+    """ICLR Fig. 9 plots L_CE and L_Con per round: each part's mean over the round's clients is a
+    round column ``train_<part>``, and no best/final summary treats a loss as a score."""
+    monkeypatch.setitem(METHODS._items, "test_two_part", _TwoPart)
+    res = fedrepro.run(tiny(**{"method.name": "test_two_part"}))
+    rounds = res.rounds
+    n = rounds["n_sampled"].iloc[0]
+    assert rounds["train_loss_ce"].tolist() == pytest.approx((0.25 * rounds["train_loss"]).tolist())
+    mean_cid = sum(range(n)) / n  # full participation: every client, ids 0..n-1
+    assert rounds["train_loss_con"].tolist() == pytest.approx((0.75 * rounds["train_loss"] + mean_cid).tolist())
+    assert not any("loss_ce" in k or "loss_con" in k for k in res.summary)
+    plain = fedrepro.run(tiny())
+    assert not any(c.startswith("train_loss_") for c in plain.rounds.columns)

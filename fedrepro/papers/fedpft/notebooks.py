@@ -4,18 +4,31 @@ from __future__ import annotations
 
 from ...config import RunConfig, default_seeds
 from ...plan import Need
+from .variants import FIGURE_VARIANTS, overrides
 
 A, M = "data.partition_args.alpha", "method.name"
 
 
+# ICLR Fig. 4 (b)-(h) / arXiv Fig. 2, in the order §4.4 discusses them: label name -> method overrides.
+TSNE_PANELS: dict[str, dict] = {
+    "FedAvg": {M: "fedavg"},
+    "FedCAC": {M: "fedcac"},
+    "FedPer": {M: "fedper"},
+    "FedPFT": {M: "fedpft"},
+    "FedPFT w/o Alter.": overrides(FIGURE_VARIANTS["FedPFT w/o Alter."]),
+    "FedPFT-PerClassifier": overrides(FIGURE_VARIANTS["FedPFT-PerClassifier"]),
+    "FedPFT+Con": {M: "fedpft_con"},
+}
+
+
 def tsne_runs(profile: str, alpha: float = 0.5, seed: int = 0) -> dict[str, RunConfig]:
-    """Figs. 4/5: the models whose features notebook 08 embeds."""
+    """Figs. 4/5: the models whose features notebook 08 embeds, on the t-SNE setup (10 clients ×
+    1000/500 images at the paper profile; the main setup at the others, so that the main, ablation
+    and FedPFT+Con tables' runs are reused). Fig. 5 reads the FedPFT+Con run's two prompt paths."""
     from .. import setup
 
-    base = setup("fedpft", profile, data__partition_args__alpha=alpha, seed=seed)
-    return {"FedAvg": base.replace(**{M: "fedavg"}),
-            "FedPFT w/o Alter.": base.replace(**{M: "fedpft", "method.args": {"alternate": False}}),
-            "FedPFT": base.replace(**{M: "fedpft"})}
+    base = setup("fedpft", profile, "tsne", data__partition_args__alpha=alpha, seed=seed)
+    return {name: base.replace(**{M: "fedpft", "method.args": {}, **o}) for name, o in TSNE_PANELS.items()}
 
 
 def attention_runs(profile: str, alphas=(0.1, 0.5, 1.0), seed: int = 0, method: str = "fedpft_con") -> dict[float, RunConfig]:

@@ -20,10 +20,49 @@ def test_two_stage_gets_each_stage_as_long_as_the_joint_run(profile):
     assert two.method.args.get("stage1_rounds") is None  # half of 2 × rounds: the joint run's length
 
 
-def test_probe_claims_rest_on_the_claim_seeds():
+def _seeds_by(cfgs, method):
+    """{α: seeds} of ``method``'s runs."""
+    out = {}
+    for c in cfgs:
+        if c.method.name == method:
+            out.setdefault(c.data.partition_args["alpha"], set()).add(c.seed)
+    return out
+
+
+@pytest.mark.parametrize("profile", ["laptop", "paper"])
+def test_probe_claims_rest_on_the_claim_seeds(profile):
+    """fedpft.probe_approx_match reads every method of the probe table, FedPFT+Con included: each
+    over the claim seeds at each α, so that the check pairs them by seed."""
+    from fedrepro.config import default_seeds
+
+    cfgs = fedpft.TABLES["probe"].configs(profile)
+    seeds = set(default_seeds(profile))
+    assert len(seeds) >= 3
+    for m in ("fedavg", "fedpft", "fedper", "fedbn", "fedcac", "fedpft_con"):
+        assert _seeds_by(cfgs, m) == {0.5: seeds, 1.0: seeds}, m
+
+
+def test_fedavg_linear_claim_rests_on_the_claim_seeds():
+    """fedpft.fedavg_linear_beats_fedavg pairs FedAvg+Linear with FedAvg by seed at every α."""
+    cfgs = fedpft.TABLES["linear"].configs("laptop")
+    both = {0.1: {0, 1, 2}, 0.5: {0, 1, 2}, 1.0: {0, 1, 2}}
+    assert _seeds_by(cfgs, "fedavg_linear") == _seeds_by(cfgs, "fedavg") == both
+
+
+def test_the_planner_knows_every_probe_the_mismatch_notebook_computes():
+    """Notebook 02 computes the mismatch probe on every run of the probe table: the plan lists each."""
+    from pathlib import Path
+
+    from fedrepro.plan import plan
+
+    root = Path(__file__).resolve().parents[3] / "notebooks"
+    p = plan([root / "fedpft" / "02_mismatch_probe.ipynb"], root, "laptop")
+    probed = {h for name, h in p.analyses if name == "mismatch_probe"}
     cfgs = fedpft.TABLES["probe"].configs("laptop")
-    for m in ("fedavg", "fedpft", "fedper", "fedbn", "fedcac"):
-        assert len({c.seed for c in cfgs if c.method.name == m}) >= 3, m
+    assert {c.hash() for c in cfgs} <= probed
+    assert sum(c.method.name == "fedpft_con" for c in cfgs) == 6
+    p5 = plan([root / "fedpft" / "05_ablation.ipynb"], root, "laptop")
+    assert {c.hash() for c in fedpft.TABLES["linear"].configs("laptop")} <= set(p5.runs)
 
 
 @pytest.mark.parametrize("profile", ["laptop", "paper"])
@@ -39,3 +78,64 @@ def test_main_table_claim_rows_rest_on_the_claim_seeds():
     cfgs = fedpft.TABLES["main_default"].configs("laptop")
     for m in ("fedavg", "fedpft", "local", "fedper", "fedbn", "fedrep"):
         assert {c.seed for c in cfgs if c.method.name == m} == {0, 1, 2}, m
+
+
+@pytest.mark.parametrize("name, ref", [("100_clients", "T11"), ("resnet18", "T12")])
+@pytest.mark.parametrize("profile", ["laptop", "paper"])
+def test_by_alpha_tables_line_up_with_the_paper(name, ref, profile):
+    """ICLR Tables 11 and 12 print α as rows ("Scenarios") and methods as columns: ours beside them
+    must use the same rows and columns, so that each of our cells sits beside the paper's."""
+    import pandas as pd
+
+    from fedrepro.reference import paper_table
+
+    d = fedpft.TABLES[name]
+    cfgs = d.configs(profile)
+    runs = pd.DataFrame([{"method.name": c.method.name, "data.partition_args.alpha": c.data.partition_args["alpha"],
+                          "seed": c.seed, "best": 0.5 + 0.01 * c.seed} for c in cfgs])
+    shown = d.show(runs)
+    quoted = paper_table("fedpft", ref)            # methods × α, as stored
+    paper_half, ours_half = shown["paper"], shown["ours (best round)"]
+    assert list(shown.index) == ["α=0.1", "α=0.5", "α=1.0"]
+    assert list(paper_half.columns) == list(quoted.index)   # every method of the paper, as a column
+    assert set(ours_half.columns) <= set(paper_half.columns)
+    for alpha in sorted({c.data.partition_args["alpha"] for c in cfgs}):
+        assert ours_half.loc[f"α={alpha}", "fedpft"] == "51.00 ± 1.00"
+    for method in quoted.index:
+        for col in quoted.columns:  # "α=0.1", ...
+            assert paper_half.loc[col, method] == quoted.loc[method, col]
+    if profile == "laptop":   # α = 0.5 only: the other rows show the paper alone
+        assert (ours_half.loc["α=0.1"] == "").all()
+
+
+def test_tsne_figures_run_on_the_papers_setup_and_reuse_planned_runs():
+    """ICLR §4.4: 10 clients × 1000 training and 500 test images at the paper profile, Fig. 4's seven
+    methods; at laptop every panel but PerClassifier at α = 0.5 is a run other notebooks plan."""
+    from pathlib import Path
+
+    from fedrepro.papers.fedpft.notebooks import TSNE_PANELS, tsne_runs
+    from fedrepro.plan import plan
+
+    assert list(TSNE_PANELS) == ["FedAvg", "FedCAC", "FedPer", "FedPFT", "FedPFT w/o Alter.",
+                                 "FedPFT-PerClassifier", "FedPFT+Con"]
+    for c in tsne_runs("paper").values():
+        assert c.data.num_clients == 10 and c.data.dataset == "cifar10"
+        assert (c.data.partition_args["train_per_client"], c.data.partition_args["test_per_client"]) == (1000, 500)
+    root = Path(__file__).resolve().parents[3] / "notebooks"
+    others = plan([p for p in sorted((root / "fedpft").glob("*.ipynb")) if p.stem != "08_tsne"], root, "laptop")
+    fresh = [name for name, c in tsne_runs("laptop").items() if c.hash() not in others.runs]
+    assert fresh == ["FedPFT-PerClassifier"]
+    mine = plan([root / "fedpft" / "08_tsne.ipynb"], root, "laptop")
+    assert {c.hash() for c in tsne_runs("laptop").values()} == set(mine.runs)
+
+
+def test_ablation_has_the_arxiv_only_rows_beside_their_quote():
+    """arXiv Table 3's VI and VII, which ICLR Table 4 drops, run as rows of the ablation table."""
+    from fedrepro.reference import paper_table
+
+    cfgs = fedpft.TABLES["ablation"].configs("laptop")
+    args = [c.method.args for c in cfgs if c.method.name == "fedpft_con"]
+    assert {"use_prompts": False, "con_prompts": "none", "alternate": False} in args
+    assert {"con_prompts": "kappa", "alternate": False} in args
+    assert {"arXiv-VI", "arXiv-VII"} <= set(paper_table("fedpft", "T-Ablation").index)
+    assert {"arXiv-VI", "arXiv-VII"} <= set(fedpft.TABLES["ablation"]._row_order("laptop"))
