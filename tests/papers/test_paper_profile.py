@@ -1,0 +1,71 @@
+"""The paper profile, line by line (issue 15): what the papers' setups build at the paper profile,
+checked without training, and the smoke and laptop configs left exactly as they were."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from fedrepro.papers import paper, setup
+
+# Keys of smoke and laptop configs before the paper-profile work (its first commit's parent): the
+# config hash without the package version, so that a version bump does not count as a change.
+PINNED = {
+    "setup:fedpft:default:smoke": "3f8f9b7b804ab846",
+    "setup:fedpft:cifar100:smoke": "3f8f9b7b804ab846",
+    "setup:fedpft:pathological:smoke": "bb37f86562db345d",
+    "setup:fedpft:resnet18:smoke": "a8fba47fd7ed2665",
+    "setup:pfedcspc:default:smoke": "f53cbd2ef111fb71",
+    "setup:pfedcspc:cifar100:smoke": "f53cbd2ef111fb71",
+    "setup:pfedcspc:beta0.1:smoke": "54d84d0332592700",
+    "table:fedpft:main_default:smoke": "787dd48fd7df0c3e",
+    "table:fedpft:ablation:smoke": "5d978443c63a5067",
+    "table:fedpft:r_f:smoke": "c6d97695881f3189",
+    "table:pfedcspc:main_default:smoke": "14d24713d4693341",
+    "table:pfedcspc:orthogonality:smoke": "9a64ea933aa3481a",
+    "table:pfedcspc:rounds_beta0.1:smoke": "f22768aba39789a6",
+    "setup:fedpft:default:laptop": "1058d637a0c44239",
+    "setup:fedpft:cifar100:laptop": "1058d637a0c44239",
+    "setup:fedpft:pathological:laptop": "f45ae13ede439aad",
+    "setup:fedpft:resnet18:laptop": "3fdd8dba85fdc8dc",
+    "setup:pfedcspc:default:laptop": "4d8e13bc170465e6",
+    "setup:pfedcspc:cifar100:laptop": "4d8e13bc170465e6",
+    "setup:pfedcspc:beta0.1:laptop": "1fe7e825072c65b6",
+    "table:fedpft:main_default:laptop": "fcdf98d2818b260d",
+    "table:fedpft:ablation:laptop": "bcce90d354d93aa6",
+    "table:fedpft:r_f:laptop": "99b597486ad81934",
+    "table:pfedcspc:main_default:laptop": "2b93634fa04feb29",
+    "table:pfedcspc:orthogonality:laptop": "60e9799be61898bc",
+    "table:pfedcspc:rounds_beta0.1:laptop": "82d5252a6c847315",
+}
+
+
+def _key(cfg) -> str:
+    d = cfg.hashed_dict()
+    d.pop("fedrepro_version")
+    return hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("case", sorted(PINNED))
+def test_smoke_and_laptop_configs_keep_their_hashes(case):
+    kind, name, what, profile = case.split(":")
+    if kind == "setup":
+        got = _key(setup(name, profile, what))
+    else:
+        keys = sorted(_key(c) for c in paper(name).TABLES[what].configs(profile))
+        got = hashlib.sha256(",".join(keys).encode()).hexdigest()[:16]
+    assert got == PINNED[case]
+
+
+@pytest.mark.parametrize("variant, stem", [("cifar100", "cifar"), ("tiny_imagenet", "conv3_s2"),
+                                           ("vireo172", "conv7_s2")])
+def test_pfedcspc_resnet18_stem_per_dataset(variant, stem):
+    cfg = setup("pfedcspc", "paper", variant)
+    assert cfg.model.name == "resnet18" and cfg.model.args["stem"] == stem
+
+
+def test_fedpft_resnets_keep_the_imagenet_stem_its_sizes_imply():
+    # FedPFT (ICLR) Table 15's φ sizes fit the ImageNet stem (fedrepro.models.resnet).
+    for variant in ("default", "cifar100", "tiny_imagenet", "resnet18", "feature_shift"):
+        assert setup("fedpft", "paper", variant).model.args.get("stem", "imagenet") == "imagenet"
