@@ -69,3 +69,26 @@ def test_fedpft_resnets_keep_the_imagenet_stem_its_sizes_imply():
     # FedPFT (ICLR) Table 15's φ sizes fit the ImageNet stem (fedrepro.models.resnet).
     for variant in ("default", "cifar100", "tiny_imagenet", "resnet18", "feature_shift"):
         assert setup("fedpft", "paper", variant).model.args.get("stem", "imagenet") == "imagenet"
+
+
+@pytest.mark.parametrize("variant, classes, side", [("cifar100", 100, 32), ("tiny_imagenet", 200, 64)])
+def test_pfedcspc_resnet_variants_give_every_method_the_projection_head(variant, classes, side):
+    import torch
+
+    from fedrepro.models import create_model
+    from fedrepro.methods.pfedcspc import CSPCNet
+    from fedrepro.papers.pfedcspc import TABLES
+
+    configs = TABLES[f"main_{variant}"].configs("paper")
+    assert len({c.method.name for c in configs}) > 5
+    # Every method of the table, pFedCSPC and the baselines, trains the same model.
+    assert {json.dumps(c.model.args, sort_keys=True) for c in configs} == \
+        {json.dumps(configs[0].model.args, sort_keys=True)}
+    args = configs[0].model.args
+    assert args["projection_dim"] == 256
+    model = create_model("resnet18", classes, image_size=side, seed=0, **{**args, "width": 4}).eval()
+    assert model.feature_dim == 256 and model.features.projection[0].in_features == 32
+    with torch.no_grad():
+        assert model(torch.zeros(2, 3, side, side)).shape == (2, classes)
+    net = CSPCNet(model, proj_dim=7, num_classes=classes)  # the model's own H wins over proj_dim
+    assert net.proj is model.features.projection and net.feature_dim == 256

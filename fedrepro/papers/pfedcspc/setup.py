@@ -33,8 +33,8 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
     lr 0.01 at this size (it learns at lr 0.05).
 
     Variants: ``beta0.1`` (Table VII's second setting), and at the paper profile ``cifar100``
-    (ResNet-18, whose 512-d output is E, with the stem of :data:`RESNET_STEMS`; pFedCSPC adds H
-    and F), ``tiny_imagenet`` and ``vireo172`` (an ``image_folder`` dataset under the data root;
+    (ResNet-18, whose 512-d output is E, with the stem of :data:`RESNET_STEMS` and the 2-layer
+    projection head H of every method; F maps H's 256-d output to the classes), ``tiny_imagenet`` and ``vireo172`` (an ``image_folder`` dataset under the data root;
     50 rounds).
     """
     if variant not in VARIANTS:
@@ -67,7 +67,10 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
         # (one "domain" with the official split), resized to 224 as in the paper's code.
         data = {"dataset": "image_folder", "dataset_args": {"image_size": 224, "domains": ["vireo172"]}} \
             if variant == "vireo172" else {"dataset": variant}
-        extra = {"data": data, "model": {"name": "resnet18", "args": {"width": 64, "stem": RESNET_STEMS[variant]}}}
+        # The projection head (256, as on the CIFAR-10 CNN) is part of the model every method trains:
+        # "all methods comprise an image encoder, a projection head, and a classifier" (§V-B).
+        extra = {"data": data, "model": {"name": "resnet18", "args": {
+            "width": 64, "stem": RESNET_STEMS[variant], "projection_dim": 256}}}
         if variant in ("tiny_imagenet", "vireo172"):
             extra["train"] = {"rounds": 50}
     return [base, extra]
