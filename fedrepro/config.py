@@ -106,6 +106,9 @@ class TrainConfig:
     # 2022) tunes prompts at rates far above the head's; a small backbone whose attention gives one
     # inserted token little weight needs that too. Methods without prompts ignore it.
     prompt_lr: float | None = hp(None, gt=0)
+    # Training augmentation of each batch (:data:`fedrepro.data.train_augment.TRAIN_AUGMENTS`): the
+    # random crop + flip the pFedCSPC code trains with. "none" draws nothing.
+    augment: str = hp("none", choices=("none", "crop_flip", "crop_flip_reflect", "flip"))
 
 
 @dataclass
@@ -120,7 +123,8 @@ class MethodConfig:
 _UNHASHED = ("device", "runs_dir", "progress")
 # Fields added after results were first stored: hashed only when set away from this value, so
 # older run folders keep their keys.
-_HASHED_IF_NOT = {("train", "global_eval"): False, ("train", "eval_finetune_epochs"): 0, ("train", "prompt_lr"): None}
+_HASHED_IF_NOT = {("train", "global_eval"): False, ("train", "eval_finetune_epochs"): 0, ("train", "prompt_lr"): None,
+                 ("train", "augment"): "none"}
 
 
 @dataclass

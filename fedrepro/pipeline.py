@@ -81,7 +81,12 @@ def _check_test_splits(cfg: RunConfig, part: Partition) -> None:
                   f"means and counted in n_clients_no_test. To score every client: {fix}", stacklevel=3)
 
 
-def build_clients(ds: ImageDataset, part: Partition, device: torch.device) -> list[ClientData]:
+def build_clients(ds: ImageDataset, part: Partition, device: torch.device, augment: str = "none") -> list[ClientData]:
+    """Each client's splits on ``device``; ``augment`` names the training augmentation
+    (``train.augment``)."""
+    from .data.train_augment import train_augment
+
+    aug = train_augment(augment)
     mean, std = ds.norm_stats
     c = ds.in_channels
     mean_t = torch.tensor(mean, dtype=torch.float32, device=device).view(1, c, 1, 1)
@@ -94,7 +99,7 @@ def build_clients(ds: ImageDataset, part: Partition, device: torch.device) -> li
         clients.append(ClientData(
             cid=cid, train_x=ds.train_x[tr_t].to(device), train_y=ds.train_y[tr_t].to(device),
             test_x=ds.test_x[te_t].to(device), test_y=ds.test_y[te_t].to(device), mean=mean_t, std=std_t,
-            held_out=cid in held, domain=None if domains is None else int(domains[cid])))
+            held_out=cid in held, domain=None if domains is None else int(domains[cid]), augment=aug))
     return clients
 
 

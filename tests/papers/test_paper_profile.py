@@ -92,3 +92,18 @@ def test_pfedcspc_resnet_variants_give_every_method_the_projection_head(variant,
         assert model(torch.zeros(2, 3, side, side)).shape == (2, classes)
     net = CSPCNet(model, proj_dim=7, num_classes=classes)  # the model's own H wins over proj_dim
     assert net.proj is model.features.projection and net.feature_dim == 256
+
+
+@pytest.mark.parametrize("variant, augment", [("default", "crop_flip_reflect"), ("beta0.1", "crop_flip_reflect"),
+                                              ("cifar100", "crop_flip"), ("tiny_imagenet", "crop_flip"),
+                                              ("vireo172", "flip")])
+def test_pfedcspc_paper_profile_augments_as_its_code_does(variant, augment):
+    assert setup("pfedcspc", "paper", variant).train.augment == augment
+    for profile in ("smoke", "laptop"):
+        assert setup("pfedcspc", profile, variant).train.augment == "none"
+
+
+def test_fedpft_trains_without_augmentation_at_every_profile():
+    # FedPFT states no training augmentation and has no code (specs/fedpft.md §3.1).
+    for profile in ("smoke", "laptop", "paper"):
+        assert setup("fedpft", profile).train.augment == "none"

@@ -12,6 +12,11 @@ VARIANTS = ("default", "beta0.1", "cifar100", "tiny_imagenet", "vireo172")
 # stride-2 first conv and no max-pool, 3×3 on 64-pixel Tiny-ImageNet and 7×7 on 224-pixel Vireo
 # (``fedrepro.models.resnet.STEMS``). An ImageNet stem would shrink a 32-pixel image to 8×8 before
 # the first block.
+# Training augmentation at the paper profile, as the FedCSPC code trains (``train.augment``,
+# fedrepro.data.train_augment): reflect-padded crop + flip on CIFAR-10, padded crop + flip on
+# CIFAR-100 (its 15° rotation left out) and Tiny-ImageNet, a flip on VireoFood172. The paper does not
+# mention augmentation; the smoke and laptop profiles train without it.
+AUGMENT = {"default": "crop_flip_reflect", "cifar100": "crop_flip", "tiny_imagenet": "crop_flip", "vireo172": "flip"}
 RESNET_STEMS = {"cifar100": "cifar", "tiny_imagenet": "conv3_s2", "vireo172": "conv7_s2"}
 
 
@@ -49,7 +54,7 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
     if profile == "paper":
         base = {"data": {"dataset": "cifar10", "partition": "dirichlet", "num_clients": 10, "partition_args": part,
                          "max_train": None, "max_test": None},
-                "model": model, "method": method, "train": {**train, "rounds": 100}}
+                "model": model, "method": method, "train": {**train, "rounds": 100, "augment": AUGMENT["default"]}}
     elif profile == "laptop":
         base = {"data": {"dataset": "fashion_mnist", "partition": "dirichlet", "num_clients": 10,
                          "partition_args": part, "max_train": 2000, "max_test": 2000},
@@ -71,6 +76,5 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
         # "all methods comprise an image encoder, a projection head, and a classifier" (§V-B).
         extra = {"data": data, "model": {"name": "resnet18", "args": {
             "width": 64, "stem": RESNET_STEMS[variant], "projection_dim": 256}}}
-        if variant in ("tiny_imagenet", "vireo172"):
-            extra["train"] = {"rounds": 50}
+        extra["train"] = {"augment": AUGMENT[variant], **({"rounds": 50} if variant in ("tiny_imagenet", "vireo172") else {})}
     return [base, extra]
