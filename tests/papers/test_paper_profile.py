@@ -107,3 +107,31 @@ def test_fedpft_trains_without_augmentation_at_every_profile():
     # FedPFT states no training augmentation and has no code (specs/fedpft.md §3.1).
     for profile in ("smoke", "laptop", "paper"):
         assert setup("fedpft", profile).train.augment == "none"
+
+
+def test_fedamp_schedule_stays_finite_positive_and_stable_over_the_paper_run():
+    from fedrepro.methods import METHODS
+
+    runs = [c for c in paper("fedpft").TABLES["main_default"].configs("paper") if c.method.name == "fedamp"]
+    assert runs and all(c.train.rounds == 1000 for c in runs)
+    for cfg in runs:
+        p = METHODS.get("fedamp").parse_params(cfg.method.args)
+        t = cfg.train
+        alphas = [p.alpha_at(r, t.lr) for r in range(t.rounds + 1)]  # the server forms round r + 1's clouds
+        stiff = [t.lr * p.lam / a for a in alphas]
+        assert all(a > 0 and a == a and a != float("inf") for a in alphas)
+        # One SGD step of the proximal term never overshoots, far inside 2(1 + momentum).
+        assert max(stiff) <= 1.0 < 2 * (1 + t.momentum)
+        assert alphas[0] == p.alpha_k and alphas[-1] == pytest.approx(p.lam * t.lr)
+    # Without the floor the same schedule leaves the stable range at round 180 and overflows λ/α_k.
+    bare = METHODS.get("fedamp").parse_params({})
+    lr, beta = runs[0].train.lr, runs[0].train.momentum
+    unstable = [r for r in range(1000) if lr * bare.lam / bare.alpha_at(r) >= 2 * (1 + beta)]
+    assert unstable[0] == 180
+    assert bare.alpha_at(999) < 1e-28
+
+
+def test_fedamp_floor_is_off_at_laptop_and_smoke():
+    for profile in ("smoke", "laptop"):
+        runs = [c for c in paper("fedpft").TABLES["main_default"].configs(profile) if c.method.name == "fedamp"]
+        assert runs and all("alpha_floor" not in c.method.args for c in runs)

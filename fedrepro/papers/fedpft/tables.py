@@ -24,6 +24,7 @@ MORE_BASELINES = ("fedrep", "fedamp", "fedrod", "pfedsd", "pfedgate", "pfedpt", 
 # Every method trains R = 5 local epochs a round (ICLR §4.1, "local update rounds R = 5"). FedRep's
 # own schedule is 10 head epochs and 1 body epoch (Collins et al. 2021); within R = 5 it keeps its
 # head-heavy split: 4 + 1.
+# FedAMP at the paper profile: its α decay stops at λ·lr (fedrepro.methods.fedamp).
 # pFedGate: the published gating (the gate's score scales each kept block; the head is gated too)
 # at the paper profile. Our default (binary gates, ungated head) learns much faster over the short
 # laptop runs (fedrepro.methods.pfedgate, "Why the default is binary").
@@ -31,6 +32,9 @@ def method_args(profile: str) -> dict[str, dict]:
     args = {"fedrep": {"method.args.head_epochs": [4], "method.args.body_epochs": [1]}}
     if profile == "paper":
         args["pfedgate"] = {"method.args.gate_values": ["score"], "method.args.gate_head": [True]}
+        # FedAMP's α decay would make its proximal step unstable from round 180 of the 1000
+        # (fedrepro.methods.fedamp, "The α floor").
+        args["fedamp"] = {"method.args.alpha_floor": ["step"]}
     return args
 
 
