@@ -71,6 +71,9 @@ class DataConfig:
     # None: the partition is drawn from the run seed, so every seed sees a different split (the
     # papers' "3 seeds" re-draw everything). Set it to hold the split fixed across seeds.
     partition_seed: int | None = hp(None, ge=0)
+    # Hold out this fraction of each client's training split as its *test* split (a validation
+    # split, for choosing hyperparameters without looking at test data); 0 scores on the test split.
+    validation: float = hp(0.0, ge=0, lt=1)
 
 
 @dataclass
@@ -124,7 +127,7 @@ _UNHASHED = ("device", "runs_dir", "progress")
 # Fields added after results were first stored: hashed only when set away from this value, so
 # older run folders keep their keys.
 _HASHED_IF_NOT = {("train", "global_eval"): False, ("train", "eval_finetune_epochs"): 0, ("train", "prompt_lr"): None,
-                 ("train", "augment"): "none"}
+                 ("train", "augment"): "none", ("data", "validation"): 0.0}
 
 
 @dataclass

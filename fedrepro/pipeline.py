@@ -56,7 +56,36 @@ def prepare_data(cfg: RunConfig) -> tuple[ImageDataset, Partition]:
         train_domains=None if ds.train_domain is None else ds.train_domain.numpy(),
         test_domains=None if ds.test_domain is None else ds.test_domain.numpy(),
         holdout_clients=d.holdout_clients, **d.partition_args)
+    if d.validation > 0:
+        ds, part = validation_split(ds, part, d.validation, numpy_rng(pseed, "validation"))
     _check_test_splits(cfg, part)
+    return ds, part
+
+
+def validation_split(ds: ImageDataset, part: Partition, fraction: float, rng) -> tuple[ImageDataset, Partition]:
+    """Each client's training split cut in two: ``fraction`` of it (rounded, at least one image of
+    a client with two or more) becomes its test split, the rest its training split. The dataset's
+    test images become the pooled validation images, so the global test split is their union and
+    no test image is read."""
+    import dataclasses
+
+    import numpy as np
+
+    keep, val = [], []
+    for idx in part.train:
+        idx = np.asarray(idx)
+        n_val = min(max(int(round(fraction * len(idx))), 1), len(idx) - 1) if len(idx) > 1 else 0
+        order = rng.permutation(len(idx))
+        val.append(np.sort(idx[order[:n_val]]))
+        keep.append(np.sort(idx[order[n_val:]]))
+    pooled = np.concatenate(val) if val else np.zeros(0, dtype=np.int64)
+    starts = np.cumsum([0] + [len(v) for v in val])
+    at = torch.as_tensor(pooled, dtype=torch.long)
+    ds = dataclasses.replace(ds, test_x=ds.train_x[at], test_y=ds.train_y[at],
+                             test_domain=None if ds.train_domain is None else ds.train_domain[at])
+    part = dataclasses.replace(part, train=tuple(keep),
+                               test=tuple(np.arange(a, b) for a, b in zip(starts[:-1], starts[1:])),
+                               meta={**part.meta, "validation": float(fraction)})
     return ds, part
 
 

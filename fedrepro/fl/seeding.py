@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 _PURPOSES = {"partition": 1, "sample": 2, "client": 3, "init": 4, "eval": 5, "subset": 6, "server": 7,
-             "eval_global": 8, "analysis": 9}
+             "eval_global": 8, "analysis": 9, "validation": 10}
 
 
 def derive_seed(seed: int, purpose: str, *keys: int) -> int:

@@ -135,3 +135,53 @@ def test_fedamp_floor_is_off_at_laptop_and_smoke():
     for profile in ("smoke", "laptop"):
         runs = [c for c in paper("fedpft").TABLES["main_default"].configs(profile) if c.method.name == "fedamp"]
         assert runs and all("alpha_floor" not in c.method.args for c in runs)
+
+
+@pytest.mark.parametrize("table", ["main_default", "main_cifar100", "main_tiny_imagenet"])
+def test_fedpft_paper_main_tables_search_every_methods_lr_on_validation_with_one_budget(table):
+    from collections import Counter
+
+    from fedrepro.papers.fedpft.tables import LR_GRID, VALIDATION
+
+    configs = paper("fedpft").TABLES[table].configs("paper")
+    alpha = lambda c: c.data.partition_args["alpha"]  # noqa: E731
+    val = [c for c in configs if c.data.validation > 0]
+    test = [c for c in configs if c.data.validation == 0]
+    assert {c.data.validation for c in val} == {VALIDATION}
+    # Every (method, α) is searched over the whole grid on validation, with the same runs each.
+    searched = Counter((c.method.name, alpha(c)) for c in val)
+    assert len(set(searched.values())) == 1 and set(searched.values()) == {len(LR_GRID) * 3}
+    for key in searched:
+        assert {c.train.lr for c in val if (c.method.name, alpha(c)) == key} == set(LR_GRID)
+        assert {c.train.lr for c in test if (c.method.name, alpha(c)) == key} == set(LR_GRID)
+    # Every test row has its selection runs, FedPFT included.
+    assert {(c.method.name, alpha(c)) for c in test} == set(searched) and ("fedpft", 0.5) in searched
+    # Selection and test runs differ only in the split (and so the rounds, rates and models agree).
+    assert {(c.train.rounds, c.model.name) for c in val} == {(c.train.rounds, c.model.name) for c in test}
+
+
+def test_fedpft_laptop_main_table_has_no_lr_search():
+    configs = paper("fedpft").TABLES["main_default"].configs("laptop")
+    assert {c.train.lr for c in configs} == {0.05} and {c.data.validation for c in configs} == {0.0}
+
+
+def test_select_lr_keeps_the_test_rows_at_the_rate_best_on_validation():
+    import pandas as pd
+
+    from fedrepro.papers.fedpft.tables import select_lr
+
+    M, A = "method.name", "data.partition_args.alpha"
+    rows = []
+    for lr, v, t in ((0.1, 50, 60), (0.01, 55, 40), (0.001, 55, 99)):
+        for seed in (0, 1):
+            rows.append({M: "fedavg", A: 0.5, "train.lr": lr, "data.validation": 0.2, "seed": seed, "best": v})
+            rows.append({M: "fedavg", A: 0.5, "train.lr": lr, "data.validation": 0.0, "seed": seed, "best": t})
+    rows.append({M: "fedpft", A: 0.5, "train.lr": 0.1, "data.validation": 0.2, "seed": 0, "best": 70})
+    rows.append({M: "fedpft", A: 0.5, "train.lr": 0.1, "data.validation": 0.0, "seed": 0, "best": 71})
+    out = select_lr(pd.DataFrame(rows))
+    # Ties go to the smaller rate; the test score never enters the choice.
+    assert out[out[M] == "fedavg"]["train.lr"].tolist() == [0.001, 0.001]
+    assert out[out[M] == "fedpft"]["best"].tolist() == [71]
+    assert (out["data.validation"] == 0).all()
+    plain = pd.DataFrame([{M: "fedavg", A: 0.5, "seed": 0, "best": 1.0}])
+    assert select_lr(plain) is plain
