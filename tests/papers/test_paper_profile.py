@@ -185,3 +185,8 @@ def test_select_lr_keeps_the_test_rows_at_the_rate_best_on_validation():
     assert (out["data.validation"] == 0).all()
     plain = pd.DataFrame([{M: "fedavg", A: 0.5, "seed": 0, "best": 1.0}])
     assert select_lr(plain) is plain
+
+
+def test_fedpft_ablation_runs_on_cifar100_at_the_paper_profile():
+    configs = paper("fedpft").TABLES["ablation"].configs("paper")
+    assert {(c.data.dataset, c.model.name) for c in configs} == {("cifar100", "resnet10")}
