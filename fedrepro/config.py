@@ -71,9 +71,9 @@ class DataConfig:
     # None: the partition is drawn from the run seed, so every seed sees a different split (the
     # papers' "3 seeds" re-draw everything). Set it to hold the split fixed across seeds.
     partition_seed: int | None = hp(None, ge=0)
-    # > 0: this fraction of the training split (after max_train) is held out, stratified, and
-    # replaces the test split, before the partition: a run that tunes a hyperparameter scores on
-    # validation data and never sees the test split (fedrepro.tuning).
+    # Hold out this fraction of each client's training split as its *test* split (a validation
+    # split, for choosing hyperparameters without looking at test data: fedrepro.tuning); 0
+    # scores on the test split.
     validation: float = hp(0.0, ge=0, lt=1)
 
 
@@ -110,6 +110,9 @@ class TrainConfig:
     # 2022) tunes prompts at rates far above the head's; a small backbone whose attention gives one
     # inserted token little weight needs that too. Methods without prompts ignore it.
     prompt_lr: float | None = hp(None, gt=0)
+    # Training augmentation of each batch (:data:`fedrepro.data.train_augment.TRAIN_AUGMENTS`): the
+    # random crop + flip the pFedCSPC code trains with. "none" draws nothing.
+    augment: str = hp("none", choices=("none", "crop_flip", "crop_flip_reflect", "flip"))
 
 
 @dataclass
@@ -124,7 +127,8 @@ class MethodConfig:
 _UNHASHED = ("device", "runs_dir", "progress")
 # Fields added after results were first stored: hashed only when set away from this value, so
 # older run folders keep their keys.
-_HASHED_IF_NOT = {("data", "validation"): 0.0, ("train", "global_eval"): False, ("train", "eval_finetune_epochs"): 0, ("train", "prompt_lr"): None}
+_HASHED_IF_NOT = {("train", "global_eval"): False, ("train", "eval_finetune_epochs"): 0, ("train", "prompt_lr"): None,
+                 ("train", "augment"): "none", ("data", "validation"): 0.0}
 
 
 @dataclass

@@ -120,7 +120,7 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
     device = resolve_device(cfg.device)
     with torch_threads(cfg.threads):  # whoever launches it: the config fixes the float sums' order
         ds, part = prepare_data(cfg)
-        clients = build_clients(ds, part, device)
+        clients = build_clients(ds, part, device, cfg.train.augment)
         method = make_method(cfg, ds, device)
         with store.claim(cfg, on_busy) as status:
             if status != "missing" and _is_stale(store, cfg, policy):  # a stale checkpoint is not resumed either
@@ -199,7 +199,7 @@ def restore(result: RunResult | str | Path, device: str | torch.device = "auto")
     if part.hash() != result.meta["partition_hash"]:
         raise CorruptCacheError(f"{result.path}: the partition re-derived from its config hashes to {part.hash()}, "
                                 f"not the stored {result.meta['partition_hash']} (data files changed?)")
-    clients = build_clients(ds, part, dev)
+    clients = build_clients(ds, part, dev, cfg.train.augment)
     method = make_method(cfg, ds, dev)
     return method, clients, _to_device(result.final_state(), dev)
 

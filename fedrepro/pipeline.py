@@ -51,14 +51,41 @@ def prepare_data(cfg: RunConfig) -> tuple[ImageDataset, Partition]:
     pseed = cfg.seed if d.partition_seed is None else d.partition_seed
     if d.max_train is not None or d.max_test is not None:
         ds = ds.subset(d.max_train, d.max_test, numpy_rng(pseed, "subset"))
-    if d.validation > 0:
-        ds = ds.validation_split(d.validation, numpy_rng(pseed, "validation"))
     part = make_partition(
         d.partition, ds.train_y.numpy(), ds.test_y.numpy(), d.num_clients, numpy_rng(pseed, "partition"),
         train_domains=None if ds.train_domain is None else ds.train_domain.numpy(),
         test_domains=None if ds.test_domain is None else ds.test_domain.numpy(),
         holdout_clients=d.holdout_clients, **d.partition_args)
+    if d.validation > 0:
+        ds, part = validation_split(ds, part, d.validation, numpy_rng(pseed, "validation"))
     _check_test_splits(cfg, part)
+    return ds, part
+
+
+def validation_split(ds: ImageDataset, part: Partition, fraction: float, rng) -> tuple[ImageDataset, Partition]:
+    """Each client's training split cut in two: ``fraction`` of it (rounded, at least one image of
+    a client with two or more) becomes its test split, the rest its training split. The dataset's
+    test images become the pooled validation images, so the global test split is their union and
+    no test image is read."""
+    import dataclasses
+
+    import numpy as np
+
+    keep, val = [], []
+    for idx in part.train:
+        idx = np.asarray(idx)
+        n_val = min(max(int(round(fraction * len(idx))), 1), len(idx) - 1) if len(idx) > 1 else 0
+        order = rng.permutation(len(idx))
+        val.append(np.sort(idx[order[:n_val]]))
+        keep.append(np.sort(idx[order[n_val:]]))
+    pooled = np.concatenate(val) if val else np.zeros(0, dtype=np.int64)
+    starts = np.cumsum([0] + [len(v) for v in val])
+    at = torch.as_tensor(pooled, dtype=torch.long)
+    ds = dataclasses.replace(ds, test_x=ds.train_x[at], test_y=ds.train_y[at],
+                             test_domain=None if ds.train_domain is None else ds.train_domain[at])
+    part = dataclasses.replace(part, train=tuple(keep),
+                               test=tuple(np.arange(a, b) for a, b in zip(starts[:-1], starts[1:])),
+                               meta={**part.meta, "validation": float(fraction)})
     return ds, part
 
 
@@ -83,7 +110,12 @@ def _check_test_splits(cfg: RunConfig, part: Partition) -> None:
                   f"means and counted in n_clients_no_test. To score every client: {fix}", stacklevel=3)
 
 
-def build_clients(ds: ImageDataset, part: Partition, device: torch.device) -> list[ClientData]:
+def build_clients(ds: ImageDataset, part: Partition, device: torch.device, augment: str = "none") -> list[ClientData]:
+    """Each client's splits on ``device``; ``augment`` names the training augmentation
+    (``train.augment``)."""
+    from .data.train_augment import train_augment
+
+    aug = train_augment(augment)
     mean, std = ds.norm_stats
     c = ds.in_channels
     mean_t = torch.tensor(mean, dtype=torch.float32, device=device).view(1, c, 1, 1)
@@ -96,7 +128,7 @@ def build_clients(ds: ImageDataset, part: Partition, device: torch.device) -> li
         clients.append(ClientData(
             cid=cid, train_x=ds.train_x[tr_t].to(device), train_y=ds.train_y[tr_t].to(device),
             test_x=ds.test_x[te_t].to(device), test_y=ds.test_y[te_t].to(device), mean=mean_t, std=std_t,
-            held_out=cid in held, domain=None if domains is None else int(domains[cid])))
+            held_out=cid in held, domain=None if domains is None else int(domains[cid]), augment=aug))
     return clients
 
 

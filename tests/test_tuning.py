@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-import torch
 from support import poison_fedavg
 
 import fedrepro
@@ -13,23 +12,6 @@ from fedrepro.papers.tables import Rows, TableDef
 from fedrepro.pipeline import prepare_data
 from fedrepro.plan import Need, Plan
 from fedrepro.tuning import LrSearch, TuningPending
-
-
-def test_validation_data_is_held_out_of_the_training_split_and_replaces_the_test_split(tiny):
-    cfg = tiny()
-    ds, _ = prepare_data(cfg)
-    val_ds, _ = prepare_data(cfg.replace(**{"data.validation": 0.25}))
-    n = len(ds.train_y)
-    assert len(val_ds.train_y) + len(val_ds.test_y) == n and len(val_ds.test_y) == round(0.25 * n)
-    # Every validation and training image is one of the original training images, each used once.
-    rows = {tuple(x.flatten().tolist()) for x in ds.train_x}
-    kept = [tuple(x.flatten().tolist()) for x in torch.cat([val_ds.train_x, val_ds.test_x])]
-    assert set(kept) <= rows and len(kept) == n
-    # Stratified: each class gives about a quarter of its images.
-    for c in range(ds.num_classes):
-        assert abs(int((val_ds.test_y == c).sum()) - 0.25 * int((ds.train_y == c).sum())) <= 1
-    again, _ = prepare_data(cfg.replace(**{"data.validation": 0.25}))
-    assert torch.equal(again.test_x, val_ds.test_x)  # seeded
 
 
 def test_validation_is_hashed_only_when_set(tiny):
@@ -82,10 +64,14 @@ def test_a_tuned_table_waits_for_its_search_then_runs_each_row_at_its_chosen_rat
     assert set(results["lr"]) <= {0.2, 0.02} and len(results) == 4
     shown = search.table(table._untuned("smoke", [0], None, None, base, {}), lambda c: c.method.name)
     assert list(shown.index) == ["fedavg", "local"] and list(shown.columns) == ["lr=0.2", "lr=0.02", "chosen lr"]
-    # The search never scored the test split: its runs' test data came from the training split.
-    ds, _ = prepare_data(search_cfgs[0])
-    full, _ = prepare_data(base)
-    assert len(ds.test_y) < len(full.train_y) and len(ds.train_y) + len(ds.test_y) == len(full.train_y)
+    # The search never scored the test split: each client's validation split is cut from its
+    # training split (tests/test_validation_split.py checks the cut itself).
+    ds, part = prepare_data(search_cfgs[0])
+    full, full_part = prepare_data(base.replace(seed=search_cfgs[0].seed))
+    for tr, te, whole in zip(part.train, part.test, full_part.train):
+        assert len(tr) + len(te) == len(whole)
+    assert len(ds.test_y) == sum(len(t) for t in part.test) == sum(len(w) for w in full_part.train) - sum(
+        len(t) for t in part.train)
 
 
 def test_a_rate_that_diverges_at_once_is_stored_unscored_and_loses(tiny, monkeypatch):

@@ -139,27 +139,6 @@ class ImageDataset:
             domains=None if self.domains is None else list(self.domains),
         )
 
-    def validation_split(self, fraction: float, rng: np.random.Generator) -> ImageDataset:
-        """A (domain, class)-stratified ``fraction`` of the training split, held out as the test
-        split; the rest trains. The real test split is dropped, so a run on this dataset (one that
-        tunes a hyperparameter) never scores on it. Deterministic given ``rng``'s state."""
-        if not 0 < fraction < 1:
-            raise ConfigError(f"data.validation must be in (0, 1) to hold out validation data, got {fraction!r}")
-        n = len(self.train_y)
-        k = int(round(fraction * n))
-        if not 0 < k < n:
-            raise ConfigError(f"data.validation={fraction} holds out {k} of {n} training images; valid: a fraction "
-                              f"that leaves at least one image on each side")
-        val = _stratified_pick(self.train_y, self.train_domain, self.num_classes, k, rng, "data.validation")
-        assert val is not None
-        keep = torch.ones(n, dtype=torch.bool)
-        keep[val] = False
-        tr = torch.nonzero(keep).flatten()
-        cut = (lambda t, idx: None if t is None else t[idx])  # noqa: E731
-        return replace(self, train_x=self.train_x[tr], train_y=self.train_y[tr], train_domain=cut(self.train_domain, tr),
-                       test_x=self.train_x[val], test_y=self.train_y[val], test_domain=cut(self.train_domain, val),
-                       classes=list(self.classes), domains=None if self.domains is None else list(self.domains))
-
     def __repr__(self) -> str:
         # The dataclass default would print whole tensors.
         dom = f", domains={self.domains}" if self.domains is not None else ""

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 
@@ -24,6 +24,9 @@ class ClientData:
     std: torch.Tensor
     held_out: bool = False
     domain: int | None = None
+    # Applied to each uint8 training batch with the loop's generator (``train.augment``,
+    # :mod:`fedrepro.data.train_augment`); None leaves batches as stored.
+    augment: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None
 
     @property
     def num_train(self) -> int:
@@ -38,13 +41,17 @@ class ClientData:
 
     def train_batches(self, batch_size: int,
                       gen: torch.Generator | None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """One epoch of shuffled mini-batches; the permutation comes from ``gen`` (CPU generator)."""
+        """One epoch of shuffled mini-batches; the permutation, and each batch's augmentation after it,
+        come from ``gen`` (CPU generator)."""
+        if self.augment is not None and gen is None:
+            raise ValueError("an augmented client's train_batches needs a generator (every draw is seeded)")
         n = self.num_train
         order = torch.randperm(n, generator=gen) if gen is not None else torch.arange(n)
         order = order.to(self.train_x.device)
         for start in range(0, n, batch_size):
             idx = order[start:start + batch_size]
-            yield self.normalize(self.train_x[idx]), self.train_y[idx]
+            x = self.train_x[idx]
+            yield self.normalize(x if self.augment is None else self.augment(x, gen)), self.train_y[idx]
 
     def test_batches(self, batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for start in range(0, self.num_test, batch_size):

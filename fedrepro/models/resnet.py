@@ -19,19 +19,29 @@ Parameter counts at the default width 64, ``in_channels=3`` (checked in tests/mo
 - ResNet-10 φ = 4,905,792 parameters; 4,911,564 with BN buffers (12 ``num_batches_tracked``).
 
 Options of ours: ``width`` (base width; 16 gives m = 64 for ResNet-8, the laptop profile),
-``stem="cifar"`` (3×3 stride-1 conv, no max-pool: a slightly worse fit to the paper's sizes,
-φ = 1,225,024 / 4,898,112 parameters, 1,227,721 / 4,903,884 with BN buffers), and ``norm``
-("bn" | "gn" | "none").
+``stem`` (:data:`STEMS`) and ``norm`` ("bn" | "gn" | "none"). The stems:
+
+- ``"imagenet"`` (default): 7×7 stride 2 + 3×3 max-pool stride 2, FedPFT's inferred model above;
+- ``"cifar"``: 3×3 stride 1, no max-pool, the usual ResNet for 32-pixel inputs (MOON's
+  ``ResNet18_cifar10``, which the FedCSPC code uses on CIFAR-100). A slightly worse fit to FedPFT's
+  sizes: φ = 1,225,024 / 4,898,112 parameters, 1,227,721 / 4,903,884 with BN buffers;
+- ``"conv3_s2"``: 3×3 stride 2, no max-pool, the FedCSPC code's ResNet-18 on Tiny-ImageNet
+  (``resnet.py``, ``kernel_size=3``; its padding of 3 is taken as the conventional 1 here, so 64 px
+  give a 32×32 map, as a CIFAR stem does on CIFAR);
+- ``"conv7_s2"``: 7×7 stride 2, no max-pool, the same code's model on VireoFood172 (224 px).
 """
 from __future__ import annotations
 
 from torch import Tensor, nn
 
 from ..errors import ConfigError
-from .base import NORMS, SplitModel, check_choice, norm2d
+from .base import NORMS, SplitModel, check_choice, check_positive, norm2d
 from .registry import MODELS
 
-STEMS = ("imagenet", "cifar")
+STEMS = ("imagenet", "cifar", "conv3_s2", "conv7_s2")
+# kernel, stride, padding and whether a 3×3 stride-2 max-pool follows
+_STEM_SHAPES = {"imagenet": (7, 2, 3, True), "cifar": (3, 1, 1, False), "conv3_s2": (3, 2, 1, False),
+                "conv7_s2": (7, 2, 3, False)}
 
 
 class BasicBlock(nn.Module):
@@ -59,19 +69,12 @@ class BasicBlock(nn.Module):
 
 
 def _stem(in_channels: int, width: int, stem: str, norm: str) -> nn.Sequential:
-    bias = norm == "none"
-    if stem == "imagenet":
-        return nn.Sequential(
-            nn.Conv2d(in_channels, width, 7, stride=2, padding=3, bias=bias),
-            norm2d(norm, width),
-            nn.ReLU(inplace=True),
-            nn.MaxPool2d(3, stride=2, padding=1),
-        )
-    return nn.Sequential(
-        nn.Conv2d(in_channels, width, 3, stride=1, padding=1, bias=bias),
-        norm2d(norm, width),
-        nn.ReLU(inplace=True),
-    )
+    kernel, stride, padding, pool = _STEM_SHAPES[stem]
+    layers = [nn.Conv2d(in_channels, width, kernel, stride=stride, padding=padding, bias=norm == "none"),
+              norm2d(norm, width), nn.ReLU(inplace=True)]
+    if pool:
+        layers.append(nn.MaxPool2d(3, stride=2, padding=1))
+    return nn.Sequential(*layers)
 
 
 class ResNetFeatures(nn.Module):
@@ -110,40 +113,70 @@ class ResNetFeatures(nn.Module):
         return self.pool(self.stages(self.stem(x))).flatten(1)
 
 
+class ProjectedFeatures(nn.Module):
+    """φ = H∘E: a ResNet encoder E (``.encoder``) and pFedCSPC's 2-layer projection head H
+    (``.projection``: Linear(m, m), ReLU, Linear(m, projection_dim)).
+
+    pFedCSPC (TNNLS) §V-B: "all methods comprise an image encoder, a projection head, and a
+    classifier", so every compared method trains this φ and a Linear(projection_dim, C) head. The
+    head's shape is the FedCSPC code's CIFAR-100 model (512 → 512, ReLU, → 256); its Tiny-ImageNet
+    file uses 512 → 512 → 512 without the ReLU, which ``projection_dim=512`` approaches. Kept as two
+    named children, as :class:`~fedrepro.models.cnn.MoonCNNFeatures` is, so that pFedCSPC and
+    LG-FedAvg can address E and H apart.
+    """
+
+    def __init__(self, encoder: ResNetFeatures, projection_dim: int):
+        super().__init__()
+        m = encoder.out_dim
+        self.encoder = encoder
+        self.projection = nn.Sequential(nn.Linear(m, m), nn.ReLU(inplace=True), nn.Linear(m, projection_dim))
+        self.out_dim = projection_dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.projection(self.encoder(x))
+
+
 def build_resnet(
-    blocks: list[int], num_classes: int, in_channels: int, width: int, stem: str, norm: str
+    blocks: list[int], num_classes: int, in_channels: int, width: int, stem: str, norm: str,
+    projection_dim: int | None = None,
 ) -> SplitModel:
     check_choice("stem", stem, STEMS)
     check_choice("norm", norm, NORMS)
-    if not isinstance(width, int) or width < 1:
+    if not isinstance(width, int) or isinstance(width, bool) or width < 1:
         raise ConfigError(f"width must be a positive integer, got {width!r}")
-    features = ResNetFeatures(blocks, in_channels, width, stem, norm)
+    if projection_dim is not None:
+        check_positive(projection_dim=projection_dim)
+    features: nn.Module = ResNetFeatures(blocks, in_channels, width, stem, norm)
+    if projection_dim is not None:
+        features = ProjectedFeatures(features, projection_dim)
     head = nn.Linear(features.out_dim, num_classes)
     return SplitModel(features, head, features.out_dim, num_classes)
 
 
+# ``projection_dim`` (None: no head; φ ends at the pooled encoder output) adds
+# :class:`ProjectedFeatures`' projection head to φ.
 @MODELS.register("resnet8")
 def resnet8(
     num_classes: int, in_channels: int = 3, image_size: int = 32, *,
-    width: int = 64, stem: str = "imagenet", norm: str = "bn",
+    width: int = 64, stem: str = "imagenet", norm: str = "bn", projection_dim: int | None = None,
 ) -> SplitModel:
     """ResNet-8 (FedPFT CIFAR-10): blocks [1,1,1], m = 4·width (256 at width 64)."""
-    return build_resnet([1, 1, 1], num_classes, in_channels, width, stem, norm)
+    return build_resnet([1, 1, 1], num_classes, in_channels, width, stem, norm, projection_dim)
 
 
 @MODELS.register("resnet10")
 def resnet10(
     num_classes: int, in_channels: int = 3, image_size: int = 32, *,
-    width: int = 64, stem: str = "imagenet", norm: str = "bn",
+    width: int = 64, stem: str = "imagenet", norm: str = "bn", projection_dim: int | None = None,
 ) -> SplitModel:
     """ResNet-10 (FedPFT CIFAR-100/Tiny-ImageNet): blocks [1,1,1,1], m = 8·width (512)."""
-    return build_resnet([1, 1, 1, 1], num_classes, in_channels, width, stem, norm)
+    return build_resnet([1, 1, 1, 1], num_classes, in_channels, width, stem, norm, projection_dim)
 
 
 @MODELS.register("resnet18")
 def resnet18(
     num_classes: int, in_channels: int = 3, image_size: int = 32, *,
-    width: int = 64, stem: str = "imagenet", norm: str = "bn",
+    width: int = 64, stem: str = "imagenet", norm: str = "bn", projection_dim: int | None = None,
 ) -> SplitModel:
     """ResNet-18 (FedPFT scaling study; pFedCSPC CIFAR-100 encoder): blocks [2,2,2,2], m = 8·width."""
-    return build_resnet([2, 2, 2, 2], num_classes, in_channels, width, stem, norm)
+    return build_resnet([2, 2, 2, 2], num_classes, in_channels, width, stem, norm, projection_dim)

@@ -91,3 +91,18 @@ def test_resume_with_partial_participation_matches_uninterrupted(tiny, tmp_path,
     """FedAMP's server state (every client's latest model, keyed by id) and pFedSD's per-client
     teachers go through the checkpoint; half the clients train per round, so some start late."""
     check_resume_matches(tiny(**{"method.name": name, "train.rounds": 3, "train.participation": 0.5}), tmp_path)
+
+
+def test_alpha_floor_holds_the_decay_at_lambda_times_lr():
+    from fedrepro.errors import ConfigError
+
+    p = METHODS.get("fedamp").parse_params({"alpha_floor": "step", "lam": 2.0})
+    assert p.alpha_at(0, 0.1) == 1e4
+    assert p.alpha_at(150, 0.1) == pytest.approx(0.2)  # 1e4 · 0.1^5 = 0.1 < λ·lr
+    assert p.alpha_at(999, 0.1) == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="learning rate"):
+        p.alpha_at(3)
+    with pytest.raises(ConfigError, match="alpha_floor"):
+        METHODS.get("fedamp").parse_params({"alpha_floor": "zero"})
+    # Off by default: the schedule as before.
+    assert METHODS.get("fedamp").parse_params({}).alpha_at(150, 0.1) == pytest.approx(0.1)

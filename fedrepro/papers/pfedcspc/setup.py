@@ -7,6 +7,17 @@ from __future__ import annotations
 
 
 VARIANTS = ("default", "beta0.1", "cifar100", "tiny_imagenet", "vireo172")
+# The ResNet-18 stem per dataset, as in the FedCSPC code (the paper names only "ResNet18"): MOON's
+# CIFAR ResNet-18 (3×3 stride 1, no max-pool) on 32-pixel CIFAR-100; its own ResNet-18 with a
+# stride-2 first conv and no max-pool, 3×3 on 64-pixel Tiny-ImageNet and 7×7 on 224-pixel Vireo
+# (``fedrepro.models.resnet.STEMS``). An ImageNet stem would shrink a 32-pixel image to 8×8 before
+# the first block.
+# Training augmentation at the paper profile, as the FedCSPC code trains (``train.augment``,
+# fedrepro.data.train_augment): reflect-padded crop + flip on CIFAR-10, padded crop + flip on
+# CIFAR-100 (its 15° rotation left out) and Tiny-ImageNet, a flip on VireoFood172. The paper does not
+# mention augmentation; the smoke and laptop profiles train without it.
+AUGMENT = {"default": "crop_flip_reflect", "cifar100": "crop_flip", "tiny_imagenet": "crop_flip", "vireo172": "flip"}
+RESNET_STEMS = {"cifar100": "cifar", "tiny_imagenet": "conv3_s2", "vireo172": "conv7_s2"}
 
 
 def layers(profile: str, variant: str = "default") -> list[dict]:
@@ -27,8 +38,9 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
     lr 0.01 at this size (it learns at lr 0.05).
 
     Variants: ``beta0.1`` (Table VII's second setting), and at the paper profile ``cifar100``
-    (ResNet-18, whose 512-d output is E; pFedCSPC adds H and F), ``tiny_imagenet`` and ``vireo172``
-    (an ``image_folder`` dataset under the data root; 50 rounds).
+    (ResNet-18, whose 512-d output is E, with the stem of :data:`RESNET_STEMS` and the 2-layer
+    projection head H of every method; F maps H's 256-d output to the classes), ``tiny_imagenet`` and ``vireo172`` (an ``image_folder`` dataset under the data root;
+    50 rounds).
     """
     if variant not in VARIANTS:
         from ...errors import ConfigError
@@ -42,7 +54,7 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
     if profile == "paper":
         base = {"data": {"dataset": "cifar10", "partition": "dirichlet", "num_clients": 10, "partition_args": part,
                          "max_train": None, "max_test": None},
-                "model": model, "method": method, "train": {**train, "rounds": 100}}
+                "model": model, "method": method, "train": {**train, "rounds": 100, "augment": AUGMENT["default"]}}
     elif profile == "laptop":
         base = {"data": {"dataset": "fashion_mnist", "partition": "dirichlet", "num_clients": 10,
                          "partition_args": part, "max_train": 2000, "max_test": 2000},
@@ -60,7 +72,9 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
         # (one "domain" with the official split), resized to 224 as in the paper's code.
         data = {"dataset": "image_folder", "dataset_args": {"image_size": 224, "domains": ["vireo172"]}} \
             if variant == "vireo172" else {"dataset": variant}
-        extra = {"data": data, "model": {"name": "resnet18", "args": {"width": 64}}}
-        if variant in ("tiny_imagenet", "vireo172"):
-            extra["train"] = {"rounds": 50}
+        # The projection head (256, as on the CIFAR-10 CNN) is part of the model every method trains:
+        # "all methods comprise an image encoder, a projection head, and a classifier" (§V-B).
+        extra = {"data": data, "model": {"name": "resnet18", "args": {
+            "width": 64, "stem": RESNET_STEMS[variant], "projection_dim": 256}}}
+        extra["train"] = {"augment": AUGMENT[variant], **({"rounds": 50} if variant in ("tiny_imagenet", "vireo172") else {})}
     return [base, extra]
