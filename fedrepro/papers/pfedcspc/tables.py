@@ -88,6 +88,7 @@ _PLUG = {"fedprox": {M: "fedprox"}, "fedprox+pfedcspc": {M: "pfedcspc", "method.
          "moon+pfedcspc": {M: "pfedcspc", "method.args.base": "moon", "method.args.moon_mu": moon_mu()}}
 # Table VII's methods: the global baselines, FedProx and FedAvg, and pFedCSPC.
 ROUNDS_METHODS = ("fedavg", "fedprox", "moon", "feddc", "fedntd", "fedasam", "fedproc", "feddecorr", "ccvr", "pfedcspc")
+ROUNDS_CLAIM_METHODS = ("pfedcspc", "fedavg")
 
 
 def _rounds_rows(variant: str):
@@ -96,7 +97,10 @@ def _rounds_rows(variant: str):
         # (with their Local fine-tuning), so 04 reuses 01's runs: the fine-tuning leaves the global
         # accuracy per round as it is. Elsewhere nothing reads their Local score.
         tuned = {"train.eval_finetune_epochs": finetune_epochs(profile, variant)} if variant == "default" else {}
-        return [Rows({M: [m for m in ROUNDS_METHODS if m not in GLOBAL_BASELINES]}, seeds="table"),
+        # The fewer_rounds claims read pFedCSPC and FedAvg (claim seeds); FedProx only fills the table.
+        return [Rows({M: list(ROUNDS_CLAIM_METHODS)}),
+                Rows({M: [m for m in ROUNDS_METHODS if m not in GLOBAL_BASELINES + ROUNDS_CLAIM_METHODS]},
+                     seeds="table"),
                 Rows(baseline_grid([m for m in ROUNDS_METHODS if m in GLOBAL_BASELINES], variant), seeds="table",
                      base=tuned)]
     return rows
@@ -131,7 +135,9 @@ TABLES = {
                                   _ablation_rows(ABLATION_PERSONAL, lambda profile: ABLATION_PERSONAL),
                                   index="setting", metric=LOCAL, reference="T5", derive=with_scores,
                                   order=tuple(ABLATION_PERSONAL)),
-    "orthogonality": TableDef("pfedcspc", "orthogonality", "Plug-and-play (Table VI)", [Rows(variants=_PLUG, seeds="table")],
+    # Table VI: plug_and_play reads all four rows (each base with and without pFedCSPC), so all run
+    # over the claim seeds.
+    "orthogonality": TableDef("pfedcspc", "orthogonality", "Plug-and-play (Table VI)", [Rows(variants=_PLUG)],
                               index="method", variant_col="method", metric=GLOBAL, reference="T6"),
     **{f"rounds_{v}": TableDef("pfedcspc", f"rounds_{v}", f"Rounds to a target accuracy (Table VII, {v})",
                                _rounds_rows(v), setup=v, metric=GLOBAL, reference="T7") for v in ("default", "beta0.1")},
