@@ -42,7 +42,7 @@ NOTEBOOKS: dict[str, list[Need]] = {
     "04_rounds_to_target": [Need("rounds_default"), Need("rounds_beta0.1")],
     "05_sensitivity": [Need("sensitivity")],
     "06_tsne": [Need(runs=lambda p: tsne_runs(p).values()), Need(runs=lambda p: alignment_runs(p).values())],
-    "07_pmi": [Need("pmi"), Need("pmi_tau_p")],
+    "07_pmi": [Need("pmi_tau_p_validation"), Need("pmi_tau_p")],
     "08_gradcam": [Need(runs=lambda p: gradcam_runs(p).values())],
     "09_convergence": [Need("main_default")],
 }
