@@ -75,3 +75,25 @@ def test_validation_dataset_holds_out_a_seeded_slice_of_the_training_images():
     assert torch.equal(a.test_x, b.test_x) and not torch.equal(a.test_x, hold_out(ds, seed=4).test_x)
     with pytest.raises(ConfigError, match="validation size"):
         hold_out(ds, size=50)
+
+
+def test_calibration_view_shows_the_same_round_before_and_after_on_two_clients(tiny):
+    from fedrepro.papers.pfedcspc.calibration import calibration_view
+
+    table = fedrepro.run_grid(tiny(**{**CSPC, "train.rounds": 2, "train.global_eval": True}), seeds=[0], progress=False)
+    v = calibration_view(table["path"][0], per_class=5, seed=0)
+    assert v.round == 2 and len(set(v.clients)) == 2 and v.classes[0] < v.classes[1]
+    assert set(v.stage) == {"before", "after"} and set(v.labels) <= set(v.classes)
+    assert len(v.feats) == 4 * (len(v.labels) // 4) and 0 <= v.acc_before <= 1 and 0 <= v.acc_after <= 1
+
+
+def test_calibration_runs_are_planned_and_reuse_the_main_run_at_laptop():
+    from fedrepro.papers.pfedcspc import TABLES
+    from fedrepro.papers.pfedcspc.notebooks import NOTEBOOKS, calibration_runs
+
+    runs = calibration_runs("laptop")
+    assert runs["round 1"].train.rounds == 1
+    assert runs["round 20"].hash() in {c.hash() for c in TABLES["main_default"].configs("laptop")}
+    assert calibration_runs("paper")["round 25"].train.rounds == 25
+    planned = {c.hash() for need in NOTEBOOKS["06_tsne"] for c in need.configs("pfedcspc", "laptop")}
+    assert {c.hash() for c in runs.values()} <= planned
