@@ -158,14 +158,30 @@ register_claim(Claim(
 ))
 
 
+TAU_P = "method.args.tau_p"
+
+
+def _tau_p(r: pd.DataFrame) -> str:
+    """The PMI temperature of the rows: the PMI claims read one τ_p's runs (notebook 07: the one
+    :func:`fedrepro.papers.pfedcspc.pmi.select_tau_p` picks on validation data), never a mix."""
+    if TAU_P not in r:
+        return "τ_p: the method default"
+    taus = sorted(set(r[TAU_P].astype(float)))
+    if len(taus) != 1:
+        raise ValueError(f"the PMI claims read the runs of one τ_p, got rows of τ_p {taus}; valid: the rows of "
+                         "the τ_p that select_tau_p picks on the validation sweep")
+    return f"τ_p = {taus[0]:g}"
+
+
 def _pmi_start(r: pd.DataFrame):
     """Rows of :func:`fedrepro.papers.pfedcspc.pmi.pmi_start_table`: per seed, the mean over clients of
     the PMI-initialised and the global-initialised models' local test accuracy, before training."""
     _require(r, "pmi_init_acc", "global_init_acc")
+    tau = _tau_p(r)
     seeds, pmi, glob = paired(r, {}, {}, "pmi_init_acc", "global_init_acc")
     test = exceeds("PMI init − global init", pmi - glob, seeds)
     share = float(r["pmi_better_share"].mean()) if "pmi_better_share" in r else float("nan")
-    return test, (f"PMI init {100 * pmi.mean():.2f} vs global init {100 * glob.mean():.2f} (local test acc %, "
+    return test, (f"{tau}: PMI init {100 * pmi.mean():.2f} vs global init {100 * glob.mean():.2f} (local test acc %, "
                   f"mean over clients); {test.text()}; PMI better for {100 * share:.0f}% of clients")
 
 
@@ -181,9 +197,10 @@ def _pmi_early_loss(r: pd.DataFrame):
     # pFedCSPC (TNNLS) Fig. 10(c): the PMI init's loss curve starts below the global init's; the
     # per-seed effect is how much lower its first-epoch loss is, relative to the global init's.
     _require(r, "pmi_first_epoch_loss", "global_first_epoch_loss")
+    tau = _tau_p(r)
     seeds, pmi, glob = paired(r, {}, {}, "pmi_first_epoch_loss", "global_first_epoch_loss")
     test = _reduction("first-epoch loss, global init − PMI init, relative to global init's", pmi, glob, seeds)
-    return test, (f"first-epoch training loss: PMI init {pmi.mean():.4f} vs global init {glob.mean():.4f} "
+    return test, (f"{tau}: first-epoch training loss: PMI init {pmi.mean():.4f} vs global init {glob.mean():.4f} "
                   f"(mean over clients); {test.text()}")
 
 
@@ -202,16 +219,18 @@ def _pmi_follows_labels(r: pd.DataFrame):
     # pFedCSPC (TNNLS) Fig. 9 shows the PMI weights concentrating on clients with similar label
     # distributions; the per-seed effect is the Pearson r of the final weights with label similarity.
     _require(r, "weight_label_corr")
+    tau = _tau_p(r)
     per_seed = r.groupby("seed")["weight_label_corr"].mean()
     test = exceeds("r(PMI weight, label similarity)", per_seed, per_seed.index, PMI_CORR_MIN, scale=1.0, unit="")
-    return test, (f"correlation of PMI weights with label-histogram similarity, per seed "
+    return test, (f"{tau}: correlation of PMI weights with label-histogram similarity, per seed "
                   f"{', '.join(f'{v:.3f}' for v in per_seed)}; {test.text()}")
 
 
 register_claim(Claim(
     id="pfedcspc.pmi_weights_follow_labels", paper="pfedcspc", source="Fig. 9 (§V-E2)",
     statement=f"PMI gives more weight to clients with similar label distributions: the final round's "
-              f"weights correlate with label-histogram similarity (r > {PMI_CORR_MIN})",
+              f"weights correlate with label-histogram similarity (r > {PMI_CORR_MIN}), at the τ_p chosen on "
+              f"validation data",
     check=_pmi_follows_labels,
 ))
 

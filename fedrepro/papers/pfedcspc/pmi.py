@@ -8,7 +8,9 @@
 - :func:`pmi_weight_correlation`: how closely the final round's PMI weights follow the similarity
   of the clients' label histograms (Fig. 9);
 - :func:`pmi_start_table`: all three summarised per run of a ``run_grid`` table, the input of the
-  ``pfedcspc.pmi_*`` claims.
+  ``pfedcspc.pmi_*`` claims;
+- :func:`select_tau_p`: the PMI temperature chosen on the validation sweep (rule: :data:`TAU_P_RULE`),
+  :func:`tau_p_sweep`: the sweep summarised per τ_p.
 
 Both initial models are scored by their network prediction (no knowledge-based fusion), so the
 comparison isolates the encoder PMI changes.
@@ -92,3 +94,41 @@ def pmi_start_table(table: pd.DataFrame) -> pd.DataFrame:
                      "weight_label_corr": pmi_weight_correlation(row["path"]),
                      "path": row["path"]})
     return pd.DataFrame(rows)
+
+
+TAU_P = "method.args.tau_p"
+VALIDATION_METRIC = "final_i_local_mean"
+# pFedCSPC (TNNLS) gives no τ_p (Eq. 4). PMI serves the personalised objective (§IV-B1), so the rule
+# reads the personalised models' accuracy, on validation splits only.
+TAU_P_RULE = ("τ_p = the grid value with the highest mean over seeds of the final round's I_local on the "
+              "clients' validation splits (held out of the training images); a tie goes to the larger τ_p, "
+              "the less selective weighting; a diverged run counts as 0")
+
+
+def select_tau_p(validation: pd.DataFrame, metric: str = VALIDATION_METRIC) -> float:
+    """:data:`TAU_P_RULE` on the rows of the ``pmi_tau_p_validation`` table (one per τ_p and seed)."""
+    for col in (TAU_P, metric):
+        if col not in validation:
+            raise ValueError(f"select_tau_p: column {col!r} absent; valid input: the pmi_tau_p_validation table")
+    if validation.empty:
+        raise ValueError("select_tau_p: no validation runs")
+    means = validation.assign(_v=validation[metric].fillna(0.0)).groupby(TAU_P)["_v"].mean()
+    return float(max(means.index[means == means.max()]))
+
+
+def tau_p_sweep(validation: pd.DataFrame, test: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per τ_p (mean over seeds): the validation runs' I_local and global accuracy and their PMI
+    weights' correlation with label similarity; with ``test`` (the ``pmi_tau_p`` table) the same
+    columns of the test-split runs, which the choice never reads, and ``chosen`` marking the
+    :func:`select_tau_p` pick."""
+    def summary(t: pd.DataFrame, tag: str) -> pd.DataFrame:
+        r = t.assign(weight_label_corr=[pmi_weight_correlation(p) for p in t["path"]])
+        cols = {VALIDATION_METRIC: f"{tag} I_local", "final_global_acc": f"{tag} ACC_global",
+                "weight_label_corr": f"{tag} r(weights, labels)"}
+        return r.groupby(TAU_P)[list(cols)].mean().rename(columns=cols)
+
+    out = summary(validation, "validation")
+    if test is not None:
+        out = out.join(summary(test, "test"))
+    out["chosen"] = out.index == select_tau_p(validation)
+    return out.sort_index(ascending=False)

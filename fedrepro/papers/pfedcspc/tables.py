@@ -105,6 +105,7 @@ _PLUG = {"fedprox": {M: "fedprox"}, "fedprox+pfedcspc": {M: "pfedcspc", "method.
          "moon+pfedcspc": {M: "pfedcspc", "method.args.base": "moon", "method.args.moon_mu": moon_mu()}}
 # Table VII's methods: the global baselines, FedProx and FedAvg, and pFedCSPC.
 ROUNDS_METHODS = ("fedavg", "fedprox", "moon", "feddc", "fedntd", "fedasam", "fedproc", "feddecorr", "ccvr", "pfedcspc")
+ROUNDS_CLAIM_METHODS = ("pfedcspc", "fedavg")
 
 
 def _rounds_rows(variant: str):
@@ -113,7 +114,10 @@ def _rounds_rows(variant: str):
         # (with their Local fine-tuning), so 04 reuses 01's runs: the fine-tuning leaves the global
         # accuracy per round as it is. Elsewhere nothing reads their Local score.
         tuned = {"train.eval_finetune_epochs": finetune_epochs(profile, variant)} if variant == "default" else {}
-        return [Rows({M: [m for m in ROUNDS_METHODS if m not in GLOBAL_BASELINES]}, seeds="table"),
+        # The fewer_rounds claims read pFedCSPC and FedAvg (claim seeds); FedProx only fills the table.
+        return [Rows({M: list(ROUNDS_CLAIM_METHODS)}),
+                Rows({M: [m for m in ROUNDS_METHODS if m not in GLOBAL_BASELINES + ROUNDS_CLAIM_METHODS]},
+                     seeds="table"),
                 Rows(baseline_grid([m for m in ROUNDS_METHODS if m in GLOBAL_BASELINES], variant), seeds="table",
                      base=tuned)]
     return rows
@@ -129,9 +133,41 @@ def _sensitivity_rows(profile: str) -> list[Rows]:
             Rows({"method.args.n_repeat": [1, 5], "method.args.n_aug": [a for a in n_aug if a != 5]}, seeds="table")]
 
 
+TAU_P = "method.args.tau_p"
+
+
+def tau_p_grid(profile: str) -> list[float]:
+    """PMI's temperatures compared (pFedCSPC (TNNLS) Eq. 4 gives none): the method default 1.0 and
+    two sharper ones, a decade apart and then a factor of 5 (at τ_p = 1 the weights are nearly
+    uniform at laptop); at smoke two, to exercise the choice in seconds."""
+    return [1.0, 0.1] if profile == "smoke" else [1.0, 0.1, 0.02]
+
+
+def tau_p_validation_rounds(profile: str) -> int:
+    """Rounds of a validation run of the τ_p sweep: half the setup's at laptop (to keep the sweep
+    to about two minutes of training), the setup's own elsewhere."""
+    from .. import setup
+
+    rounds = setup("pfedcspc", profile).train.rounds
+    return max(1, rounds // 2) if profile == "laptop" else rounds
+
+
 def _tau_p_rows(profile: str) -> list[Rows]:
-    # τ_p is not given by the paper; 1.0 is the claim's. Sharper values are compared at laptop.
-    return [Rows({"method.args.tau_p": [1.0, 0.1, 0.02] if profile == "laptop" else [1.0]})]
+    # The PMI claims read the runs of the τ_p that the validation sweep picks
+    # (:func:`~fedrepro.papers.pfedcspc.pmi.select_tau_p`), so every candidate runs over the claim
+    # seeds on the real test split; 1.0 is notebook 01's run.
+    return [Rows({TAU_P: tau_p_grid(profile)})]
+
+
+def _tau_p_validation_rows(profile: str) -> list[Rows]:
+    # The same grid on the setup's dataset with a validation split held out of its training images in
+    # place of its test split (:mod:`fedrepro.data.validation`): τ_p is chosen here, never on test data.
+    from .. import setup
+
+    d = setup("pfedcspc", profile).data
+    held = {"data.dataset": "validation", "data.dataset_args": {"of": d.dataset, "of_args": dict(d.dataset_args)},
+            "train.rounds": tau_p_validation_rounds(profile)}
+    return [Rows({TAU_P: tau_p_grid(profile)}, base=held)]
 
 
 TABLES = {
@@ -148,14 +184,18 @@ TABLES = {
                                   _ablation_rows(ABLATION_PERSONAL, lambda profile: ABLATION_PERSONAL),
                                   index="setting", metric=LOCAL, reference="T5", derive=with_scores,
                                   order=tuple(ABLATION_PERSONAL)),
-    "orthogonality": TableDef("pfedcspc", "orthogonality", "Plug-and-play (Table VI)", [Rows(variants=_PLUG, seeds="table")],
+    # Table VI: plug_and_play reads all four rows (each base with and without pFedCSPC), so all run
+    # over the claim seeds.
+    "orthogonality": TableDef("pfedcspc", "orthogonality", "Plug-and-play (Table VI)", [Rows(variants=_PLUG)],
                               index="method", variant_col="method", metric=GLOBAL, reference="T6"),
     **{f"rounds_{v}": TableDef("pfedcspc", f"rounds_{v}", f"Rounds to a target accuracy (Table VII, {v})",
                                _rounds_rows(v), setup=v, metric=GLOBAL, reference="T7") for v in ("default", "beta0.1")},
     "sensitivity": TableDef("pfedcspc", "sensitivity", "n_repeat and n_aug (Fig. 6)", _sensitivity_rows,
                             index="method.args.n_repeat", columns="method.args.n_aug", metric=GLOBAL, derive=with_scores),
-    # Fig. 9 and §V-D: PMI's weights and start, on the default run (every claim seed).
-    "pmi": TableDef("pfedcspc", "pmi", "PMI (Fig. 9)", [Rows()], metric=GLOBAL),
-    "pmi_tau_p": TableDef("pfedcspc", "pmi_tau_p", "PMI temperature τ_p", _tau_p_rows, index="method.args.tau_p",
+    # Fig. 9, Fig. 10 and §V-E2 (notebook 07): PMI over a grid of τ_p; its claims read the τ_p chosen on
+    # the validation table.
+    "pmi_tau_p": TableDef("pfedcspc", "pmi_tau_p", "PMI temperature τ_p (test split)", _tau_p_rows, index=TAU_P,
                           metric=GLOBAL, derive=with_scores),
+    "pmi_tau_p_validation": TableDef("pfedcspc", "pmi_tau_p_validation", "PMI temperature τ_p (validation split)",
+                                     _tau_p_validation_rows, index=TAU_P, metric=LOCAL, derive=with_scores),
 }

@@ -121,3 +121,15 @@ def test_features_align_claim_reads_the_alignment_ratio_per_seed():
     assert _verdicts(t([0.7, 0.6, 0.6]), ids) == ["FAIL"]
     assert _verdicts(t([0.4, 0.6, 0.5]), ids) == ["INCONCLUSIVE"]
     assert _verdicts(t([0.4, 0.35, 0.4]).query("seed == 0"), ids) == ["INCONCLUSIVE"]  # one seed cannot tell
+
+
+def test_pmi_claims_read_one_tau_p_and_name_it():
+    import pytest
+
+    t = pd.DataFrame([{"seed": s, "method.args.tau_p": 0.1, "weight_label_corr": r}
+                      for s, r in enumerate((0.55, 0.5, 0.6))])
+    res = evaluate_claims(t, ids=["pfedcspc.pmi_weights_follow_labels"])
+    assert res["verdict"].item() == "PASS" and "τ_p = 0.1:" in res["evidence"].item()
+    mixed = pd.concat([t, t.assign(**{"method.args.tau_p": 1.0})])
+    with pytest.raises(ValueError, match="one τ_p"):
+        evaluate_claims(mixed, ids=["pfedcspc.pmi_weights_follow_labels"])

@@ -21,3 +21,79 @@ def test_pmi_analyses_on_a_finished_run(tiny):
     summary = pmi_start_table(table)
     verdict = evaluate_claims(summary, ids=["pfedcspc.pmi_starts_better"])["verdict"].item()
     assert verdict == "INCONCLUSIVE"  # one seed: no spread to put an interval on
+
+
+def test_tau_p_rule_picks_the_best_mean_validation_i_local_ties_to_the_larger_tau_p():
+    import math
+
+    import pandas as pd
+    import pytest
+
+    from fedrepro.papers.pfedcspc.pmi import select_tau_p
+
+    def table(scores: dict) -> pd.DataFrame:
+        return pd.DataFrame([{"method.args.tau_p": tau, "seed": s, "final_i_local_mean": v}
+                             for tau, vs in scores.items() for s, v in enumerate(vs)])
+
+    assert select_tau_p(table({1.0: [0.70, 0.72, 0.71], 0.1: [0.74, 0.70, 0.73], 0.02: [0.69, 0.80, 0.60]})) == 0.1
+    assert select_tau_p(table({1.0: [0.7, 0.7], 0.1: [0.7, 0.7]})) == 1.0  # a tie: the less selective
+    assert select_tau_p(table({1.0: [0.5, 0.5], 0.1: [0.9, math.nan]})) == 1.0  # diverged counts as 0
+    with pytest.raises(ValueError, match="final_i_local_mean"):
+        select_tau_p(table({1.0: [0.5]}).drop(columns="final_i_local_mean"))
+
+
+def test_tau_p_validation_runs_never_read_the_test_split():
+    from fedrepro.papers.pfedcspc import TABLES
+    from fedrepro.papers.pfedcspc.tables import tau_p_grid
+
+    for profile in ("smoke", "laptop", "paper"):
+        val = TABLES["pmi_tau_p_validation"].configs(profile)
+        test = TABLES["pmi_tau_p"].configs(profile)
+        assert {c.data.dataset for c in val} == {"validation"}
+        assert sorted({c.method.args["tau_p"] for c in val}) == sorted(tau_p_grid(profile))
+        # Same candidates and seeds on both splits, so the pick's test-split runs are planned.
+        assert sorted((c.method.args.get("tau_p", 1.0), c.seed) for c in val) == \
+            sorted((c.method.args.get("tau_p", 1.0), c.seed) for c in test)
+        assert len(tau_p_grid(profile)) >= 2 and len({c.seed for c in test}) == len(fedrepro.default_seeds(profile))
+
+
+def test_validation_dataset_holds_out_a_seeded_slice_of_the_training_images():
+    import pytest
+    import torch
+
+    from fedrepro.data.base import ImageDataset
+    from fedrepro.data.validation import hold_out
+    from fedrepro.errors import ConfigError
+
+    x = torch.arange(50, dtype=torch.uint8).view(50, 1, 1, 1).expand(50, 1, 2, 2).contiguous()
+    y = torch.arange(50) % 5
+    ds = ImageDataset("toy", x, y, x[:10], y[:10], classes=[str(i) for i in range(5)])
+    a, b, c = hold_out(ds, seed=3), hold_out(ds, seed=3), hold_out(ds, size=20, seed=4)
+    assert len(a.test_y) == 10 and len(a.train_y) == 40 and len(c.test_y) == 20
+    ids = lambda t: set(t[:, 0, 0, 0].tolist())  # noqa: E731  (each image's id is its pixel)
+    assert ids(a.train_x) | ids(a.test_x) == set(range(50)) and not ids(a.train_x) & ids(a.test_x)
+    assert torch.equal(a.test_x, b.test_x) and not torch.equal(a.test_x, hold_out(ds, seed=4).test_x)
+    with pytest.raises(ConfigError, match="validation size"):
+        hold_out(ds, size=50)
+
+
+def test_calibration_view_shows_the_same_round_before_and_after_on_two_clients(tiny):
+    from fedrepro.papers.pfedcspc.calibration import calibration_view
+
+    table = fedrepro.run_grid(tiny(**{**CSPC, "train.rounds": 2, "train.global_eval": True}), seeds=[0], progress=False)
+    v = calibration_view(table["path"][0], per_class=5, seed=0)
+    assert v.round == 2 and len(set(v.clients)) == 2 and v.classes[0] < v.classes[1]
+    assert set(v.stage) == {"before", "after"} and set(v.labels) <= set(v.classes)
+    assert len(v.feats) == 4 * (len(v.labels) // 4) and 0 <= v.acc_before <= 1 and 0 <= v.acc_after <= 1
+
+
+def test_calibration_runs_are_planned_and_reuse_the_main_run_at_laptop():
+    from fedrepro.papers.pfedcspc import TABLES
+    from fedrepro.papers.pfedcspc.notebooks import NOTEBOOKS, calibration_runs
+
+    runs = calibration_runs("laptop")
+    assert runs["round 1"].train.rounds == 1
+    assert runs["round 20"].hash() in {c.hash() for c in TABLES["main_default"].configs("laptop")}
+    assert calibration_runs("paper")["round 25"].train.rounds == 25
+    planned = {c.hash() for need in NOTEBOOKS["06_tsne"] for c in need.configs("pfedcspc", "laptop")}
+    assert {c.hash() for c in runs.values()} <= planned

@@ -22,3 +22,40 @@ def test_ablation_table_runs_claim_rows_over_the_claim_seeds_in_the_rows_order(t
     assert t.groupby("setting", sort=False)["seed"].apply(sorted).to_dict() == \
         {"FedAvg": [0], "FedAvg+FT_CE": [0], "FedCSPC": [0, 1]}
     assert {"final_i_local_mean", "final_hm"} <= set(t.columns)  # derived from the stored rows
+
+
+def _seeds_by(configs, key) -> dict:
+    out: dict = {}
+    for c in configs:
+        out.setdefault(key(c), set()).add(c.seed)
+    return out
+
+
+def test_claim_rows_of_tables_vi_and_vii_run_over_the_claim_seeds():
+    from fedrepro import default_seeds
+    from fedrepro.papers import table_seeds
+    from fedrepro.papers.pfedcspc import TABLES
+
+    claim, table = set(default_seeds("laptop")), set(table_seeds("laptop"))
+    assert len(claim) >= 3
+    # plug_and_play reads every row of Table VI.
+    seeds = _seeds_by(TABLES["orthogonality"].configs("laptop"), lambda c: (c.method.name, c.method.args.get("base")))
+    assert len(seeds) == 4 and all(s == claim for s in seeds.values())
+    # fewer_rounds reads pFedCSPC and FedAvg; the rest of Table VII stays at the table seeds.
+    for v in ("default", "beta0.1"):
+        seeds = _seeds_by(TABLES[f"rounds_{v}"].configs("laptop"), lambda c: c.method.name)
+        assert seeds.pop("pfedcspc") == claim and seeds.pop("fedavg") == claim
+        assert seeds and all(s == table for s in seeds.values())
+
+
+def test_alignment_runs_are_notebook_01s_claim_runs_at_every_claim_seed():
+    from fedrepro import default_seeds
+    from fedrepro.papers.pfedcspc import TABLES
+    from fedrepro.papers.pfedcspc.notebooks import NOTEBOOKS, alignment_runs
+
+    runs = alignment_runs("laptop")
+    assert sorted(runs) == sorted((m, s) for m in ("FedAvg", "pFedCSPC") for s in default_seeds("laptop"))
+    main = {c.hash() for c in TABLES["main_default"].configs("laptop")}
+    assert {c.hash() for c in runs.values()} <= main  # trained once, for notebook 01
+    planned = {c.hash() for need in NOTEBOOKS["06_tsne"] for c in need.configs("pfedcspc", "laptop")}
+    assert {c.hash() for c in runs.values()} <= planned
