@@ -9,7 +9,6 @@ from .root import data_root, download_allowed
 # Imported for their registration side effect.
 from . import cifar, fashion_mnist, fashion_mnist_domains, image_folder, synthetic, tiny_imagenet  # noqa: F401, E402
 from . import glyphs, splits  # noqa: F401, E402  (the pretraining source and its split)
-from . import validation  # noqa: F401, E402  (validation splits held out of a training split)
 
 __all__ = [
     "DATASETS",

@@ -160,13 +160,10 @@ def _tau_p_rows(profile: str) -> list[Rows]:
 
 
 def _tau_p_validation_rows(profile: str) -> list[Rows]:
-    # The same grid on the setup's dataset with a validation split held out of its training images in
-    # place of its test split (:mod:`fedrepro.data.validation`): τ_p is chosen here, never on test data.
-    from .. import setup
-
-    d = setup("pfedcspc", profile).data
-    held = {"data.dataset": "validation", "data.dataset_args": {"of": d.dataset, "of_args": dict(d.dataset_args)},
-            "train.rounds": tau_p_validation_rounds(profile)}
+    # The same grid with a fifth of each client's training split held out as its validation split,
+    # in place of its test split (``data.validation``, as the learning-rate searches hold it out):
+    # τ_p is chosen here, never on test data.
+    held = {"data.validation": 0.2, "train.rounds": tau_p_validation_rounds(profile)}
     return [Rows({TAU_P: tau_p_grid(profile)}, base=held)]
 
 

@@ -49,32 +49,12 @@ def test_tau_p_validation_runs_never_read_the_test_split():
     for profile in ("smoke", "laptop", "paper"):
         val = TABLES["pmi_tau_p_validation"].configs(profile)
         test = TABLES["pmi_tau_p"].configs(profile)
-        assert {c.data.dataset for c in val} == {"validation"}
+        assert {c.data.validation for c in val} == {0.2} and {c.data.validation for c in test} == {0.0}
         assert sorted({c.method.args["tau_p"] for c in val}) == sorted(tau_p_grid(profile))
         # Same candidates and seeds on both splits, so the pick's test-split runs are planned.
         assert sorted((c.method.args.get("tau_p", 1.0), c.seed) for c in val) == \
             sorted((c.method.args.get("tau_p", 1.0), c.seed) for c in test)
         assert len(tau_p_grid(profile)) >= 2 and len({c.seed for c in test}) == len(fedrepro.default_seeds(profile))
-
-
-def test_validation_dataset_holds_out_a_seeded_slice_of_the_training_images():
-    import pytest
-    import torch
-
-    from fedrepro.data.base import ImageDataset
-    from fedrepro.data.validation import hold_out
-    from fedrepro.errors import ConfigError
-
-    x = torch.arange(50, dtype=torch.uint8).view(50, 1, 1, 1).expand(50, 1, 2, 2).contiguous()
-    y = torch.arange(50) % 5
-    ds = ImageDataset("toy", x, y, x[:10], y[:10], classes=[str(i) for i in range(5)])
-    a, b, c = hold_out(ds, seed=3), hold_out(ds, seed=3), hold_out(ds, size=20, seed=4)
-    assert len(a.test_y) == 10 and len(a.train_y) == 40 and len(c.test_y) == 20
-    ids = lambda t: set(t[:, 0, 0, 0].tolist())  # noqa: E731  (each image's id is its pixel)
-    assert ids(a.train_x) | ids(a.test_x) == set(range(50)) and not ids(a.train_x) & ids(a.test_x)
-    assert torch.equal(a.test_x, b.test_x) and not torch.equal(a.test_x, hold_out(ds, seed=4).test_x)
-    with pytest.raises(ConfigError, match="validation size"):
-        hold_out(ds, size=50)
 
 
 def test_calibration_view_shows_the_same_round_before_and_after_on_two_clients(tiny):
@@ -93,7 +73,7 @@ def test_calibration_runs_are_planned_and_reuse_the_main_run_at_laptop():
 
     runs = calibration_runs("laptop")
     assert runs["round 1"].train.rounds == 1
-    assert runs["round 20"].hash() in {c.hash() for c in TABLES["main_default"].configs("laptop")}
+    assert runs["round 20"].hash() in {c.hash() for c in TABLES["main_default"].configs("laptop", tuned=False)}
     assert calibration_runs("paper")["round 25"].train.rounds == 25
     planned = {c.hash() for need in NOTEBOOKS["06_tsne"] for c in need.configs("pfedcspc", "laptop")}
     assert {c.hash() for c in runs.values()} <= planned
