@@ -29,7 +29,7 @@ def alignment_runs(profile: str, seeds=None) -> dict[tuple[str, int], RunConfig]
 
 def calibration_runs(profile: str, seed: int = 0) -> dict[str, RunConfig]:
     """Fig. 8 and §V-E1's "first round" vs "25th round": pFedCSPC stopped after round 1, and after
-    round 25 (at laptop, whose runs have 20 rounds, the last round: notebook 01's run)."""
+    round 25 (the last round where a run is shorter)."""
     run = tsne_runs(profile, seed)["pFedCSPC"]
     late = min(25, run.train.rounds)
     return {"round 1": run.replace(**{"train.rounds": 1}),

@@ -57,7 +57,7 @@ def _main_rows(variant: str):
 
 # Tables II and III give every method the same learning-rate search on validation data
 # (fedrepro.tuning): the paper gives one rate for all (lost in the text; 0.01 in the official code),
-# at which some baselines barely move in the laptop's 20 rounds. The laptop grid spans the setup's
+# at which some baselines barely move in the laptop's rounds. The laptop grid spans the setup's
 # rate and a decade above it in half-decade steps; the paper profile's is the grid FedPFT (ICLR
 # §4.1) tunes its baselines in. The smoke profile only exercises the search, on two rows.
 LR_GRID = {"smoke": (0.01, 0.05), "laptop": (0.01, 0.03, 0.1), "paper": (0.1, 0.01, 0.001)}
