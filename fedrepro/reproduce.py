@@ -258,9 +258,12 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
         for _ in range(MAX_SEARCH_STAGES):
             if not the_plan.incomplete:
                 break
-            # A tuned table's rows are known once its learning-rate search is stored: the search
-            # runs first (with every other run the plan knows so far), then the plan is made again.
-            first = run_pool(runs, analyses, workers=workers, progress=progress, pending=pending_hashes)
+            # A tuned table's rows are known once its learning-rate search is stored: the runs of
+            # the notebooks that wait (their searches) train first, then the plan is made again and
+            # everything else trains while the notebooks render.
+            waiting = {h for nb in the_plan.incomplete for h in the_plan.readers.get(nb, [])}
+            first = run_pool({h: c for h, c in runs.items() if h in waiting}, (), workers=workers,
+                             progress=progress, pending=pending_hashes & waiting)
             if first.failed:
                 lines = "\n".join(f"  {k}: {v}" for k, v in list(first.failed.items())[:20])
                 raise FedreproError(f"{len(first.failed)} tasks failed before the learning-rate searches finished "
