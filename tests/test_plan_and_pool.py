@@ -241,3 +241,14 @@ def test_reproduce_plan_only_lists_without_training(tmp_path, monkeypatch):
     report = reproduce("smoke", only="fedpft/04", plan_only=True)
     assert report["runs"] == report["to_train"] > 0
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_reproduce_plans_a_tuned_tables_search_first_and_says_which_notebooks_wait(tmp_path, monkeypatch):
+    from fedrepro.papers import paper
+    from fedrepro.reproduce import reproduce
+
+    monkeypatch.setenv("FEDREPRO_RUNS", str(tmp_path / "runs"))
+    report = reproduce("smoke", only="pfedcspc/01", plan_only=True)
+    assert report["waiting_for_searches"] == ["pfedcspc/01_global_and_personalized.ipynb"]
+    # Before its search is stored the notebook's plan holds the search runs only.
+    assert report["runs"] == len(paper("pfedcspc").TABLES["main_default"].search_configs("smoke")) > 0
