@@ -101,3 +101,11 @@ TABLES = {
         },
     },
 }
+
+# pFedCSPC (TNNLS) Table I, keyed by our dataset names: classes, training and test images.
+TABLE_I = {
+    "cifar10": {"classes": 10, "train": 50000, "test": 10000},
+    "cifar100": {"classes": 100, "train": 50000, "test": 10000},
+    "tiny_imagenet": {"classes": 200, "train": 100000, "test": 10000},
+    "vireo172": {"classes": 172, "train": 68175, "test": 33154},
+}
