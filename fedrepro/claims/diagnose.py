@@ -1,0 +1,159 @@
+"""A likely cause for each claim that did not pass, read off the stored runs rather than typed.
+
+A verdict other than PASS has three common causes, and the store can tell them apart:
+
+- **budget**: the runs the claim's notebook read were still moving when they stopped (by the
+  flatness rule of :mod:`fedrepro.analysis.by_round`), or the claim's verdict changed in the last
+  quarter of the rounds when the convergence notebooks cut the runs short. More rounds could
+  change it either way.
+- **seeds**: an INCONCLUSIVE verdict on runs that have flattened: the per-seed effects disagree
+  about the bound, so more seeds (not more rounds) would decide it. A claim on one seed has no
+  interval at all.
+- **not a budget artefact**: a FAIL on flat runs with a settled verdict. The effect is absent at
+  this profile's scale; what differs from the paper (data, model, rounds) is the next suspect.
+
+:func:`causes` combines the notebooks' run traces (which runs each notebook read, from
+``fedrepro reproduce``), the stored per-round metrics, and the verdicts by round that the
+convergence notebooks save with :func:`save_by_round`.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ..analysis.by_round import FLAT_TOLERANCE, FLAT_WINDOW
+
+LATE_SHARE = 0.25  # a verdict that changed in the last quarter of the rounds has not settled
+
+
+@dataclass(frozen=True)
+class Movement:
+    """How much the runs a notebook read still moved over their last rounds."""
+    runs: int          # runs with enough evaluated rounds to judge (2 windows)
+    moving: int        # of those, runs whose last window moved by FLAT_TOLERANCE or more
+    largest: float     # the largest |change| in accuracy (fraction), 0 when no run qualifies
+
+    def text(self) -> str:
+        return (f"{self.moving} of {self.runs} runs its notebook read still moved by ≥ "
+                f"{100 * FLAT_TOLERANCE:.1f} points over their last {FLAT_WINDOW} rounds "
+                f"(largest {100 * self.largest:.1f})")
+
+
+def movement(hashes, runs_dir: Path) -> Movement:
+    """:class:`Movement` of the stored runs ``hashes`` (missing or too short runs are skipped)."""
+    from ..store import RunResult
+
+    changes = []
+    for h in sorted(set(hashes)):
+        folder = Path(runs_dir) / h
+        if not (folder / "config.json").is_file():
+            continue
+        try:
+            rounds = RunResult(folder).rounds
+        except Exception:  # an unfinished or unreadable run says nothing about convergence
+            continue
+        if "acc_mean" not in rounds:
+            continue
+        acc = rounds["acc_mean"].dropna().to_numpy()
+        if len(acc) >= 2 * FLAT_WINDOW:
+            changes.append(float(acc[-FLAT_WINDOW:].mean() - acc[-2 * FLAT_WINDOW:-FLAT_WINDOW].mean()))
+    moving = sum(abs(c) >= FLAT_TOLERANCE for c in changes)
+    return Movement(len(changes), moving, max((abs(c) for c in changes), default=0.0))
+
+
+def _by_round_dir(claims_dir: Path) -> Path:
+    return Path(claims_dir) / "by_round"
+
+
+def save_by_round(verdicts: pd.DataFrame, notebook: str, profile: str) -> Path:
+    """Record a convergence notebook's verdicts by round (the output of
+    :func:`fedrepro.analysis.by_round.verdicts_by_round`) for :func:`causes`."""
+    from ..store import atomic_write_json
+    from .core import claims_dir
+
+    d = _by_round_dir(claims_dir(profile))
+    d.mkdir(parents=True, exist_ok=True)
+    rows = verdicts[["round", "claim_id", "verdict"]].to_dict(orient="records")
+    path = d / f"{notebook}.json"
+    atomic_write_json(path, {"notebook": notebook, "profile": profile, "verdicts": rows})
+    return path
+
+
+def last_change(verdicts: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    """Per claim: (the last round at which its verdict changed, or 0, and the last round cut)."""
+    out = {}
+    for cid, v in verdicts.sort_values("round").groupby("claim_id"):
+        changed = v["round"][v["verdict"].ne(v["verdict"].shift()) & v["verdict"].shift().notna()]
+        out[cid] = (int(changed.iloc[-1]) if len(changed) else 0, int(v["round"].max()))
+    return out
+
+
+def _one_seed(evidence: str) -> bool:
+    seeds = re.findall(r"seeds \[([^\]]*)\]", evidence or "")
+    return bool(seeds) and all(len([s for s in group.split(",") if s.strip()]) == 1 for group in seeds)
+
+
+def likely_cause(verdict: str, evidence: str, moved: Movement | None,
+                 changed: tuple[int, int] | None = None) -> str:
+    """The likely cause of a verdict other than PASS, or "" for PASS and NOT RUN (rules: module doc)."""
+    if verdict in ("PASS", "NOT RUN"):
+        return ""
+    reasons = []
+    if changed and changed[0] > (1 - LATE_SHARE) * changed[1]:
+        reasons.append(f"budget: the verdict changed at round {changed[0]} of {changed[1]}")
+    if moved and moved.moving:
+        reasons.append(f"budget: {moved.text()}")
+    if reasons:
+        return "; ".join(reasons)
+    if _one_seed(evidence):
+        return "seeds: it rests on one seed, so there is no interval"
+    settled = " and the verdict settled" if changed else ""
+    flat = f"the {moved.runs} runs its notebook read are flat{settled}" if moved and moved.runs else None
+    if verdict == "INCONCLUSIVE":
+        return "seeds: the per-seed effects straddle the bound" + (f" ({flat})" if flat else "")
+    if flat:
+        return (f"not a budget artefact: {flat}; the effect is absent at this profile's scale "
+                f"(data, model and rounds differ from the paper's)")
+    return "no cause recorded (no stored runs to inspect)"
+
+
+def causes(profile: str, claims: pd.DataFrame, runs_dir: Path | None = None,
+           root: Path | None = None) -> pd.Series:
+    """A likely cause per row of ``claims`` (:func:`fedrepro.claims.collect_claims`), indexed like it.
+
+    Reads ``output/<profile>/trace/<notebook>.jsonl`` (written by ``fedrepro reproduce``) for the runs
+    each notebook read; a notebook rendered outside ``reproduce`` has no trace and gets only the
+    seed-based causes."""
+    from .. import trace
+    from ..figures import repo_root
+    from ..store import default_runs_dir
+    from .core import claims_dir
+
+    root = Path(root) if root is not None else repo_root()
+    runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir()
+    changed: dict[str, tuple[int, int]] = {}
+    for f in sorted(_by_round_dir(claims_dir(profile)).glob("*.json")):
+        changed.update(last_change(pd.DataFrame(json.loads(f.read_text())["verdicts"])))
+    moved: dict[str, Movement | None] = {}
+    out = {}
+    for i, row in claims.iterrows():
+        nb = row.get("notebook")
+        if nb and nb not in moved:
+            # claims record "<paper>_<NN>_<name>"; traces are named after the notebook's path
+            events = trace.read(root / "output" / profile / "trace" / _trace_name(nb))
+            hashes = [e["hash"] for e in events if e.get("event") == "run"]
+            moved[nb] = movement(hashes, runs_dir) if hashes else None
+        out[i] = likely_cause(row["verdict"], row.get("evidence", ""), moved.get(nb), changed.get(row["claim_id"]))
+    return pd.Series(out, dtype=object)
+
+
+def _trace_name(notebook: str) -> str:
+    """The trace file of the notebook whose claims are saved as ``notebook``:
+    ``"pfedcspc_01_global_and_personalized"`` → ``"pfedcspc__01_global_and_personalized.ipynb.jsonl"``,
+    ``"00_tour"`` → ``"00_tour.ipynb.jsonl"``."""
+    m = re.match(r"^(.+?)_(\d\d_.*)$", notebook)
+    return f"{m.group(1)}__{m.group(2)}.ipynb.jsonl" if m else f"{notebook}.ipynb.jsonl"

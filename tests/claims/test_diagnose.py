@@ -1,0 +1,64 @@
+"""Likely causes of a claim's verdict, read off stored runs and verdicts by round."""
+import json
+
+import pandas as pd
+
+import fedrepro
+from fedrepro.claims.diagnose import (FLAT_WINDOW, Movement, _trace_name, causes, last_change, likely_cause,
+                                      movement)
+from tests.support import tiny_config
+
+
+def test_trace_names_follow_reproduce():
+    assert _trace_name("pfedcspc_01_global_and_personalized") == "pfedcspc__01_global_and_personalized.ipynb.jsonl"
+    assert _trace_name("pep_fedpt_03_x") == "pep_fedpt__03_x.ipynb.jsonl"
+    assert _trace_name("00_tour") == "00_tour.ipynb.jsonl"
+
+
+def test_last_change_finds_the_last_flip():
+    v = pd.DataFrame({"round": [1, 2, 3, 4, 1, 2, 3, 4], "claim_id": ["a"] * 4 + ["b"] * 4,
+                      "verdict": ["FAIL", "PASS", "PASS", "FAIL", "PASS", "PASS", "PASS", "PASS"]})
+    assert last_change(v) == {"a": (4, 4), "b": (0, 4)}
+
+
+def test_causes_by_rule():
+    flat, moving = Movement(6, 0, 0.001), Movement(6, 2, 0.03)
+    assert likely_cause("PASS", "", moving) == ""
+    assert likely_cause("FAIL", "seeds [0, 1, 2]", moving).startswith("budget: 2 of 6 runs")
+    assert "changed at round 19 of 20" in likely_cause("FAIL", "seeds [0, 1, 2]", flat, (19, 20))
+    assert likely_cause("FAIL", "seeds [0, 1, 2]", flat, (5, 20)).startswith("not a budget artefact")
+    assert likely_cause("INCONCLUSIVE", "seeds [0, 1, 2]", flat).startswith("seeds: the per-seed effects")
+    assert likely_cause("INCONCLUSIVE", "(per seed +1.0; seeds [0])", flat).startswith("seeds: it rests on one seed")
+    assert likely_cause("FAIL", "", None) == "no cause recorded (no stored runs to inspect)"
+
+
+def test_movement_reads_stored_rounds(tmp_path):
+    cfg = tiny_config(tmp_path, **{"train.rounds": 2 * FLAT_WINDOW})
+    fedrepro.run(cfg)
+    m = movement([cfg.hash(), "0" * 16], tmp_path / "runs")  # a missing run is skipped
+    acc = fedrepro.run(cfg).rounds["acc_mean"].dropna().to_numpy()
+    change = acc[-FLAT_WINDOW:].mean() - acc[-2 * FLAT_WINDOW:-FLAT_WINDOW].mean()
+    assert m.runs == 1 and m.moving == int(abs(change) >= 0.005) and abs(m.largest - abs(change)) < 1e-12
+    short = tiny_config(tmp_path, **{"train.rounds": 3})
+    fedrepro.run(short)
+    assert movement([short.hash()], tmp_path / "runs").runs == 0  # too few rounds to judge
+
+
+def test_causes_join_traces_and_verdicts_by_round(tmp_path, monkeypatch):
+    cfg = tiny_config(tmp_path, **{"train.rounds": 2 * FLAT_WINDOW})
+    fedrepro.run(cfg)
+    trace = tmp_path / "output" / "laptop" / "trace"
+    trace.mkdir(parents=True)
+    (trace / "fedpft__02_x.ipynb.jsonl").write_text(json.dumps({"event": "run", "hash": cfg.hash()}) + "\n")
+    claims = tmp_path / "claims"
+    (claims / "by_round").mkdir(parents=True)
+    (claims / "by_round" / "fedpft_17.json").write_text(json.dumps({"verdicts": [
+        {"round": 9, "claim_id": "c1", "verdict": "PASS"}, {"round": 10, "claim_id": "c1", "verdict": "FAIL"}]}))
+    monkeypatch.setattr("fedrepro.claims.core.claims_dir", lambda profile: claims)
+    table = pd.DataFrame([{"claim_id": "c1", "verdict": "FAIL", "evidence": "seeds [0, 1]", "notebook": "fedpft_02_x"},
+                          {"claim_id": "c2", "verdict": "PASS", "evidence": "", "notebook": "fedpft_02_x"},
+                          {"claim_id": "c3", "verdict": "FAIL", "evidence": "", "notebook": "fedpft_05_untraced"}])
+    out = causes("laptop", table, runs_dir=tmp_path / "runs", root=tmp_path)
+    assert "changed at round 10 of 10" in out[0]
+    assert out[1] == ""
+    assert out[2] == "no cause recorded (no stored runs to inspect)"
