@@ -1,11 +1,11 @@
 """FedPFT: "Unlocking the Potential of Prompt-Tuning in Bridging Generalized and Personalized
 Federated Learning" (Wu et al.; ICLR 2024 version and arXiv version), with FedPFT+Con."""
 from . import claims  # noqa: F401  (registers the claims)
-from .notebooks import NOTEBOOKS
+from .notebooks import BY_ROUND, NOTEBOOKS
 from .setup import VARIANTS, layers
 from .tables import TABLES
 from .variants import ABLATION_SETTINGS, FIGURE_VARIANTS, overrides
 
 TITLE = "FedPFT (Wu et al.): prompt-tuned feature transformation for generalised and personalised FL"
 
-__all__ = ["NOTEBOOKS", "TABLES", "ABLATION_SETTINGS", "FIGURE_VARIANTS", "TITLE", "VARIANTS", "layers", "overrides"]
+__all__ = ["BY_ROUND", "NOTEBOOKS", "TABLES", "ABLATION_SETTINGS", "FIGURE_VARIANTS", "TITLE", "VARIANTS", "layers", "overrides"]
