@@ -228,6 +228,12 @@ def write_pages(profile: str, root: Path | None = None, *, timings: Path | None 
     root = Path(root) if root is not None else repo_root()
     report = load_timings(profile, root, timings)
     claims = collect_claims(profile)
+    if claims["notebook"].isna().all():
+        # Nothing recorded (a fresh checkout): keep the committed pages rather than write all NOT RUN.
+        from .claims import claims_dir
+
+        raise ConfigError(f"profile={profile!r}: no notebook has recorded claims in {claims_dir(profile)}; "
+                          f"run `fedrepro reproduce --profile {profile}` first")
     commit = _commit(root, report, commit)
     out = root / "docs" / "results" / profile
     out.mkdir(parents=True, exist_ok=True)

@@ -96,13 +96,20 @@ def test_the_index_counts_verdicts_per_paper_and_links_each_page(stored):
     assert "Student's t" in index
 
 
-def test_without_a_timings_report_the_pages_say_so(tmp_path, monkeypatch):
+def test_without_claims_nothing_is_written(tmp_path, monkeypatch):
     monkeypatch.setattr(fedrepro.figures, "repo_root", lambda: tmp_path)
-    pages = write_pages("laptop", tmp_path, commit="abc1234")
+    with pytest.raises(ConfigError, match="no notebook has recorded claims"):
+        write_pages("laptop", tmp_path)
+    assert not (tmp_path / "docs").exists()
+
+
+def test_without_a_timings_report_the_pages_say_so(stored):
+    (stored / "output" / "laptop" / "notebooks" / "timings.json").unlink()
+    pages = write_pages("laptop", stored, commit="abc1234")
     assert "No timings report was found" in pages["index"].read_text()
     assert "No timings for this paper's notebooks" in pages["fedpft"].read_text()
     with pytest.raises(ConfigError, match="timings="):
-        write_pages("laptop", tmp_path, timings=tmp_path / "missing.json")
+        write_pages("laptop", stored, timings=stored / "missing.json")
 
 
 def test_notebooks_belong_to_their_paper():
