@@ -96,11 +96,15 @@ def _pass_lines(profile: str, timings: dict | None, commit: str) -> list[str]:
         return lines + ["No timings report was found for this profile, so the notebooks' times are not shown.", ""]
     minutes = timings["wall_s"] / 60
     return lines + [
-        f"The pass: {len(timings['notebooks'])} notebooks, {timings['runs_trained']} runs trained of "
+        f"The pass: {_count(len(timings['notebooks']), 'notebook')}, {timings['runs_trained']} runs trained of "
         f"{timings['runs_planned']} planned, {minutes:.1f} min of wall time at {100 * timings['cpu_use']:.1f}% CPU "
         f"use of {timings['cores']} cores"
         + (f" ({timings['cpu']}, allocator {timings['allocator']})" if "cpu" in timings else "")
         + f"; peak memory {timings['peak_memory_mib']:,} MiB.", ""]
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _verdict_rule() -> list[str]:
