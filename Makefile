@@ -33,7 +33,7 @@ data: ## install Debian's dataset-fashion-mnist (offline default data) and tcmal
 		echo "installing $(APT_PACKAGES) with apt-get"; \
 		(apt-get install -y -q $(APT_PACKAGES) >/dev/null 2>&1 || \
 		 (apt-get update -q >/dev/null && apt-get install -y -q $(APT_PACKAGES) >/dev/null)); \
-	else [ -f $(FMNIST) ] || echo "note: Fashion-MNIST not found at $(FMNIST); see README 'Data' (FEDREPRO_DATA)"; fi
+	else [ -f $(FMNIST) ] || echo "note: Fashion-MNIST not found at $(FMNIST); see docs/data.md (FEDREPRO_DATA)"; fi
 
 test: setup test-unit test-notebooks ## set up, then run pytest and nbval on every notebook (smoke profile)
 
@@ -43,7 +43,7 @@ test-unit: $(STAMP)
 test-notebooks: $(STAMP)
 	$(SMOKE_ENV) $(PY) -m pytest -q --nbval-lax -p no:cacheprovider notebooks
 
-reproduce: setup ## set up, then train every notebook's runs in one pool and render the notebooks at PROFILE (default laptop); figures -> figures/, claims page -> docs/results/claims_$(PROFILE).md
+reproduce: setup ## set up, then train every notebook's runs in one pool and render the notebooks at PROFILE (default laptop); figures -> figures/, results pages -> docs/results/$(PROFILE)/
 	$(VENV)/bin/fedrepro reproduce --profile $(PROFILE)
 	$(VENV)/bin/fedrepro results --profile $(PROFILE)
 

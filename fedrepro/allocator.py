@@ -4,7 +4,7 @@ A training step on the laptop's models allocates and frees dozens of activation 
 buffers of a few hundred KB each, so the allocator is on the hot path; tcmalloc and jemalloc serve
 such churn from per-thread caches. Preloaded into the pool's workers and the notebook kernels of
 ``fedrepro reproduce``, either trained the laptop's conv models 5-12% faster than glibc's malloc
-on this CPU (README, "Speed") and gives the same numbers bit for bit
+on this CPU (docs/speed.md) and gives the same numbers bit for bit
 (``tests/test_allocator.py``): the allocator decides where tensors live, never what is summed.
 
 ``FEDREPRO_ALLOCATOR`` chooses: ``auto`` (the default: tcmalloc, else jemalloc, else the system's),

@@ -60,11 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     p_rep.add_argument("--plan", action="store_true", help="list what each notebook reads and what is left to train; "
                                                            "train and render nothing")
 
-    p_res = sub.add_parser("results", help="write the claims page of a profile (docs/results/claims_<profile>.md) "
-                                           "and the README's claims block from the claims and timings that "
-                                           "reproduce stored")
+    p_res = sub.add_parser("results", help="write the results pages of a profile (docs/results/<profile>/index.md and "
+                                           "one <paper>.md per paper) from the claims and timings that reproduce stored")
     p_res.add_argument("--profile", default="laptop", help="smoke | laptop (default) | paper")
-    p_res.add_argument("--out", default=None, help="where to write it (default: docs/results/claims_<profile>.md)")
+    p_res.add_argument("--timings", default=None, metavar="FILE",
+                       help="the pass's timings.json (default: the one `fedrepro reproduce` left for this profile)")
 
     p_ver = sub.add_parser("verify", help="train stored runs again in fresh processes and compare every metric "
                                           "(identical, equal up to rounding, or different)")
@@ -93,11 +93,10 @@ def main(argv: list[str] | None = None) -> int:
             reproduce(args.profile, only=args.only, workers=args.workers, plan_only=args.plan)
             return 0
         if args.cmd == "results":
-            from .results_page import update_readme, write_claims_page
+            from .results_page import write_pages
 
-            print(f"written: {write_claims_page(args.profile, Path(args.out) if args.out else None)}")
-            if args.out is None and update_readme(args.profile):
-                print("updated: README.md (the claims block)")
+            for path in write_pages(args.profile, timings=Path(args.timings) if args.timings else None).values():
+                print(f"written: {path}")
             return 0
         if args.cmd == "verify":
             from .store import default_runs_dir

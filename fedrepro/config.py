@@ -148,11 +148,11 @@ class RunConfig:
     # order, so the count is part of what fixes the result (hashed): the same config gives the
     # same numbers from a notebook cell, the CLI or a pool worker. 1 also trains fastest per core
     # at the laptop's sizes: two 1-thread runs side by side train about 1.6x the images of one
-    # 2-thread run (README, "Speed").
+    # 2-thread run (docs/speed.md).
     threads: int = hp(1, ge=1, le=256)
     # How 4-d weights (convolutions) are laid out in memory. Like the thread count it changes the
     # order of float sums, so it is part of the result (hashed). channels_last trains the laptop's
-    # conv models 1.1-1.4x faster on a CPU core (README, "Speed").
+    # conv models 1.1-1.4x faster on a CPU core (docs/speed.md).
     memory_format: str = hp("channels_last", choices=("channels_last", "contiguous"))
 
     def to_dict(self) -> dict:
@@ -203,7 +203,7 @@ def _non_default_method_args(name: str, args: Mapping[str, Any]) -> dict:
 # --------------------------------------------------------------------------------------------
 # Profiles. The dataclass defaults above are the laptop profile, sized for a 2-core CPU:
 # ResNet-8 at width 16 (m = 64) trains at about 5,000 img/s on 28×28 images, so one
-# run of 20 clients × 250 images × 20 rounds takes about 25 s (README, "Profiles").
+# run of 20 clients × 250 images × 20 rounds takes about 25 s (docs/config.md, "Profiles").
 
 def _profile_defaults(profile: str) -> dict:
     if profile == "smoke":

@@ -25,8 +25,8 @@ from . import allocator
 from .config import RunConfig
 from .errors import FedreproError
 
-# Per-image cost of a training step relative to ResNet-8 at width 16 on a CPU core (README,
-# "Measured here": about 6,300 img/s at width 16, 1,400 at 64, 730 for the tiny ViT). CLIP prompt
+# Per-image cost of a training step relative to ResNet-8 at width 16 on a CPU core (docs/config.md,
+# "Profiles": about 6,300 img/s at width 16, 1,400 at 64, 730 for the tiny ViT). CLIP prompt
 # methods train on cached frozen tokens: cheap per image after the first pass.
 _MODEL_COST = {"resnet8": 1.0, "resnet10": 1.5, "resnet18": 3.0, "cnn": 0.6, "moon_cnn": 0.6, "mlp": 0.1,
                "tiny_vit": 8.0, "vit": 8.0, "clip": 1.0}

@@ -1,68 +1,130 @@
-"""The generated claims page: every registered claim, the verdicts as stored, the pass's numbers."""
+"""The generated results pages: every registered claim with its stored verdict, the reason for each
+claim that did not pass, the notebooks' timings, and the index across papers."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pandas as pd
+import pytest
 
-import fedrepro.claims  # noqa: F401  (registers every paper's claims)
 import fedrepro.figures
-from fedrepro.claims import save_claims
-from fedrepro.claims.core import CLAIMS
+from fedrepro.claims import registered, save_claims
 from fedrepro.cli import main
-from fedrepro.results_page import claims_page
+from fedrepro.errors import ConfigError
+from fedrepro.results_page import NO_CAUSE, notebook_paper, write_pages
+
+CLAIMS = registered()  # every paper's claims
+
+TIMINGS = {"wall_s": 1800.0, "cpu_use": 0.97, "cores": 2, "runs_trained": 5, "runs_planned": 5,
+           "peak_memory_mib": 1234, "cpu": "Some CPU", "allocator": "system", "commit": "f00ba12",
+           "notebooks": [{"notebook": "00_tour.ipynb", "render_s": 7.0, "runs_read": 27, "train_s_of_its_runs": 247.0},
+                         {"notebook": "fedotp/01_label_shift.ipynb", "render_s": 15.0, "runs_read": 63,
+                          "train_s_of_its_runs": 94.0},
+                         {"notebook": "fedotp/02_dirichlet.ipynb", "render_s": 7.0, "runs_read": 27,
+                          "train_s_of_its_runs": 119.0},
+                         {"notebook": "backbones/01_vit_standin.ipynb", "render_s": 19.3, "runs_read": 0,
+                          "train_s_of_its_runs": 0}]}
 
 
-def _one_checked(tmp_path, monkeypatch, **row):
-    """The tour's skewed-split claim recorded by its notebook in ``tmp_path`` with ``row``'s fields."""
+def _row(claim_id: str, verdict: str, interval: str = "+1.00 pts [-2.00, +4.00], required > +5.00 pts", **kw):
+    c = CLAIMS.get(claim_id)
+    return {"claim_id": claim_id, "paper": c.paper, "source": c.source, "statement": c.statement,
+            "verdict": verdict, "interval": interval, "evidence": f"evidence of {claim_id}", **kw}
+
+
+@pytest.fixture
+def stored(tmp_path, monkeypatch):
+    """A small claims folder and a timings report in ``tmp_path`` (as a pass leaves them)."""
     monkeypatch.setattr(fedrepro.figures, "repo_root", lambda: tmp_path)
-    save_claims(pd.DataFrame([{"claim_id": "tour.local_beats_fedavg_skewed", "paper": "tour", "source": "s", **row}]),
+    save_claims(pd.DataFrame([_row("tour.local_beats_fedavg_skewed", "FAIL", "-1.00 pts [-2.00, -0.10], required > "
+                                   "+5.00 pts", statement="Local | FedAvg"),
+                              _row("tour.fedavg_beats_local_iid", "PASS", "+6.35 pts [+3.53, +9.17], required > +0.00 pts")]),
                 "00_tour", "laptop")
-
-
-def test_page_lists_every_claim_with_its_stored_verdict(tmp_path, monkeypatch):
-    _one_checked(tmp_path, monkeypatch, statement="Local | FedAvg", verdict="FAIL", evidence="gap -1.00 pts",
-                 interval="-1.00 pts [-2.00, -0.10], required > +0.00 pts")
+    save_claims(pd.DataFrame([_row("fedotp.beats_promptfl_pathological", "PASS"),
+                              _row("fedotp.gamma_inverted_u", "INCONCLUSIVE")]), "fedotp_01_label_shift", "laptop")
     timings = tmp_path / "output" / "laptop" / "notebooks" / "timings.json"
     timings.parent.mkdir(parents=True)
-    timings.write_text(json.dumps({"wall_s": 1800.0, "cpu_use": 0.97, "cores": 2, "runs_trained": 5,
-                                   "runs_planned": 5, "peak_memory_mib": 1234, "notebooks": [{}, {}],
-                                   "cpu": "Some CPU", "allocator": "system"}))
-    data = json.loads(timings.read_text())
-    timings.write_text(json.dumps({**data, "commit": "f00ba12"}))
-    assert "at commit `f00ba12`" in claims_page("laptop", tmp_path)  # the pass's own commit
-    timings.write_text(json.dumps(data))
-    page = claims_page("laptop", tmp_path, commit="abc1234")
-    assert "commit `abc1234`" in page and "30.0 min" in page and "Some CPU" in page
-    assert "| 00_tour | `tour.local_beats_fedavg_skewed`: Local \\| FedAvg |" in page
-    assert "**FAIL** | -1.00 pts [-2.00, -0.10], required > +0.00 pts | gap -1.00 pts |" in page
-    assert "INCONCLUSIVE" in page and "Student's t" in page
+    timings.write_text(json.dumps(TIMINGS))
+    return tmp_path
+
+
+def test_each_paper_gets_a_page_with_its_claims_reasons_and_timings(stored):
+    pages = write_pages("laptop", stored)
+    assert set(pages) == {"index", "tour", "fedpft", "pfedcspc", "pep_fedpt", "fedotp"}
+    assert all(p.parent == stored / "docs" / "results" / "laptop" for p in pages.values())
+    tour = pages["tour"].read_text()
+    assert "commit `f00ba12`" in tour and "30.0 min" in tour and "Some CPU" in tour
+    assert ("| [`tour.local_beats_fedavg_skewed`](#tourlocal_beats_fedavg_skewed) | "
+            f"{CLAIMS.get('tour.local_beats_fedavg_skewed').source} | **FAIL** | "
+            "-1.00 pts [-2.00, -0.10], required > +5.00 pts | 00_tour |") in tour
+    assert "Local \\| FedAvg" not in tour.split("## Evidence")[0]  # statements are in the evidence part
+    assert f"| `tour.local_beats_fedavg_skewed` | FAIL | {NO_CAUSE} |" in tour
+    assert "`tour.fedavg_beats_local_iid` | PASS" not in tour  # a passed claim needs no reason
+    assert "- evidence: evidence of tour.local_beats_fedavg_skewed" in tour
+    assert "| `00_tour.ipynb` | 7.0 | 27 | 247 |" in tour and "fedotp/01" not in tour.split("## Timings")[1]
+    fedotp = pages["fedotp"].read_text()
+    assert "| `fedotp.gamma_inverted_u` | INCONCLUSIVE | the interval straddles the bound" in fedotp
+    assert "| fedotp/01_label_shift |" in fedotp  # the claims record's notebook name, as its path
+    assert "| **all 2** | 22.0 | | 213 |" in fedotp
+    # A claim no notebook checked is NOT RUN, and the reason says so.
+    n_otp = sum(1 for n in CLAIMS.names() if CLAIMS.get(n).paper == "fedotp")
+    assert f"2 NOT RUN of {n_otp} claims".replace("2 NOT RUN", f"{n_otp - 2} NOT RUN") in fedotp
+    assert "no notebook has checked it yet" in fedotp
     for name in CLAIMS.names():
-        assert f"`{name}`" in page
+        assert f"`{name}`" in pages[CLAIMS.get(name).paper].read_text()
+
+
+def test_a_recorded_cause_is_used(stored, monkeypatch):
+    claim = CLAIMS.get("tour.local_beats_fedavg_skewed")
+    monkeypatch.setattr(CLAIMS, "get", lambda name, _get=CLAIMS.get: dataclasses.replace(
+        claim, likely_cause="too few rounds") if name == claim.id else _get(name))
+    tour = write_pages("laptop", stored)["tour"].read_text()
+    assert "| `tour.local_beats_fedavg_skewed` | FAIL | likely cause: too few rounds |" in tour
+    assert f"FAIL | {NO_CAUSE}" not in tour and f"reason: {NO_CAUSE}" not in tour
+
+
+def test_the_index_counts_verdicts_per_paper_and_links_each_page(stored):
+    index = write_pages("laptop", stored)["index"].read_text()
+    assert index.startswith("# Results at the laptop profile")
+    assert "| [tour](tour.md) | 2 | 1 | 0 | 1 | 0 | 1 | 7.0 | 247 |" in index
+    n_otp = sum(1 for n in CLAIMS.names() if CLAIMS.get(n).paper == "fedotp")
+    assert f"| [fedotp](fedotp.md) | {n_otp} | 1 | 1 | 0 | {n_otp - 2} | 2 | 22.0 | 213 |" in index
     n = len(CLAIMS.names())
-    assert "| paper | claims | PASS | INCONCLUSIVE | FAIL | NOT RUN |" in page
-    assert f"| all | {n} | 0 | 0 | 1 | {n - 1} |" in page  # one checked (FAIL), the rest NOT RUN
+    assert f"| all | {n} | 2 | 1 | 1 | {n - 4} | | | |" in index
+    assert "## Notebooks of no paper" in index and "`backbones/01_vit_standin.ipynb` | 19.3" in index
+    assert "Student's t" in index
 
 
-def test_cli_writes_the_page(tmp_path, monkeypatch, capsys):
+def test_without_claims_nothing_is_written(tmp_path, monkeypatch):
     monkeypatch.setattr(fedrepro.figures, "repo_root", lambda: tmp_path)
-    monkeypatch.setattr("fedrepro.results_page.repo_root", lambda: tmp_path)
-    out = tmp_path / "page.md"
-    assert main(["results", "--profile", "laptop", "--out", str(out)]) == 0
-    assert out.read_text().startswith("# Claims at the laptop profile")
+    with pytest.raises(ConfigError, match="no notebook has recorded claims"):
+        write_pages("laptop", tmp_path)
+    assert not (tmp_path / "docs").exists()
 
 
-def test_the_readme_block_is_replaced_in_place(tmp_path, monkeypatch):
-    from fedrepro.results_page import BEGIN, END, update_readme
+def test_without_a_timings_report_the_pages_say_so(stored):
+    (stored / "output" / "laptop" / "notebooks" / "timings.json").unlink()
+    pages = write_pages("laptop", stored, commit="abc1234")
+    assert "No timings report was found" in pages["index"].read_text()
+    assert "No timings for this paper's notebooks" in pages["fedpft"].read_text()
+    with pytest.raises(ConfigError, match="timings="):
+        write_pages("laptop", stored, timings=stored / "missing.json")
 
-    _one_checked(tmp_path, monkeypatch, statement="x", verdict="INCONCLUSIVE", evidence="e",
-                 interval="+1.00 pts [-2.00, +4.00], required > +5.00 pts")
-    readme = tmp_path / "README.md"
-    readme.write_text("intro\n")
-    assert update_readme("laptop", tmp_path) is None  # no block: left alone
-    readme.write_text(f"intro\n{BEGIN}\nold\n{END}\nafter\n")
-    update_readme("laptop", tmp_path)
-    text = readme.read_text()
-    assert text.startswith("intro\n" + BEGIN) and text.endswith(END + "\nafter\n") and "old" not in text
-    assert "| tour | 0 | 1 | 0 | 1 |" in text
-    assert "| `tour.local_beats_fedavg_skewed` | INCONCLUSIVE | +1.00 pts [-2.00, +4.00], required > +5.00 pts |" in text
+
+def test_notebooks_belong_to_their_paper():
+    assert notebook_paper("fedpft/03_main_tables.ipynb") == "fedpft"
+    assert notebook_paper("00_tour.ipynb") == "tour"
+    assert notebook_paper("backbones/01_vit_standin.ipynb") is None
+    assert notebook_paper("99_claims_summary.ipynb") is None
+
+
+def test_cli_writes_the_pages(stored, monkeypatch, capsys):
+    monkeypatch.setattr("fedrepro.results_page.repo_root", lambda: stored)
+    other = stored / "bench.json"
+    other.write_text(json.dumps({**TIMINGS, "commit": "0ther00"}))
+    assert main(["results", "--profile", "laptop", "--timings", str(other)]) == 0
+    out = capsys.readouterr().out
+    assert f"written: {stored / 'docs' / 'results' / 'laptop' / 'index.md'}" in out
+    assert "commit `0ther00`" in (stored / "docs" / "results" / "laptop" / "fedotp.md").read_text()
+    assert main(["results", "--profile", "laptop", "--timings", str(stored / "nope.json")]) == 2

@@ -172,6 +172,9 @@ class Claim:
     statement: str
     # -> (a Test, or the tests that must all hold; evidence)
     check: Callable[[pd.DataFrame], tuple[Test | Sequence[Test], str]]
+    # What our own analysis points to when this claim does not pass here (a hypothesis with the
+    # measurement behind it, not a verdict); the results pages print "no cause recorded" without one.
+    likely_cause: str = ""
 
     def evaluate(self, results: pd.DataFrame) -> ClaimResult:
         try:

@@ -82,7 +82,7 @@ class FLContext:
                              image_size=self.image_size, seed=seed, **m.args).to(self.device)
         if self.cfg.memory_format == "channels_last":
             # 4-d weights (convolutions) stored NHWC: 1.1-1.4x the training speed of the laptop's
-            # conv models on a CPU core (README, "Speed"); other tensors are unchanged.
+            # conv models on a CPU core (docs/speed.md); other tensors are unchanged.
             model = model.to(memory_format=torch.channels_last)
         return model
 

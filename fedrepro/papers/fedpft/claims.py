@@ -9,8 +9,8 @@ seed (a paired difference, a gap of gaps, a ratio) with the claim's bound, so th
 Result tables use the grid columns of :func:`fedrepro.run_grid` (``method.name``,
 ``data.partition_args.alpha``, ``seed``) plus either ``best``/``final`` (accuracy runs) or
 ``origin``/``probe``/``match`` (mean over clients of the mismatch probe, one row per run). Ablation
-tables carry a ``setting`` column (ICLR Table 4's I-VI). Thresholds are stated in each claim and in the
-README; they are fixed before looking at results and never tuned to pass.
+tables carry a ``setting`` column (ICLR Table 4's I-VI). Thresholds are stated in each claim and in
+docs/claims.md; they are fixed before looking at results and never tuned to pass.
 """
 from __future__ import annotations
 
