@@ -121,16 +121,17 @@ def _commit(root: Path, timings: dict | None, commit: str | None) -> str:
 
 
 def _reason(row) -> str:
-    """Why a claim did not pass: the cause it records, else :data:`NO_CAUSE`; for INCONCLUSIVE also
+    """Why a claim did not pass: the cause the claim records, else the one read off the stored runs
+    (``row["cause"]``, :mod:`fedrepro.claims.diagnose`), else :data:`NO_CAUSE`; for INCONCLUSIVE also
     what the verdict itself means; for NOT RUN what kept it from being checked."""
     verdict = row["verdict"]
     if verdict == "PASS":
         return ""
     if verdict == "NOT RUN":
         return row["evidence"]
-    cause = _likely_cause(row["claim_id"])
+    cause = _likely_cause(row["claim_id"]) or (row.get("cause") if isinstance(row.get("cause"), str) else "")
     cause = f"likely cause: {cause}" if cause else NO_CAUSE
-    return f"the interval straddles the bound, so the seeds cannot tell; {cause}" if verdict == "INCONCLUSIVE" else cause
+    return f"the interval straddles the bound; {cause}" if verdict == "INCONCLUSIVE" else cause
 
 
 def _timing_rows(timings: dict | None, keep) -> list[dict]:
@@ -168,8 +169,12 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
     if not_passed.empty:
         lines.append("Every claim passed.")
     else:
-        lines += ["A cause is given only where the claim records one from our own analysis; otherwise the page "
-                  f"says \"{NO_CAUSE}\".", "", "| claim | verdict | reason |", "|---|---|---|"]
+        lines += ["The cause is the claim's own where it records one from our analysis; otherwise it is read off "
+                  "the stored runs (`fedrepro.claims.diagnose`): **budget** when the runs its notebook read were "
+                  "still moving at their last rounds or its verdict changed in the last quarter of the rounds, "
+                  "**seeds** when flat runs give per-seed effects on both sides of the bound (or one seed), "
+                  "**not a budget artefact** when flat runs fail with a settled verdict. Where neither exists the "
+                  f"page says \"{NO_CAUSE}\".", "", "| claim | verdict | reason |", "|---|---|---|"]
         for _, c in not_passed.iterrows():
             lines.append(f"| `{c['claim_id']}` | {c['verdict']} | {_cell(_reason(c))} |")
     lines += ["", "## Evidence", ""]
@@ -238,6 +243,9 @@ def write_pages(profile: str, root: Path | None = None, *, timings: Path | None 
 
         raise ConfigError(f"profile={profile!r}: no notebook has recorded claims in {claims_dir(profile)}; "
                           f"run `fedrepro reproduce --profile {profile}` first")
+    from .claims.diagnose import causes
+
+    claims = claims.assign(cause=causes(profile, claims, root=root))
     commit = _commit(root, report, commit)
     out = root / "docs" / "results" / profile
     out.mkdir(parents=True, exist_ok=True)

@@ -99,7 +99,8 @@ def _one_seed(evidence: str) -> bool:
 
 def likely_cause(verdict: str, evidence: str, moved: Movement | None,
                  changed: tuple[int, int] | None = None) -> str:
-    """The likely cause of a verdict other than PASS, or "" for PASS and NOT RUN (rules: module doc)."""
+    """The likely cause of a verdict other than PASS (rules: module doc); "" for PASS, NOT RUN, and a
+    claim with no stored runs to inspect."""
     if verdict in ("PASS", "NOT RUN"):
         return ""
     reasons = []
@@ -118,7 +119,7 @@ def likely_cause(verdict: str, evidence: str, moved: Movement | None,
     if flat:
         return (f"not a budget artefact: {flat}; the effect is absent at this profile's scale "
                 f"(data, model and rounds differ from the paper's)")
-    return "no cause recorded (no stored runs to inspect)"
+    return ""  # nothing stored to inspect: the page says so
 
 
 def causes(profile: str, claims: pd.DataFrame, runs_dir: Path | None = None,
@@ -141,13 +142,14 @@ def causes(profile: str, claims: pd.DataFrame, runs_dir: Path | None = None,
     moved: dict[str, Movement | None] = {}
     out = {}
     for i, row in claims.iterrows():
-        nb = row.get("notebook")
+        nb = row.get("notebook") if isinstance(row.get("notebook"), str) else None
+        evidence = row.get("evidence") if isinstance(row.get("evidence"), str) else ""
         if nb and nb not in moved:
             # claims record "<paper>_<NN>_<name>"; traces are named after the notebook's path
             events = trace.read(root / "output" / profile / "trace" / _trace_name(nb))
             hashes = [e["hash"] for e in events if e.get("event") == "run"]
             moved[nb] = movement(hashes, runs_dir) if hashes else None
-        out[i] = likely_cause(row["verdict"], row.get("evidence", ""), moved.get(nb), changed.get(row["claim_id"]))
+        out[i] = likely_cause(row["verdict"], evidence, moved.get(nb), changed.get(row["claim_id"]))
     return pd.Series(out, dtype=object)
 
 

@@ -29,7 +29,7 @@ def test_causes_by_rule():
     assert likely_cause("FAIL", "seeds [0, 1, 2]", flat, (5, 20)).startswith("not a budget artefact")
     assert likely_cause("INCONCLUSIVE", "seeds [0, 1, 2]", flat).startswith("seeds: the per-seed effects")
     assert likely_cause("INCONCLUSIVE", "(per seed +1.0; seeds [0])", flat).startswith("seeds: it rests on one seed")
-    assert likely_cause("FAIL", "", None) == "no cause recorded (no stored runs to inspect)"
+    assert likely_cause("FAIL", "", None) == ""
 
 
 def test_movement_reads_stored_rounds(tmp_path):
@@ -61,4 +61,4 @@ def test_causes_join_traces_and_verdicts_by_round(tmp_path, monkeypatch):
     out = causes("laptop", table, runs_dir=tmp_path / "runs", root=tmp_path)
     assert "changed at round 10 of 10" in out[0]
     assert out[1] == ""
-    assert out[2] == "no cause recorded (no stored runs to inspect)"
+    assert out[2] == ""
