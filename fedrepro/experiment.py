@@ -24,6 +24,7 @@ from .fl.device import resolve_device, torch_threads
 from .fl.engine import SimState, simulate, summarize_run, unscored_summary
 from . import allocator, fingerprint, trace
 from .host import cpu_cores, cpu_model  # noqa: F401  (part of this module's API)
+from .catalog import display_path
 from .store import CheckpointWriter, RunResult, RunStore, check_on_busy
 
 log = logging.getLogger("fedrepro")
@@ -113,7 +114,7 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
     # The common case, read without the lock: finished runs never change.
     if store.status(cfg) == "done" and not _is_stale(store, cfg, policy):
         trace.record("run", hash=cfg.hash(), trained=False)
-        log.info("fedrepro: reused %s", store.path(cfg))
+        log.info("fedrepro: reused %s (its config's stored run; nothing trained)", display_path(store.path(cfg)))
         return store.load(cfg)
     trace.record("run", hash=cfg.hash(), trained=True)
     # Everything that can fail on bad input happens before the first write to the runs folder.

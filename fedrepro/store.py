@@ -52,8 +52,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pandas as pd
-import torch
 
+# torch is imported only where a state or checkpoint is (de)serialised: listing and reading runs
+# (fedrepro runs, fedrepro show, RunResult's tables) never load it.
 from .config import RunConfig, from_dict
 from .errors import ConfigError, CorruptCacheError, FedreproError, RunBusyError
 
@@ -129,6 +130,8 @@ def atomic_write_jsonl(path: Path, rows: list[dict]) -> str:
 
 
 def _torch_bytes(obj: Any) -> bytes:
+    import torch
+
     buf = io.BytesIO()
     torch.save(obj, buf)
     return buf.getvalue()
@@ -186,6 +189,7 @@ def default_runs_dir() -> Path:
 
 def environment_info() -> dict[str, Any]:
     import numpy
+    import torch
     import torchvision
 
     from . import __version__
@@ -332,6 +336,8 @@ class RunResult:
 
     def final_state(self) -> dict:
         """``{"shared": ..., "server_state": ..., "client_states": [...]}`` after the last round (CPU)."""
+        import torch
+
         f = self.path / "final_state.pt"
         data = self._checked_bytes("final_state.pt")
         try:
@@ -572,6 +578,8 @@ class RunStore:
 
     @staticmethod
     def load_checkpoint(path: Path) -> dict | None:
+        import torch
+
         f = path / "checkpoint.pt"
         if not f.is_file():
             return None
