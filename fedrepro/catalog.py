@@ -45,6 +45,7 @@ _KEY_PARTITION_ARGS = {"alpha": "α", "classes_per_client": "C", "clients_per_do
 RUN_COLUMNS = ("hash", "method", "dataset", "partition", "partition_key", "model", "clients", "seed", "profile",
                "status", "rounds_done", "rounds_total", "best_acc_mean", "best_round", "final_acc_mean",
                "started", "finished", "path")
+_INT_COLUMNS = ("clients", "seed", "rounds_done", "rounds_total", "best_round", "diverged_round")
 # Per-round metrics shown first (the rest follow alphabetically).
 ROUND_COLUMNS_FIRST = ("round", "acc_mean", "acc_weighted", "acc_std", "acc_min", "acc_max", "f1_mean",
                        "global_acc", "heldout_acc_mean", "loss_mean", "train_loss", "n_sampled",
@@ -312,6 +313,9 @@ def list_runs(runs_dir: str | os.PathLike | None = None, *, method: str | Sequen
             row.update({f"cfg.{k}": v for k, v in _flatten(cfg).items()})
         rows.append(row)
     table = pd.DataFrame(rows, columns=None if rows else list(RUN_COLUMNS))
+    for col in _INT_COLUMNS:  # counts stay integers next to an unfinished run's empty cell
+        if col in table:
+            table[col] = pd.to_numeric(table[col], errors="coerce").astype("Int64")
     extra = [c for c in table.columns if c not in RUN_COLUMNS]
     table = table[list(RUN_COLUMNS) + sorted(c for c in extra if not c.startswith("cfg."))
                   + [c for c in extra if c.startswith("cfg.")]]
@@ -349,23 +353,19 @@ def run_rounds(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (run, round) of the runs in ``runs`` (a :func:`list_runs` table): the run's
     identifying columns, then ``rounds.jsonl``'s metrics (``round`` and the main accuracies first).
     Runs without a stored ``rounds.jsonl`` (running, interrupted, damaged) give no rows."""
-    frames = []
-    for _, run in runs.iterrows():
-        f = Path(run["path"]) / "rounds.jsonl"
+    ids = [c for c in _ID_COLUMNS if c in runs.columns]
+    rows = []
+    for run in runs[ids + ["path"]].to_dict("records"):
         try:
-            lines = f.read_text(encoding="utf-8").splitlines()
-            rows = [json.loads(line) for line in lines if line.strip()]
+            lines = (Path(run.pop("path")) / "rounds.jsonl").read_text(encoding="utf-8").splitlines()
+            rows += [{**run, **json.loads(line)} for line in lines if line.strip()]
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             continue
-        if not rows:
-            continue
-        frame = order_round_columns(pd.DataFrame(rows))
-        ids = pd.DataFrame({c: [run[c]] * len(frame) for c in _ID_COLUMNS if c in run})
-        frames.append(pd.concat([ids, frame], axis=1))
-    if not frames:
-        return pd.DataFrame(columns=list(_ID_COLUMNS) + ["round"])
-    out = pd.concat(frames, ignore_index=True)
-    return out[[c for c in out.columns if c in _ID_COLUMNS] + [c for c in out.columns if c not in _ID_COLUMNS]]
+    if not rows:
+        return pd.DataFrame(columns=ids + ["round"])
+    out = pd.DataFrame(rows)
+    metrics = order_round_columns(out[[c for c in out.columns if c not in ids]])
+    return pd.concat([out[ids], metrics], axis=1)
 
 
 def order_round_columns(frame: pd.DataFrame) -> pd.DataFrame:

@@ -120,7 +120,8 @@ def _main(argv: list[str] | None = None) -> int:
     p_ver.add_argument("--workers", type=int, default=1, help="processes that train them (default 1)")
 
     p_pre = sub.add_parser("pretrain", help="regenerate a committed backbone checkpoint (vit | clip)")
-    p_pre.add_argument("what", choices=["vit", "clip"])
+    p_pre.add_argument("what", choices=["vit", "clip"],
+                       help="vit: the glyph-pretrained tiny ViT; clip: the CLIP stand-in (docs/backbones.md)")
     p_pre.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                        help="override a pretraining config field, e.g. --set steps=100 --set out=/tmp/vit.pt")
 
@@ -165,6 +166,7 @@ def _main(argv: list[str] | None = None) -> int:
 
             print(f"checkpoint: {run_pretrainer(args.what, args.sets)}")
             return 0
+        from .catalog import display_path
         from .config import make_config, parse_cli_sets
         from .experiment import run
 
@@ -179,7 +181,7 @@ def _main(argv: list[str] | None = None) -> int:
         with _show_reuse():
             res = run(cfg, on_busy=args.on_busy, on_stale=args.on_stale)
         print(json.dumps(res.summary, indent=2) if args.json else _summary_text(res))
-        print(f"results: {res.path}")
+        print(f"results: {display_path(res.path)}")
         if "diverged_round" in res.summary:
             print(f"fedrepro: error: the run diverged at round {res.summary['diverged_round']}: "
                   f"{res.summary.get('diverged', '')}\nthe rounds before it are stored in {res.path}", file=sys.stderr)
@@ -257,7 +259,8 @@ def _summary_text(res) -> str:
     s, cfg = res.summary, res.config
     key = partition_key(cfg.data.partition_args)
     lines = [f"{cfg.method.name} on {cfg.data.dataset} ({cfg.data.partition}{' ' + key if key else ''}, "
-             f"{cfg.data.num_clients} clients), seed {cfg.seed}, {cfg.profile} profile: {s['rounds']} rounds",
+             f"{cfg.data.num_clients} clients), seed {cfg.seed}, {cfg.profile} profile: {s['rounds']} "
+             f"round{'s' if s['rounds'] != 1 else ''}",
              f"  mean client accuracy: best {percent(s.get('best_acc_mean'))}% (round {s.get('best_round')}), "
              f"final {percent(s.get('final_acc_mean'))}%",
              f"  sample-weighted:      best {percent(s.get('best_acc_weighted'))}%, "

@@ -318,8 +318,12 @@ class RunResult:
 
     @cached_property
     def rounds(self) -> pd.DataFrame:
-        """One row per round: ``acc_mean``, ``acc_weighted``, ``acc_std``... (NaN when not evaluated)."""
-        return pd.DataFrame(_parse_jsonl(self.path / "rounds.jsonl", self._checked_bytes("rounds.jsonl")))
+        """One row per round: ``round``, ``acc_mean``, ``acc_weighted``, ``acc_std``... first, the rest
+        alphabetically (NaN when not evaluated)."""
+        from .catalog import order_round_columns
+
+        return order_round_columns(pd.DataFrame(_parse_jsonl(self.path / "rounds.jsonl",
+                                                             self._checked_bytes("rounds.jsonl"))))
 
     @cached_property
     def clients(self) -> pd.DataFrame:
