@@ -355,8 +355,10 @@ class RunResult:
 
     def __repr__(self) -> str:
         s = self.summary
-        return (f"RunResult({self.config.method.name}, seed={self.config.seed}, best={s['best_acc_mean']:.4f} "
-                f"@ round {s['best_round']}, final={s['final_acc_mean']:.4f}, path={self.path})")
+        from .catalog import percent
+
+        return (f"RunResult({self.config.method.name}, seed={self.config.seed}, best={percent(s['best_acc_mean'])}% "
+                f"@ round {s['best_round']}, final={percent(s['final_acc_mean'])}%, path={self.path})")
 
 
 class RunLock:

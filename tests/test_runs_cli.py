@@ -284,3 +284,16 @@ def test_output_cut_by_a_closed_pipe_ends_quietly():
     p.stdout.close()  # the reader is gone before the first line is written
     err = p.stderr.read().decode()
     assert p.wait() == 141 and "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_run_grid_draws_one_labelled_bar(tiny, capsys):
+    from fedrepro.experiment import _point_label
+
+    assert _point_label(None, {"method.name": "fedper", "data.partition_args.alpha": 0.1}, 2) == "fedper α=0.1 s2"
+    assert _point_label("II", {"train.rounds": 5}, 0) == "II rounds=5 s0"
+    # the runs would draw their own round bars (progress=true in their config)
+    fedrepro.run_grid(tiny(progress=True), {"method.name": ["fedavg", "local"], "data.partition_args.alpha": [0.5]},
+                      progress=True)
+    err = capsys.readouterr().err
+    assert "grid" in err and "local α=0.5 s0" in err
+    assert "/3 [" not in err  # no run's own bar over its 3 rounds
