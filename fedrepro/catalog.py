@@ -322,13 +322,17 @@ def list_runs(runs_dir: str | os.PathLike | None = None, *, method: str | Sequen
     return _sorted(table, sort)
 
 
+# Short names for the columns one sorts by most.
+SORT_ALIASES = {"best": "best_acc_mean", "final": "final_acc_mean", "rounds": "rounds_done"}
+
+
 def _sorted(table: pd.DataFrame, sort: str | Sequence[str] | None) -> pd.DataFrame:
     keys = _values(sort) or []
     if not keys or table.empty:
         return table.reset_index(drop=True)
     cols, ascending = [], []
     for key in keys:
-        col = key.lstrip("-")
+        col = SORT_ALIASES.get(key.lstrip("-"), key.lstrip("-"))
         if col not in table.columns:
             raise ConfigError(f"cannot sort by {col!r}; valid columns: {', '.join(table.columns)}")
         cols.append(col)
@@ -461,6 +465,9 @@ def read_run(folder: str | os.PathLike, checkpoint: bool = True) -> StoredRun:
             rounds, from_ckpt = pd.DataFrame(state["round_rows"]), True
             clients = pd.DataFrame(state.get("client_rows") or [])
             record["rounds_done"] = int(rounds["round"].max())
+            if "acc_mean" in rounds and rounds["acc_mean"].notna().any():  # the best so far
+                best = rounds.loc[rounds["acc_mean"].idxmax()]
+                record["best_acc_mean"], record["best_round"] = float(best["acc_mean"]), int(best["round"])
     meta = _read_json(folder / "meta.json")
     return StoredRun(record, meta if isinstance(meta, dict) else {}, summary,
                      order_round_columns(rounds) if not rounds.empty else rounds, clients, problems, from_ckpt)

@@ -327,8 +327,9 @@ def _add_catalog_commands(sub) -> None:
                                    "status, rounds done/total, best and final mean client accuracy (%%). Reads only "
                                    "small JSON files, so it stays fast with thousands of runs.")
     p.add_argument("--sort", default="method,dataset,partition,partition_key,seed", metavar="COLUMNS",
-                   help="comma-separated columns to sort by, '-' before one for descending, e.g. -best_acc_mean or "
-                        "started (default: method,dataset,partition,partition_key,seed)")
+                   help="comma-separated columns to sort by (best, final and rounds stand for best_acc_mean, "
+                        "final_acc_mean and rounds_done); '-' before one sorts it descending, written --sort=-best; "
+                        "default: method,dataset,partition,partition_key,seed")
     p.add_argument("--csv", default=None, metavar="FILE",
                    help="write the selection to FILE as CSV (accuracies as fractions; '-' for stdout) instead of "
                         "printing the table")

@@ -123,6 +123,13 @@ def test_list_runs_api_and_sorting(store):
     assert list_runs(runs_dir / "missing").empty
 
 
+def test_runs_sorted_descending_from_the_cli(store, capsys):
+    assert main(["runs", "--runs-dir", str(store[0]), "--status", "finished", "--sort=-best"]) == 0
+    rows = _rows(capsys.readouterr().out)
+    best = [float(ln.split()[-2]) for ln in rows.values()]
+    assert len(best) == 4 and best == sorted(best, reverse=True)
+
+
 def test_listing_does_not_import_torch(store):
     code = ("import sys, fedrepro; from fedrepro.cli import main; "
             f"assert len(fedrepro.list_runs({str(store[0])!r})) == 5; "
@@ -175,6 +182,7 @@ def test_show_an_interrupted_run_reads_its_checkpoint(store, capsys):
     assert main(["show", cfgs["per"].hash(), "--runs-dir", str(runs_dir)]) == 0
     out = capsys.readouterr().out
     assert "status:    interrupted" in out and "rounds:    1/3 (from its checkpoint)" in out
+    assert "(round 1)" in out and "final: -" in out  # the best so far; no final round yet
 
 
 def test_show_ambiguous_and_unknown_prefixes(store, tmp_path, capsys):
