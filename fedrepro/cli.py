@@ -324,7 +324,7 @@ def _add_catalog_commands(sub) -> None:
 
     p = sub.add_parser("runs", parents=[filters], help="a table of the stored runs (filters; --csv exports them)",
                        description="A table of the stored runs: hash, method, dataset, partition, seed, profile, "
-                                   "status, rounds done/total, best and final mean client accuracy (%%). Reads only "
+                                   "status, rounds done/total, best and final mean client accuracy (%). Reads only "
                                    "small JSON files, so it stays fast with thousands of runs.")
     p.add_argument("--sort", default="method,dataset,partition,partition_key,seed", metavar="COLUMNS",
                    help="comma-separated columns to sort by (best, final and rounds stand for best_acc_mean, "
