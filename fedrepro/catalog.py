@@ -481,7 +481,7 @@ def _checkpoint_state(f: Path, problems: list[str]) -> dict:
     try:
         ckpt = torch.load(f, map_location="cpu", weights_only=False)
     except Exception as e:  # noqa: BLE001  (torch raises several types for a torn file)
-        problems.append(f"checkpoint.pt is unreadable ({type(e).__name__}); `fedrepro run` restarts the run")
+        problems.append(f"checkpoint.pt is unreadable ({type(e).__name__}); delete it to restart the run from round 0")
         return {}
     state = ckpt.get("state") if isinstance(ckpt, dict) else None
     return state if isinstance(state, dict) else {}

@@ -294,7 +294,7 @@ def _dry_run_text(cfg) -> str:
                  "done": "finished: `fedrepro run` would reuse it"}[store.status(cfg)]
     except FedreproError as e:
         state = f"unreadable ({e})"
-    return (yaml.safe_dump(d, sort_keys=False) + f"# hash: {cfg.hash()}\n# run folder: {display_path(folder)} ({state})")
+    return yaml.safe_dump(d, sort_keys=False) + f"# hash: {cfg.hash()}\n# run folder: {display_path(folder)} ({state})"
 
 
 # --------------------------------------------------------------------------------------------

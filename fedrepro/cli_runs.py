@@ -40,7 +40,8 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
 
     def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        return "  ".join(cells).rstrip()
 
     return "\n".join([line(header)] + [line(r) for r in rows])
 
@@ -62,8 +63,8 @@ def format_runs(table: pd.DataFrame, runs_dir: str | os.PathLike) -> str:
     counts = table["status"].value_counts()
     by_status = ", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts)
     return (text_table(header, rows, right={4, 7, 8, 9})
-            + f"\n{len(table)} run{'s' if len(table) != 1 else ''} ({by_status}) in {where}; best%/final%: mean client accuracy at the best and the "
-              "last round")
+            + f"\n{len(table)} run{'s' if len(table) != 1 else ''} ({by_status}) in {where}; "
+              "best%/final%: mean client accuracy at the best and the last round")
 
 
 # --------------------------------------------------------------------------------------------
@@ -78,7 +79,7 @@ def _cell(col: str, v: Any) -> str:
         return "-"
     if col == "round" or col.startswith("n_"):
         return _int(v)
-    if col.startswith(_PERCENT) or col in ("global_acc",):
+    if col.startswith(_PERCENT):
         return percent(v)
     if col.startswith("time_"):
         return f"{float(v):.2f}"
@@ -118,7 +119,8 @@ def format_clients(clients: pd.DataFrame, every: bool = False) -> str:
             + (f" ({int(last['held_out'].sum())} held out)" if "held_out" in last and last["held_out"].any() else "")
             + f": accuracy % mean {percent(acc.mean())}, std {percent(acc.std(ddof=0))}, "
               f"min {percent(acc.min())} (client {_int(scored.loc[acc.idxmin(), 'client'])}), "
-              f"median {percent(acc.median())}, max {percent(acc.max())} (client {_int(scored.loc[acc.idxmax(), 'client'])})")
+              f"median {percent(acc.median())}, max {percent(acc.max())} "
+              f"(client {_int(scored.loc[acc.idxmax(), 'client'])})")
     cols = [c for c in ("client", "acc", "f1", "loss", "n_test", "held_out") if c in last
             and not (c == "held_out" and not last[c].any())]
     every = every or len(last) <= 5

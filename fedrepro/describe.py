@@ -281,8 +281,11 @@ def format_params(params: list[Param], indent: str = "    ") -> list[str]:
         return [f"{indent}(no parameters)"]
     rows = [(p.name, p.type, _default_text(p), p.valid) for p in params]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    return [(f"{indent}{n:<{widths[0]}}  {t:<{widths[1]}}  = {d:<{widths[2]}}" + (f"  valid: {v}" if v else "")).rstrip()
-            for n, t, d, v in rows]
+    out = []
+    for n, t, d, v in rows:
+        line = f"{indent}{n:<{widths[0]}}  {t:<{widths[1]}}  = {d:<{widths[2]}}" + (f"  valid: {v}" if v else "")
+        out.append(line.rstrip())
+    return out
 
 
 def short(text: str, width: int) -> str:

@@ -305,3 +305,14 @@ def test_run_grid_draws_one_labelled_bar(tiny, capsys):
     err = capsys.readouterr().err
     assert "grid" in err and "local α=0.5 s0" in err
     assert "/3 [" not in err  # no run's own bar over its 3 rounds
+
+
+def test_show_thins_a_long_run_keeping_the_best_and_last_rounds():
+    from fedrepro.cli_runs import format_rounds
+
+    rounds = pd.DataFrame({"round": range(1, 101), "acc_mean": [i / 200 for i in range(100)]})
+    rounds.loc[36, "acc_mean"] = 0.99  # round 37, between two of the evenly spaced rows
+    lines = format_rounds(rounds, best_round=37).splitlines()
+    shown = [int(ln.split()[0]) for ln in lines[1:-1]]
+    assert len(shown) == 20 and {1, 37, 100} <= set(shown) and "20 of 100 rounds" in lines[-1]
+    assert len(format_rounds(rounds, best_round=37, every=True).splitlines()) == 101
