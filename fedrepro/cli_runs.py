@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
@@ -50,6 +51,8 @@ def format_runs(table: pd.DataFrame, runs_dir: str | os.PathLike) -> str:
     """The runs table as text: one line per run, then a count by status."""
     where = display_path(runs_dir)
     if table.empty:
+        if not Path(runs_dir).is_dir():
+            return f"no runs folder at {where} (--runs-dir or $FEDREPRO_RUNS name another)"
         return f"no stored run matches, in {where}"
     n = _unique_prefixes(list(table["hash"]))
     rows = []

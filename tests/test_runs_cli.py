@@ -108,6 +108,13 @@ def test_runs_bad_input_is_a_clear_error(store, capsys, args, needle):
     assert needle in capsys.readouterr().err
 
 
+def test_runs_in_a_missing_folder_or_with_no_match(store, tmp_path, capsys):
+    assert main(["runs", "--runs-dir", str(tmp_path / "none")]) == 0
+    assert "no runs folder at" in capsys.readouterr().out
+    assert main(["runs", "--runs-dir", str(store[0]), "--method", "moon"]) == 0
+    assert "no stored run matches" in capsys.readouterr().out
+
+
 def test_list_runs_api_and_sorting(store):
     runs_dir, cfgs = store
     table = fedrepro.list_runs(runs_dir, sort="-best_acc_mean")
