@@ -16,6 +16,8 @@ from .config import RunConfig, default_seeds, make_config, profile_from_env  # n
 _LAZY = {name: ".experiment" for name in ("format_mean_std", "mean_std", "pivot_mean_std", "prepare_data",
                                           "results_by", "run", "run_grid", "run_seeds")}
 _LAZY.update(RunResult=".store", RunStore=".store")
+# The stored runs as a table (reads small JSON files only: no torch).
+_LAZY.update(list_runs=".catalog", run_rounds=".catalog")
 
 
 def __getattr__(name: str):
@@ -30,3 +32,4 @@ def __getattr__(name: str):
 
 __all__ = ["RunConfig", "RunResult", "RunStore", "default_seeds", "format_mean_std", "make_config", "mean_std",
            "pivot_mean_std", "prepare_data", "profile_from_env", "results_by", "run", "run_grid", "run_seeds", "__version__"]
+__all__ += ["list_runs", "run_rounds"]

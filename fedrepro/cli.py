@@ -1,11 +1,15 @@
-"""Command line: ``fedrepro run``, ``list``, ``reproduce``, ``results``, ``verify``, ``pretrain``.
+"""Command line: ``fedrepro run``, ``list``, ``describe``, ``runs``, ``show``, ``reproduce``, ``results``,
+``verify``, ``pretrain``.
 
 The CLI and the Python API take the same names: ``--set train.rounds=5`` is ``train__rounds=5``.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
+import os
 import sys
 from pathlib import Path
 
@@ -15,6 +19,21 @@ from .errors import ConfigError, FedreproError, TrainingDivergedError
 # rounds before the divergence are stored, so scripts must not mistake it for a result).
 EXIT_ERROR = 2
 EXIT_DIVERGED = 3
+# What a shell reports for a process that SIGPIPE ended (128 + 13), e.g. ``fedrepro runs | head``.
+EXIT_BROKEN_PIPE = 141
+
+_DESCRIPTION = "Reproducible personalised and prompt-based federated learning: run configs, find stored runs."
+_EPILOG = """examples:
+  fedrepro run --profile smoke --method fedper        train one config (or reuse its stored run)
+  fedrepro run --method fedprox --dry-run             print the resolved config and its run folder
+  fedrepro list methods -v                            every method: description, paper, parameters
+  fedrepro describe fedpft                            one method (or dataset, partition, model)
+  fedrepro runs --method fedavg --where data.partition_args.alpha=0.1
+  fedrepro runs --status interrupted --csv runs.csv   export a selection (--per-round: one row per round)
+  fedrepro show 42c2d5ee                              one run: config, versions, rounds, clients
+  fedrepro reproduce --profile laptop                 every notebook's runs, then the notebooks
+
+`fedrepro COMMAND --help` describes a command's flags; docs/cli.md shows each command's output."""
 
 
 def _list(what: str) -> list[str]:
@@ -28,18 +47,39 @@ def _list(what: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="fedrepro", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="cmd", required=True)
+    """The ``fedrepro`` command; returns its exit code. Output cut short by a closed pipe
+    (``fedrepro runs | head``) ends quietly, as other command-line tools do."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # Python would report the broken pipe again when it flushes stdout at exit: point stdout at
+        # /dev/null first (the recipe of Python's signal documentation).
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="fedrepro", description=_DESCRIPTION, epilog=_EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=version_text(),
+                        help="print the installed version, the git commit of this checkout and the torch version")
+    sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
     p_run = sub.add_parser("run", help="run one config (reused if already finished)")
     p_run.add_argument("--profile", default=None, help="smoke | laptop (default) | paper")
-    p_run.add_argument("--config", default=None, help="YAML file of overrides")
-    p_run.add_argument("--method", default=None, help="shortcut for --set method.name=...")
-    p_run.add_argument("--dataset", default=None, help="shortcut for --set data.dataset=...")
-    p_run.add_argument("--seed", type=int, default=None)
+    p_run.add_argument("--config", default=None, metavar="FILE", help="YAML file of overrides")
+    p_run.add_argument("--method", default=None, help="shortcut for --set method.name=... (`fedrepro list methods`)")
+    p_run.add_argument("--dataset", default=None, help="shortcut for --set data.dataset=... (`fedrepro list datasets`)")
+    p_run.add_argument("--seed", type=int, default=None, help="shortcut for --set seed=... (default 0)")
     p_run.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                        help="override, e.g. --set train.rounds=5 --set data.partition_args.alpha=0.1")
-    p_run.add_argument("--dry-run", action="store_true", help="print the resolved config and its hash, run nothing")
+    p_run.add_argument("--dry-run", action="store_true",
+                       help="print the resolved config (the method's arguments with their defaults), its hash and "
+                            "its run folder, and whether that run is stored; train nothing")
+    p_run.add_argument("--json", action="store_true",
+                       help="print the run's whole summary as JSON (fractions, unrounded) instead of the short text")
     p_run.add_argument("--on-busy", choices=["wait", "reuse", "error"], default="wait",
                        help="when another process is writing this run: wait for it (then reuse or resume it; "
                             "default), reuse its result without ever training here, or stop with an error")
@@ -48,8 +88,12 @@ def main(argv: list[str] | None = None) -> int:
                             "default; the old folder moves to <runs>/.stale/), reuse it, or stop with an error "
                             "(default: $FEDREPRO_STALE, else retrain)")
 
-    p_list = sub.add_parser("list", help="list registered names")
-    p_list.add_argument("what", choices=["methods", "datasets", "partitions", "models"])
+    p_list = sub.add_parser("list", help="list registered names (-v: with description, paper and parameters)")
+    p_list.add_argument("what", choices=["methods", "datasets", "partitions", "models"], help="which registry")
+    p_list.add_argument("-v", "--verbose", action="store_true",
+                        help="each name with a one-line description, the paper it comes from and its parameters "
+                             "with their defaults")
+    _add_catalog_commands(sub)
 
     p_rep = sub.add_parser("reproduce", help="train every numbered notebook's runs in one pool, then render the "
                                              "notebooks with papermill")
@@ -76,15 +120,23 @@ def main(argv: list[str] | None = None) -> int:
     p_ver.add_argument("--workers", type=int, default=1, help="processes that train them (default 1)")
 
     p_pre = sub.add_parser("pretrain", help="regenerate a committed backbone checkpoint (vit | clip)")
-    p_pre.add_argument("what", choices=["vit", "clip"])
+    p_pre.add_argument("what", choices=["vit", "clip"],
+                       help="vit: the glyph-pretrained tiny ViT; clip: the CLIP stand-in (docs/backbones.md)")
     p_pre.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                        help="override a pretraining config field, e.g. --set steps=100 --set out=/tmp/vit.pt")
 
     args = parser.parse_args(argv)
     try:
         if args.cmd == "list":
-            print("\n".join(_list(args.what)))
+            if args.verbose:
+                from .describe import format_list
+
+                print(format_list(args.what, verbose=True))
+            else:
+                print("\n".join(_list(args.what)))
             return 0
+        if args.cmd in _CATALOG_COMMANDS:
+            return _CATALOG_COMMANDS[args.cmd](args)
         if args.cmd == "reproduce":
             from .reproduce import reproduce
 
@@ -113,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
 
             print(f"checkpoint: {run_pretrainer(args.what, args.sets)}")
             return 0
+        from .catalog import display_path
         from .config import make_config, parse_cli_sets
         from .experiment import run
 
@@ -122,11 +175,12 @@ def main(argv: list[str] | None = None) -> int:
                 sets[key] = value
         cfg = make_config(args.profile, overrides=sets, yaml_path=args.config)
         if args.dry_run:
-            print(cfg.to_yaml() + f"# hash: {cfg.hash()}")
+            print(_dry_run_text(cfg))
             return 0
-        res = run(cfg, on_busy=args.on_busy, on_stale=args.on_stale)
-        print(json.dumps(res.summary, indent=2))
-        print(f"results: {res.path}")
+        with _show_reuse():
+            res = run(cfg, on_busy=args.on_busy, on_stale=args.on_stale)
+        print(json.dumps(res.summary, indent=2) if args.json else _summary_text(res))
+        print(f"results: {display_path(res.path)}")
         if "diverged_round" in res.summary:
             print(f"fedrepro: error: the run diverged at round {res.summary['diverged_round']}: "
                   f"{res.summary.get('diverged', '')}\nthe rounds before it are stored in {res.path}", file=sys.stderr)
@@ -138,6 +192,200 @@ def main(argv: list[str] | None = None) -> int:
     except FedreproError as e:
         print(f"fedrepro: error: {e}", file=sys.stderr)
         return EXIT_ERROR
+
+
+# --------------------------------------------------------------------------------------------
+# fedrepro --version, run's output
+
+
+def version_text() -> str:
+    """``fedrepro 0.1.0 (git 12fb22739, clean) · python 3.11.7 · torch 2.14.1``: the installed
+    package's version, and the commit when the package runs from a git checkout. torch's version is
+    read from its installed metadata, without importing it."""
+    import platform
+    from importlib import metadata
+
+    from . import __version__
+
+    try:
+        version = metadata.version("fedrepro")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        version = __version__
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = "not installed"
+    return f"fedrepro {version}{_git_text()} · python {platform.python_version()} · torch {torch_version}"
+
+
+def _git_text() -> str:
+    import subprocess
+
+    repo = Path(__file__).resolve().parent.parent
+    if not (repo / ".git").exists():
+        return ""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=repo, capture_output=True,
+                                text=True, timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "fedrepro"], cwd=repo, capture_output=True,
+                               text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return f" (git {commit}{', uncommitted changes in fedrepro/' if dirty else ''})" if commit else ""
+
+
+@contextlib.contextmanager
+def _show_reuse():
+    """Show the library's INFO messages ("reused runs/<hash>") on stderr while ``fedrepro run``
+    runs. A notebook keeps the logging default (WARNING), so reading 200 stored runs prints nothing."""
+    log = logging.getLogger("fedrepro")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+
+
+def _summary_text(res) -> str:
+    """A finished run's main numbers, accuracies in % (``--json`` prints the whole summary)."""
+    from .catalog import partition_key, percent
+
+    s, cfg = res.summary, res.config
+    key = partition_key(cfg.data.partition_args)
+    lines = [f"{cfg.method.name} on {cfg.data.dataset} ({cfg.data.partition}{' ' + key if key else ''}, "
+             f"{cfg.data.num_clients} clients), seed {cfg.seed}, {cfg.profile} profile: {s['rounds']} "
+             f"round{'s' if s['rounds'] != 1 else ''}",
+             f"  mean client accuracy: best {percent(s.get('best_acc_mean'))}% (round {s.get('best_round')}), "
+             f"final {percent(s.get('final_acc_mean'))}%",
+             f"  sample-weighted:      best {percent(s.get('best_acc_weighted'))}%, "
+             f"final {percent(s.get('final_acc_weighted'))}%"]
+    if s.get("final_global_acc") is not None or s.get("best_global_acc") is not None:
+        lines.append(f"  global model:         best {percent(s.get('best_global_acc'))}%, "
+                     f"final {percent(s.get('final_global_acc'))}%")
+    if isinstance(s.get("time_train_s"), (int, float)):
+        lines.append(f"  training time:        {s['time_train_s']:.1f} s")
+    return "\n".join(lines)
+
+
+def _dry_run_text(cfg) -> str:
+    """The resolved config with the method's arguments filled in from its defaults (the hash, which
+    leaves defaults out, is the same either way), the run folder and whether it is stored."""
+    import dataclasses
+
+    import yaml
+
+    from .catalog import display_path
+    from .methods import METHODS
+    from .store import RunStore
+
+    d = cfg.to_dict()
+    d["method"]["args"] = dataclasses.asdict(METHODS.get(cfg.method.name).parse_params(cfg.method.args))
+    store = RunStore(cfg.runs_dir)
+    folder = store.path(cfg)
+    try:
+        state = {"missing": "not stored: `fedrepro run` would train it",
+                 "partial": "started, unfinished: `fedrepro run` would resume it from its checkpoint",
+                 "done": "finished: `fedrepro run` would reuse it"}[store.status(cfg)]
+    except FedreproError as e:
+        state = f"unreadable ({e})"
+    return yaml.safe_dump(d, sort_keys=False) + f"# hash: {cfg.hash()}\n# run folder: {display_path(folder)} ({state})"
+
+
+# --------------------------------------------------------------------------------------------
+# fedrepro describe, runs, show
+
+
+def _add_catalog_commands(sub) -> None:
+    p = sub.add_parser("describe", help="what a method, dataset, partition or model is: description, paper, "
+                                        "parameters with defaults")
+    p.add_argument("name", help="a registered name, e.g. fedpft, fashion_mnist, dirichlet, resnet8")
+    p.add_argument("--usage", action="store_true",
+                   help="also list the reproduced papers' tables that run it (builds every table's configs: "
+                        "a few seconds)")
+
+    filters = argparse.ArgumentParser(add_help=False)
+    g = filters.add_argument_group("which runs")
+    g.add_argument("--runs-dir", default=None, metavar="DIR",
+                   help="the runs folder (default: $FEDREPRO_RUNS, else runs/)")
+    g.add_argument("--method", default=None, help="only these methods (comma-separated), e.g. fedavg,fedper")
+    g.add_argument("--dataset", default=None, help="only these datasets (comma-separated)")
+    g.add_argument("--status", default=None,
+                   help="only these statuses (comma-separated): finished, diverged, running, interrupted, damaged")
+    g.add_argument("--profile", default=None, help="only these profiles (comma-separated): smoke, laptop, paper")
+    g.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                   help="only runs whose stored config has this value (dotted key, YAML value; repeatable), "
+                        "e.g. --where data.partition_args.alpha=0.1 --where train.rounds=40")
+
+    p = sub.add_parser("runs", parents=[filters], help="a table of the stored runs (filters; --csv exports them)",
+                       description="A table of the stored runs: hash, method, dataset, partition, seed, profile, "
+                                   "status, rounds done/total, best and final mean client accuracy (%). Reads only "
+                                   "small JSON files, so it stays fast with thousands of runs.")
+    p.add_argument("--sort", default="method,dataset,partition,partition_key,seed", metavar="COLUMNS",
+                   help="comma-separated columns to sort by (best, final and rounds stand for best_acc_mean, "
+                        "final_acc_mean and rounds_done); '-' before one sorts it descending, written --sort=-best; "
+                        "default: method,dataset,partition,partition_key,seed")
+    p.add_argument("--csv", default=None, metavar="FILE",
+                   help="write the selection to FILE as CSV (accuracies as fractions; '-' for stdout) instead of "
+                        "printing the table")
+    p.add_argument("--per-round", action="store_true",
+                   help="with --csv: one row per (run, round) with every per-round metric, not one row per run")
+    p.add_argument("--config-columns", action="store_true",
+                   help="with --csv: add every config value as a cfg.<dotted key> column")
+
+    p = sub.add_parser("show", help="one stored run: its config, seed, versions, status, per-round metrics and a "
+                                    "per-client summary")
+    p.add_argument("run", help="the run's hash, or a unique prefix of it (as `fedrepro runs` prints), or its folder")
+    p.add_argument("--runs-dir", default=None, metavar="DIR",
+                   help="the runs folder (default: $FEDREPRO_RUNS, else runs/)")
+    p.add_argument("--all-rounds", action="store_true", help="print every round (default: at most 20, spread out)")
+    p.add_argument("--clients", action="store_true",
+                   help="print every client's last-round scores (default: a summary and the 5 lowest)")
+
+
+def _describe(args) -> int:
+    from .describe import find, format_entry
+
+    print("\n\n".join(format_entry(e) for e in find(args.name, usage=args.usage)))
+    return 0
+
+
+def _runs(args) -> int:
+    from .catalog import list_runs, run_rounds, write_csv
+    from .cli_runs import format_runs
+
+    if (args.per_round or args.config_columns) and not args.csv:
+        raise ConfigError("--per-round and --config-columns shape the CSV export; add --csv FILE")
+    table = list_runs(args.runs_dir, method=args.method, dataset=args.dataset, status=args.status,
+                      profile=args.profile, where=args.where, sort=args.sort, config_columns=args.config_columns)
+    if not args.csv:
+        from .catalog import runs_root
+
+        print(format_runs(table, runs_root(args.runs_dir)))
+        return 0
+    out = run_rounds(table) if args.per_round else table
+    if args.csv == "-":
+        out.to_csv(sys.stdout, index=False)
+    else:
+        path = write_csv(out, args.csv)
+        print(f"written: {path} ({len(out)} rows: {len(table)} runs{', one row per round' if args.per_round else ''})")
+    return 0
+
+
+def _show(args) -> int:
+    from .catalog import read_run, resolve_run
+    from .cli_runs import format_show
+
+    print(format_show(read_run(resolve_run(args.run, args.runs_dir)), all_rounds=args.all_rounds,
+                      all_clients=args.clients))
+    return 0
+
+
+_CATALOG_COMMANDS = {"describe": _describe, "runs": _runs, "show": _show}
 
 
 if __name__ == "__main__":

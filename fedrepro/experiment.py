@@ -24,6 +24,7 @@ from .fl.device import resolve_device, torch_threads
 from .fl.engine import SimState, simulate, summarize_run, unscored_summary
 from . import allocator, fingerprint, trace
 from .host import cpu_cores, cpu_model  # noqa: F401  (part of this module's API)
+from .catalog import display_path
 from .store import CheckpointWriter, RunResult, RunStore, check_on_busy
 
 log = logging.getLogger("fedrepro")
@@ -113,7 +114,7 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
     # The common case, read without the lock: finished runs never change.
     if store.status(cfg) == "done" and not _is_stale(store, cfg, policy):
         trace.record("run", hash=cfg.hash(), trained=False)
-        log.info("fedrepro: reused %s", store.path(cfg))
+        log.info("fedrepro: reused %s (its config's stored run; nothing trained)", display_path(store.path(cfg)))
         return store.load(cfg)
     trace.record("run", hash=cfg.hash(), trained=True)
     # Everything that can fail on bad input happens before the first write to the runs folder.
@@ -256,6 +257,15 @@ def _number(v: Any) -> float:
     return float("nan") if v is None else float(v)
 
 
+def _point_label(variant: str | None, point: Mapping[str, Any], seed: int) -> str:
+    """``"fedper α=0.1 s0"``: a grid point as the progress bar shows it (the last part of each key)."""
+    parts = [variant] if variant is not None else []
+    for key, value in point.items():
+        short = key.rsplit(".", 1)[-1]
+        parts.append(str(value) if short == "name" else f"{'α' if short == 'alpha' else short}={value}")
+    return " ".join(parts + [f"s{seed}"])
+
+
 def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]] | None = None,
              seeds: Iterable[int] = (0,), progress: bool = True, workers: int | None = None,
              variants: Mapping[str, Mapping[str, Any]] | None = None, variant_col: str = "variant",
@@ -284,8 +294,13 @@ def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mappi
     if not kw:
         train_pending(cfgs, workers, progress)
     rows = []
-    for (name, point, seed), cfg in zip(tqdm(points, desc="runs", disable=not progress, leave=False), cfgs):
-        res = run(cfg, **kw)
+    # One bar for the whole grid, labelled with the point it is at; the runs' own per-round bars
+    # stay off (nested bars garble outside a terminal and say nothing of the point).
+    bar = tqdm(total=len(points), desc="grid", disable=not progress, leave=False)
+    for (name, point, seed), cfg in zip(points, cfgs):
+        bar.set_postfix_str(_point_label(name, point, seed), refresh=False)
+        res = run(cfg, **{"force_progress": False, **kw})
+        bar.update()
         s = res.summary
         label = {} if variants is None else {variant_col: name}
         if transform is not None:
@@ -302,6 +317,7 @@ def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mappi
                      "final_worst": _number(s.get("final_acc_min")),
                      "final_heldout": _number(s.get("final_heldout_acc_mean")), **extra,
                      "time_train_s": s["time_train_s"], "path": str(res.path)})
+    bar.close()
     return pd.DataFrame(rows)
 
 

@@ -52,8 +52,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pandas as pd
-import torch
 
+# torch is imported only where a state or checkpoint is (de)serialised: listing and reading runs
+# (fedrepro runs, fedrepro show, RunResult's tables) never load it.
 from .config import RunConfig, from_dict
 from .errors import ConfigError, CorruptCacheError, FedreproError, RunBusyError
 
@@ -129,6 +130,8 @@ def atomic_write_jsonl(path: Path, rows: list[dict]) -> str:
 
 
 def _torch_bytes(obj: Any) -> bytes:
+    import torch
+
     buf = io.BytesIO()
     torch.save(obj, buf)
     return buf.getvalue()
@@ -186,6 +189,7 @@ def default_runs_dir() -> Path:
 
 def environment_info() -> dict[str, Any]:
     import numpy
+    import torch
     import torchvision
 
     from . import __version__
@@ -314,8 +318,12 @@ class RunResult:
 
     @cached_property
     def rounds(self) -> pd.DataFrame:
-        """One row per round: ``acc_mean``, ``acc_weighted``, ``acc_std``... (NaN when not evaluated)."""
-        return pd.DataFrame(_parse_jsonl(self.path / "rounds.jsonl", self._checked_bytes("rounds.jsonl")))
+        """One row per round: ``round``, ``acc_mean``, ``acc_weighted``, ``acc_std``... first, the rest
+        alphabetically (NaN when not evaluated)."""
+        from .catalog import order_round_columns
+
+        return order_round_columns(pd.DataFrame(_parse_jsonl(self.path / "rounds.jsonl",
+                                                             self._checked_bytes("rounds.jsonl"))))
 
     @cached_property
     def clients(self) -> pd.DataFrame:
@@ -332,6 +340,8 @@ class RunResult:
 
     def final_state(self) -> dict:
         """``{"shared": ..., "server_state": ..., "client_states": [...]}`` after the last round (CPU)."""
+        import torch
+
         f = self.path / "final_state.pt"
         data = self._checked_bytes("final_state.pt")
         try:
@@ -345,8 +355,10 @@ class RunResult:
 
     def __repr__(self) -> str:
         s = self.summary
-        return (f"RunResult({self.config.method.name}, seed={self.config.seed}, best={s['best_acc_mean']:.4f} "
-                f"@ round {s['best_round']}, final={s['final_acc_mean']:.4f}, path={self.path})")
+        from .catalog import percent
+
+        return (f"RunResult({self.config.method.name}, seed={self.config.seed}, best={percent(s['best_acc_mean'])}% "
+                f"@ round {s['best_round']}, final={percent(s['final_acc_mean'])}%, path={self.path})")
 
 
 class RunLock:
@@ -572,6 +584,8 @@ class RunStore:
 
     @staticmethod
     def load_checkpoint(path: Path) -> dict | None:
+        import torch
+
         f = path / "checkpoint.pt"
         if not f.is_file():
             return None

@@ -137,7 +137,7 @@ def test_pool_makes_at_most_calls_at_once_calls_together():
 def test_the_scheduling_process_imports_no_torch():
     # fedrepro reproduce's own process only schedules: planning runs in a child (reproduce._planned)
     code = ("import sys, fedrepro, fedrepro.cli, fedrepro.reproduce, fedrepro.pool, fedrepro.plan, fedrepro.host; "
-            "assert 'torch' not in sys.modules, 'torch imported'; fedrepro.RunStore; assert 'torch' in sys.modules")
+            "assert 'torch' not in sys.modules, 'torch imported'; fedrepro.run; assert 'torch' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
