@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import matplotlib
 
@@ -16,9 +16,11 @@ matplotlib.use(os.environ.get("MPLBACKEND", "Agg"), force=False)
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from . import trace
+from . import style, trace
 from .host import repo_root  # noqa: F401  (part of this module's API)
 from .store import RunResult  # noqa: E402
+
+style.apply()
 
 
 def figures_dir(profile: str) -> Path:
@@ -44,15 +46,21 @@ def savefig(fig, name: str, profile: str) -> Path:
     return path
 
 
+SINGLE_SEED_NOTE = "¹ one seed: no error bar"
+
+
 def plot_curves(results: dict[str, Sequence[RunResult]], ax=None, metric: str = "acc_mean", title: str | None = None,
-                scale: float = 100.0, ylabel: str = "mean client test accuracy (%)"):
-    """Mean learning curve over seeds (band = ± std across seeds) for each labelled group of runs;
-    values × ``scale`` (100: accuracies in %; 1 for a loss). A group whose runs never logged
-    ``metric`` (a loss part its method has not, or a run stored before the column existed) is left
-    out, and its label is listed in the axes' title."""
+                scale: float = 100.0, ylabel: str = "mean client test accuracy (%)", legend: str | None = "right"):
+    """Mean learning curve over seeds (band = ± std across seeds, none for one seed) for each
+    labelled group of runs, each in its fixed :mod:`fedrepro.style`; values × ``scale`` (100:
+    accuracies in %; 1 for a loss). A group whose runs never logged ``metric`` (a loss part its
+    method has not, or a run stored before the column existed) is left out, and its label is listed
+    in the axes' title. ``legend``: ``"right"`` or ``"below"`` the axes, or None (a panel of a
+    figure whose legend sits elsewhere, :func:`fedrepro.style.figure_legend`)."""
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 3.5))
     missing = []
+    styles = style.styles_for(results)
     for label, runs in results.items():
         series = [r.rounds.set_index("round")[metric].dropna().rename(i) for i, r in enumerate(runs)
                   if metric in r.rounds.columns]
@@ -60,41 +68,81 @@ def plot_curves(results: dict[str, Sequence[RunResult]], ax=None, metric: str = 
             missing.append(label)
             continue
         curves = pd.concat(series, axis=1)
-        m, s = scale * curves.mean(axis=1), scale * curves.std(axis=1).fillna(0.0)
-        ax.plot(m.index, m.values, label=label)
-        ax.fill_between(m.index, (m - s).values, (m + s).values, alpha=0.2)
+        m = scale * curves.mean(axis=1)
+        st = styles[label]
+        many = curves.shape[1] > 1
+        ax.plot(m.index, m.values, label=str(label) if many else f"{label} ¹", color=st.color,
+                linestyle=st.linestyle, marker=st.marker, markersize=3, markevery=max(1, len(m) // 8))
+        if many:
+            s = scale * curves.std(axis=1).fillna(0.0)
+            ax.fill_between(m.index, (m - s).values, (m + s).values, alpha=0.15, color=st.color, linewidth=0)
     ax.set_xlabel("round")
     ax.set_ylabel(ylabel)
     if missing:
-        title = f"{title or ''}\n(no {metric} logged: {', '.join(missing)})".strip()
+        title = f"{title or ''}\n(no {metric} logged: {', '.join(map(str, missing))})".strip()
     if title:
         ax.set_title(title, fontsize=9 if missing else None)
     ax.grid(alpha=0.3)
-    if len(results) > len(missing):
-        ax.legend(fontsize=8)
+    if legend and len(results) > len(missing):
+        style.legend_outside(ax, legend)
     return ax
 
 
 def plot_bars(table: pd.DataFrame, x: str, hue: str, value: str = "best", ax=None, title: str | None = None,
-              xlabel: str | None = None):
-    """Grouped bars of mean ± std over seeds (``table`` is the tidy per-run table of ``run_grid``)."""
+              xlabel: str | None = None, paper: Callable[[Any, Any], float | None] | None = None,
+              paper_label: str | None = None, legend: str | None = "right", scale: float = 100.0,
+              ylabel: str | None = None):
+    """Grouped bars of the mean over seeds (``table`` is the tidy per-run table of ``run_grid``), each
+    hue in its fixed :mod:`fedrepro.style`. The error bar is ± std over seeds; a bar of one seed has
+    none, and its hue is marked ¹ in the legend.
+
+    ``paper(x_value, hue_value)`` gives the paper's number (in %, None where it quotes none), drawn
+    as a white diamond on the bar; ``paper_label`` names it with the paper's setting, e.g.
+    ``fedrepro.style.paper_label("CIFAR-10")``. ``legend``: ``"right"``, ``"below"`` or None."""
+    if paper is not None and not paper_label:
+        raise ValueError("plot_bars(paper=...) needs paper_label naming the paper's setting, "
+                         "e.g. fedrepro.style.paper_label('CIFAR-10')")
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.5))
-    g = table.groupby([x, hue], sort=False)[value].agg(["mean", "std"]).fillna(0.0)
+    g = table.groupby([x, hue], sort=False)[value].agg(["mean", "std", "count"])
     xs = list(dict.fromkeys(table[x]))
     hues = list(dict.fromkeys(table[hue]))
+    styles = style.styles_for(hues)
     width = 0.8 / len(hues)
+    px, py = [], []
+    single_any = False
     for j, h in enumerate(hues):
-        means = [100 * g.loc[(xv, h), "mean"] if (xv, h) in g.index else float("nan") for xv in xs]
-        stds = [100 * g.loc[(xv, h), "std"] if (xv, h) in g.index else 0.0 for xv in xs]
-        ax.bar([i + j * width for i in range(len(xs))], means, width, yerr=stds, label=str(h), capsize=2)
+        pos = [i + j * width for i in range(len(xs))]
+        cells = [g.loc[(xv, h)] if (xv, h) in g.index else None for xv in xs]
+        means = [scale * c["mean"] if c is not None else float("nan") for c in cells]
+        single = [c is not None and c["count"] == 1 for c in cells]
+        present = [c is not None for c in cells]
+        all_single = any(present) and all(s for s, p in zip(single, present) if p)
+        single_any |= any(single)
+        ax.bar(pos, means, width, label=f"{h} ¹" if all_single else str(h), **styles[h].bar())
+        err = [(p, m, scale * c["std"]) for p, m, c, s in zip(pos, means, cells, single) if c is not None and not s]
+        if err:
+            ex, ey, es = zip(*err)
+            ax.errorbar(ex, ey, yerr=es, fmt="none", ecolor="black", elinewidth=0.8, capsize=2)
+        for p, m, s, pr in zip(pos, means, single, present):
+            if s and not all_single and pr:  # a hue with one seed here and several elsewhere
+                ax.annotate("¹", (p, m), ha="center", va="bottom", fontsize=7)
+        if paper is not None:
+            for p, xv in zip(pos, xs):
+                v = paper(xv, h)
+                if v is not None and v == v:
+                    px.append(p)
+                    py.append(float(v))
+    if px:
+        ax.plot(px, py, label=paper_label, **style.PAPER_MARKER)
     ax.set_xticks([i + width * (len(hues) - 1) / 2 for i in range(len(xs))])
     ax.set_xticklabels([str(v) for v in xs])
-    ax.set_xlabel(xlabel or x)
-    ax.set_ylabel(f"{value} mean client accuracy (%)")
+    ax.set_xlabel(xlabel if xlabel is not None else x)
+    ax.set_ylabel(ylabel or f"{value} mean client accuracy (%)")
     if title:
         ax.set_title(title)
-    ax.legend(fontsize=8, loc="lower center", ncol=len(hues), framealpha=0.9)
+    if legend:
+        style.legend_outside(ax, legend, title=SINGLE_SEED_NOTE if single_any else None)
     ax.grid(axis="y", alpha=0.3)
     return ax
 
