@@ -46,9 +46,6 @@ def savefig(fig, name: str, profile: str) -> Path:
     return path
 
 
-SINGLE_SEED_NOTE = "¹ one seed: no error bar"
-
-
 def plot_curves(results: dict[str, Sequence[RunResult]], ax=None, metric: str = "acc_mean", title: str | None = None,
                 scale: float = 100.0, ylabel: str = "mean client test accuracy (%)", legend: str | None = "right"):
     """Mean learning curve over seeds (band = ± std across seeds, none for one seed) for each
@@ -71,7 +68,7 @@ def plot_curves(results: dict[str, Sequence[RunResult]], ax=None, metric: str = 
         m = scale * curves.mean(axis=1)
         st = styles[label]
         many = curves.shape[1] > 1
-        ax.plot(m.index, m.values, label=str(label) if many else f"{label} ¹", color=st.color,
+        ax.plot(m.index, m.values, label=str(label) if many else f"{label}{style.SINGLE_SEED_MARK}", color=st.color,
                 linestyle=st.linestyle, marker=st.marker, markersize=3, markevery=max(1, len(m) // 8))
         if many:
             s = scale * curves.std(axis=1).fillna(0.0)
@@ -119,7 +116,7 @@ def plot_bars(table: pd.DataFrame, x: str, hue: str, value: str = "best", ax=Non
         present = [c is not None for c in cells]
         all_single = any(present) and all(s for s, p in zip(single, present) if p)
         single_any |= any(single)
-        ax.bar(pos, means, width, label=f"{h} ¹" if all_single else str(h), **styles[h].bar())
+        ax.bar(pos, means, width, label=f"{h}{style.SINGLE_SEED_MARK}" if all_single else str(h), **styles[h].bar())
         err = [(p, m, scale * c["std"]) for p, m, c, s in zip(pos, means, cells, single) if c is not None and not s]
         if err:
             ex, ey, es = zip(*err)
@@ -128,8 +125,8 @@ def plot_bars(table: pd.DataFrame, x: str, hue: str, value: str = "best", ax=Non
             if s and not all_single and pr:  # a hue with one seed here and several elsewhere
                 ax.annotate("¹", (p, m), ha="center", va="bottom", fontsize=7)
         if paper is not None:
-            for p, xv in zip(pos, xs):
-                v = paper(xv, h)
+            for p, xv, pr in zip(pos, xs, present):
+                v = paper(xv, h) if pr else None  # beside our bar only: a lone diamond reads as ours missing
                 if v is not None and v == v:
                     px.append(p)
                     py.append(float(v))
@@ -138,12 +135,110 @@ def plot_bars(table: pd.DataFrame, x: str, hue: str, value: str = "best", ax=Non
     ax.set_xticks([i + width * (len(hues) - 1) / 2 for i in range(len(xs))])
     ax.set_xticklabels([str(v) for v in xs])
     ax.set_xlabel(xlabel if xlabel is not None else x)
-    ax.set_ylabel(ylabel or f"{value} mean client accuracy (%)")
+    ax.set_ylabel(ylabel if ylabel is not None else f"{value} mean client accuracy (%)")
     if title:
         ax.set_title(title)
     if legend:
-        style.legend_outside(ax, legend, title=SINGLE_SEED_NOTE if single_any else None)
+        handles, labels = ax.get_legend_handles_labels()
+        order = sorted(range(len(labels)), key=lambda i: labels[i] == paper_label)  # the paper's entry last
+        style.legend_outside(ax, legend, handles=[handles[i] for i in order], labels=[labels[i] for i in order],
+                             title=style.SINGLE_SEED_NOTE if single_any else None)
     ax.grid(axis="y", alpha=0.3)
+    return ax
+
+
+def plot_lines(table: pd.DataFrame, x: str, hue: str | None, value: str = "final", ax=None, title: str | None = None,
+               xlabel: str | None = None, ylabel: str | None = None, scale: float = 100.0,
+               paper: Callable[[Any, Any], float | None] | None = None, paper_x: Sequence | None = None,
+               paper_label: str | None = None, legend: str | None = "right", mark_single: bool = True):
+    """Mean over seeds against ``x`` for each ``hue`` (one line without), in the hue's fixed
+    :mod:`fedrepro.style`; error bars ± std where a point has several seeds, none (and ¹ in the
+    legend) where the line has one. ``paper(x_value, hue_value)`` at ``paper_x`` (the paper's own
+    grid, default ours) draws the paper's numbers (%) in the same colour, hollow and dotted;
+    ``paper_label`` names their setting. ``mark_single=False``: rows that are not seeds (a quoted
+    table's means) carry no ¹."""
+    if paper is not None and not paper_label:
+        raise ValueError("plot_lines(paper=...) needs paper_label naming the paper's setting, "
+                         "e.g. fedrepro.style.paper_label('CIFAR-100')")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 3.5))
+    groups = [(None, table)] if hue is None else list(table.groupby(hue, sort=False))
+    styles = style.styles_for([h for h, _ in groups if h is not None])
+    drew_paper = False
+    for h, g in groups:
+        st = styles.get(h, style.styles_for(["_"])["_"])
+        m = g.groupby(x)[value].agg(["mean", "std", "count"])
+        single = mark_single and bool((m["count"] == 1).all())
+        label = None if h is None else (f"{h}{style.SINGLE_SEED_MARK}" if single else str(h))
+        ax.plot(m.index, scale * m["mean"], label=label, **st.line())
+        several = m[m["count"] > 1]
+        if len(several):
+            ax.errorbar(several.index, scale * several["mean"], yerr=scale * several["std"], fmt="none",
+                        ecolor=st.color, elinewidth=0.8, capsize=2)
+        if paper is not None:
+            px = [v for v in (paper_x if paper_x is not None else m.index)]
+            pv = [paper(v, h) for v in px]
+            pts = [(a, b) for a, b in zip(px, pv) if b is not None and b == b]
+            if pts:
+                ax.plot(*zip(*pts), color=st.color, linestyle=":", marker=st.marker, markerfacecolor="white",
+                        markersize=4.5, linewidth=1)
+                drew_paper = True
+    if drew_paper:
+        ax.plot([], [], color="black", linestyle=":", marker="o", markerfacecolor="white", label=paper_label)
+    ax.set_xlabel(xlabel if xlabel is not None else x)
+    ax.set_ylabel(ylabel if ylabel is not None else f"{value} mean client accuracy (%)")
+    if title:
+        ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if legend:
+        style.legend_outside(ax, legend)
+    return ax
+
+
+def plot_paper_table(ref: pd.DataFrame, ax=None, rows: Sequence | None = None, columns: Sequence | None = None,
+                     title: str | None = None, legend: str | None = "right", ylabel: str = "paper's accuracy (%)"):
+    """A quoted table (:func:`fedrepro.reference.paper_table`, values in %) as grouped bars, one
+    group per column and one bar per row in the row's fixed style: the panel beside ours when the
+    paper's columns (its datasets) are not ours, so that no marker could sit on a bar of ours. The
+    bars are pale and carry no error bar (the quote's spread is in its table)."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    rows = [r for r in (rows if rows is not None else ref.index) if r in ref.index]
+    columns = [c for c in (columns if columns is not None else ref.columns) if c in ref.columns]
+    styles = style.styles_for(rows)
+    width = 0.8 / max(len(rows), 1)
+    for j, r in enumerate(rows):
+        ax.bar([i + j * width for i in range(len(columns))], [ref.at[r, c] for c in columns], width, label=str(r),
+               alpha=0.6, **styles[r].bar())
+    ax.set_xticks([i + width * (len(rows) - 1) / 2 for i in range(len(columns))])
+    ax.set_xticklabels([str(c) for c in columns])
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    if legend:
+        style.legend_outside(ax, legend)
+    return ax
+
+
+def plot_points(points: pd.DataFrame, x: str, y: str, ax=None, title: str | None = None, scale: float = 100.0,
+                legend: str | None = "right", hollow: bool = False):
+    """One marker per row of ``points`` (its index the label: a method or a setting), in the
+    label's fixed :mod:`fedrepro.style`; a legend names them instead of text beside each point,
+    which overlaps once points crowd. ``hollow``: unfilled markers (the paper's numbers)."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 4))
+    styles = style.styles_for(points.index)
+    for label, row in points.iterrows():
+        st = styles[label]
+        kw = st.point() if not hollow else {"marker": st.marker, "facecolors": "none", "edgecolors": st.color,
+                                            "linewidths": 1.4}
+        ax.scatter(scale * row[x], scale * row[y], s=42, label=str(label), zorder=3, **kw)
+    if title:
+        ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if legend:
+        style.legend_outside(ax, legend)
     return ax
 
 

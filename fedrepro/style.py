@@ -128,9 +128,30 @@ def styles_for(labels: Iterable[object]) -> dict[object, Style]:
     return {lab: out[lab] for lab in labels}
 
 
+def categorical(n: int) -> list:
+    """``n`` colours for unordered categories that are not methods (classes, clients, groups): the
+    palette while it lasts, then tab20, then evenly spaced turbo colours (past 20 no palette keeps
+    every pair apart)."""
+    if n <= len(PALETTE):
+        return list(PALETTE[:n])
+    if n <= 20:
+        return [mpl.colormaps["tab20"](i) for i in range(n)]
+    return [mpl.colormaps["turbo"](i / max(n - 1, 1)) for i in range(n)]
+
+
 def apply() -> None:
     """Set the shared fonts and sizes (``RC``) for figures made from here on."""
     mpl.rcParams.update(RC)
+
+
+# A series of one seed carries this mark in its label (no error bar, no band); a legend that shows one
+# explains it in its title.
+SINGLE_SEED_MARK = " ¹"
+SINGLE_SEED_NOTE = "¹ one seed: no error bar"
+
+
+def _note(labels) -> str | None:
+    return SINGLE_SEED_NOTE if any(str(lab).endswith(SINGLE_SEED_MARK) for lab in labels) else None
 
 
 def legend_outside(ax, where: str = "right", handles: Sequence | None = None, labels: Sequence[str] | None = None,
@@ -143,6 +164,7 @@ def legend_outside(ax, where: str = "right", handles: Sequence | None = None, la
         handles, labels = ax.get_legend_handles_labels()
     if not handles:
         return None
+    title = title if title is not None else _note(labels)
     n = len(handles)
     if where == "right":
         place = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "ncol": ncol or (1 if n <= 16 else 2)}
@@ -155,18 +177,20 @@ def figure_legend(fig, axes, where: str = "right", ncol: int | None = None, titl
     """One legend for several panels (their handles, each label once), outside all of them."""
     if where not in ("right", "below"):
         raise ValueError(f"figure_legend(where={where!r}); valid: 'right', 'below'")
-    seen: dict[str, object] = {}
+    seen: dict[str, tuple[str, object]] = {}  # a label once, "fedavg ¹" and "fedavg" too (one style)
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
-            seen.setdefault(lab, h)
+            seen.setdefault(lab.removesuffix(SINGLE_SEED_MARK), (lab, h))
     if not seen:
         return None
+    labels = [lab for lab, _ in seen.values()]
+    title = title if title is not None else _note(labels)
     n = len(seen)
     if where == "right":
         place = {"loc": "upper left", "bbox_to_anchor": (1.0, 0.95), "ncol": ncol or (1 if n <= 16 else 2)}
     else:
         place = {"loc": "upper center", "bbox_to_anchor": (0.5, 0.0), "ncol": ncol or min(n, 6)}
-    return fig.legend(list(seen.values()), list(seen), frameon=False, title=title, **{**place, **kw})
+    return fig.legend([h for _, h in seen.values()], labels, frameon=False, title=title, **{**place, **kw})
 
 
 def paper_label(setting: str | None) -> str:
