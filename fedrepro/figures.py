@@ -88,14 +88,15 @@ def plot_curves(results: dict[str, Sequence[RunResult]], ax=None, metric: str = 
 def plot_bars(table: pd.DataFrame, x: str, hue: str, value: str = "best", ax=None, title: str | None = None,
               xlabel: str | None = None, paper: Callable[[Any, Any], float | None] | None = None,
               paper_label: str | None = None, legend: str | None = "right", scale: float = 100.0,
-              ylabel: str | None = None):
+              ylabel: str | None = None, hue_format: Callable[[Any], str] = str):
     """Grouped bars of the mean over seeds (``table`` is the tidy per-run table of ``run_grid``), each
     hue in its fixed :mod:`fedrepro.style`. The error bar is ± std over seeds; a bar of one seed has
     none, and its hue is marked ¹ in the legend.
 
     ``paper(x_value, hue_value)`` gives the paper's number (in %, None where it quotes none), drawn
     as a white diamond on the bar; ``paper_label`` names it with the paper's setting, e.g.
-    ``fedrepro.style.paper_label("CIFAR-10")``. ``legend``: ``"right"``, ``"below"`` or None."""
+    ``fedrepro.style.paper_label("CIFAR-10")``. ``legend``: ``"right"``, ``"below"`` or None;
+    ``hue_format`` writes a hue's legend label (e.g. ``lambda a: f"α = {a}"``)."""
     if paper is not None and not paper_label:
         raise ValueError("plot_bars(paper=...) needs paper_label naming the paper's setting, "
                          "e.g. fedrepro.style.paper_label('CIFAR-10')")
@@ -116,7 +117,8 @@ def plot_bars(table: pd.DataFrame, x: str, hue: str, value: str = "best", ax=Non
         present = [c is not None for c in cells]
         all_single = any(present) and all(s for s, p in zip(single, present) if p)
         single_any |= any(single)
-        ax.bar(pos, means, width, label=f"{h}{style.SINGLE_SEED_MARK}" if all_single else str(h), **styles[h].bar())
+        name = hue_format(h)
+        ax.bar(pos, means, width, label=f"{name}{style.SINGLE_SEED_MARK}" if all_single else name, **styles[h].bar())
         err = [(p, m, scale * c["std"]) for p, m, c, s in zip(pos, means, cells, single) if c is not None and not s]
         if err:
             ex, ey, es = zip(*err)

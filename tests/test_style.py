@@ -158,7 +158,34 @@ class _Run:
 def test_curves_of_one_seed_have_no_band_and_are_marked():
     fig, ax = plt.subplots()
     plot_curves({"fedavg": [_Run([0.1, 0.2, 0.3])], "fedpft": [_Run([0.1, 0.2, 0.3]), _Run([0.2, 0.3, 0.4])]}, ax=ax)
-    assert len([c for c in ax.collections if c.__class__.__name__ in ("PolyCollection", "FillBetweenPolyCollection")]) == 1
+    bands = [c for c in ax.collections if c.__class__.__name__ in ("PolyCollection", "FillBetweenPolyCollection")]
+    assert len(bands) == 1
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["fedavg ¹", "fedpft"]
     assert matplotlib.colors.to_hex(ax.lines[0].get_color()) == style.method_style("fedavg").color
+    plt.close(fig)
+
+
+def test_lines_of_one_seed_have_no_error_bars_and_the_paper_in_the_same_colour():
+    from fedrepro.figures import plot_lines
+
+    fig, ax = plt.subplots()
+    plot_lines(_table({"fedavg": 1}), x="alpha", hue="method", value="best", ax=ax,
+               paper=lambda a, m: {0.1: 60.0, 0.3: 61.0}.get(a), paper_x=[0.1, 0.3], paper_label="paper (CIFAR-100)")
+    assert _error_bars(ax) == []
+    paper = [ln for ln in ax.lines if ln.get_linestyle() == ":" and len(ln.get_xdata())]
+    assert [list(ln.get_ydata()) for ln in paper] == [[60.0, 61.0]]
+    assert matplotlib.colors.to_hex(paper[0].get_color()) == style.method_style("fedavg").color
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["fedavg ¹", "paper (CIFAR-100)"]
+    plt.close(fig)
+
+
+def test_a_figure_legend_names_each_method_once():
+    from fedrepro.figures import plot_points
+
+    fig, axes = plt.subplots(1, 2)
+    pts = pd.DataFrame({"g": [0.5, 0.6], "l": [0.4, 0.7]}, index=["fedavg", "pfedcspc"])
+    plot_points(pts, "g", "l", ax=axes[0], legend=None)
+    plot_points(pts, "g", "l", ax=axes[1], legend=None, hollow=True)
+    leg = style.figure_legend(fig, axes)
+    assert [t.get_text() for t in leg.get_texts()] == ["fedavg", "pfedcspc"]
     plt.close(fig)
