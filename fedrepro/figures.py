@@ -114,12 +114,12 @@ def plot_bars(table: pd.DataFrame, x: str, hue: str, value: str = "best", ax=Non
         cells = [g.loc[(xv, h)] if (xv, h) in g.index else None for xv in xs]
         means = [scale * c["mean"] if c is not None else float("nan") for c in cells]
         single = [c is not None and c["count"] == 1 for c in cells]
-        present = [c is not None for c in cells]
+        present = [c is not None and pd.notna(c["mean"]) for c in cells]  # a run that logged no value: no bar
         all_single = any(present) and all(s for s, p in zip(single, present) if p)
         single_any |= any(single)
         name = hue_format(h)
         ax.bar(pos, means, width, label=f"{name}{style.SINGLE_SEED_MARK}" if all_single else name, **styles[h].bar())
-        err = [(p, m, scale * c["std"]) for p, m, c, s in zip(pos, means, cells, single) if c is not None and not s]
+        err = [(p, m, scale * c["std"]) for p, m, c, s, pr in zip(pos, means, cells, single, present) if pr and not s]
         if err:
             ex, ey, es = zip(*err)
             ax.errorbar(ex, ey, yerr=es, fmt="none", ecolor="black", elinewidth=0.8, capsize=2)

@@ -169,7 +169,8 @@ def legend_outside(ax, where: str = "right", handles: Sequence | None = None, la
     if where == "right":
         place = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "ncol": ncol or (1 if n <= 16 else 2)}
     else:
-        place = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.16), "ncol": ncol or min(n, 6)}
+        # Few columns: a panel in a row is narrow, and a wider legend would run under its neighbour.
+        place = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.16), "ncol": ncol or min(n, 3)}
     return ax.legend(handles, labels, frameon=False, title=title, **{**place, **kw})
 
 
@@ -183,6 +184,8 @@ def figure_legend(fig, axes, where: str = "right", ncol: int | None = None, titl
             seen.setdefault(lab.removesuffix(SINGLE_SEED_MARK), (lab, h))
     if not seen:
         return None
+    # The paper's entries after ours (matplotlib lists an axes' lines before its bars).
+    seen = dict(sorted(seen.items(), key=lambda kv: kv[1][0].startswith("paper")))
     labels = [lab for lab, _ in seen.values()]
     title = title if title is not None else _note(labels)
     n = len(seen)
