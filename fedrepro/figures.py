@@ -141,10 +141,7 @@ def plot_bars(table: pd.DataFrame, x: str, hue: str, value: str = "best", ax=Non
     if title:
         ax.set_title(title)
     if legend:
-        handles, labels = ax.get_legend_handles_labels()
-        order = sorted(range(len(labels)), key=lambda i: labels[i] == paper_label)  # the paper's entry last
-        style.legend_outside(ax, legend, handles=[handles[i] for i in order], labels=[labels[i] for i in order],
-                             title=style.SINGLE_SEED_NOTE if single_any else None)
+        style.legend_outside(ax, legend, title=style.SINGLE_SEED_NOTE if single_any else None)
     ax.grid(axis="y", alpha=0.3)
     return ax
 

@@ -117,12 +117,14 @@ def styles_for(labels: Iterable[object]) -> dict[object, Style]:
     labels = list(dict.fromkeys(labels))
     out: dict[object, Style] = {lab: method_style(str(lab)) for lab in labels if method_key(lab) is not None}
     taken = {(s.color, s.hatch) for s in out.values()}
-    i = 0
     for lab in labels:
         if lab in out:
             continue
-        while (_slot_style(i).color, _slot_style(i).hatch) in taken:
-            i += 1
+        colours = {c for c, _ in taken}
+        # A colour no other label of the figure has, while one is left; then a free colour + hatch.
+        free = [i for i in range(len(PALETTE)) if PALETTE[i] not in colours]
+        i = free[0] if free else next(i for i in range(len(PALETTE) * len(HATCHES))
+                                      if (_slot_style(i).color, _slot_style(i).hatch) not in taken)
         out[lab] = _slot_style(i)
         taken.add((out[lab].color, out[lab].hatch))
     return {lab: out[lab] for lab in labels}
@@ -154,6 +156,12 @@ def _note(labels) -> str | None:
     return SINGLE_SEED_NOTE if any(str(lab).endswith(SINGLE_SEED_MARK) for lab in labels) else None
 
 
+def _paper_last(handles, labels):
+    """The paper's entries after ours (matplotlib lists an axes' lines before its bars)."""
+    order = sorted(range(len(labels)), key=lambda i: str(labels[i]).startswith("paper"))
+    return [handles[i] for i in order], [labels[i] for i in order]
+
+
 def legend_outside(ax, where: str = "right", handles: Sequence | None = None, labels: Sequence[str] | None = None,
                    ncol: int | None = None, title: str | None = None, **kw):
     """A legend beside the axes (``where="right"``) or under them (``"below"``), never over the data;
@@ -164,6 +172,7 @@ def legend_outside(ax, where: str = "right", handles: Sequence | None = None, la
         handles, labels = ax.get_legend_handles_labels()
     if not handles:
         return None
+    handles, labels = _paper_last(handles, labels)
     title = title if title is not None else _note(labels)
     n = len(handles)
     if where == "right":
@@ -184,16 +193,14 @@ def figure_legend(fig, axes, where: str = "right", ncol: int | None = None, titl
             seen.setdefault(lab.removesuffix(SINGLE_SEED_MARK), (lab, h))
     if not seen:
         return None
-    # The paper's entries after ours (matplotlib lists an axes' lines before its bars).
-    seen = dict(sorted(seen.items(), key=lambda kv: kv[1][0].startswith("paper")))
-    labels = [lab for lab, _ in seen.values()]
+    handles, labels = _paper_last([h for _, h in seen.values()], [lab for lab, _ in seen.values()])
     title = title if title is not None else _note(labels)
     n = len(seen)
     if where == "right":
         place = {"loc": "upper left", "bbox_to_anchor": (1.0, 0.95), "ncol": ncol or (1 if n <= 16 else 2)}
     else:
         place = {"loc": "upper center", "bbox_to_anchor": (0.5, 0.0), "ncol": ncol or min(n, 6)}
-    return fig.legend([h for _, h in seen.values()], labels, frameon=False, title=title, **{**place, **kw})
+    return fig.legend(handles, labels, frameon=False, title=title, **{**place, **kw})
 
 
 def paper_label(setting: str | None) -> str:
