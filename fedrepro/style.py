@@ -123,8 +123,8 @@ def styles_for(labels: Iterable[object]) -> dict[object, Style]:
         colours = {c for c, _ in taken}
         # A colour no other label of the figure has, while one is left; then a free colour + hatch.
         free = [i for i in range(len(PALETTE)) if PALETTE[i] not in colours]
-        i = free[0] if free else next(i for i in range(len(PALETTE) * len(HATCHES))
-                                      if (_slot_style(i).color, _slot_style(i).hatch) not in taken)
+        i = free[0] if free else next((i for i in range(len(PALETTE) * len(HATCHES))
+                                       if (_slot_style(i).color, _slot_style(i).hatch) not in taken), len(taken))
         out[lab] = _slot_style(i)
         taken.add((out[lab].color, out[lab].hatch))
     return {lab: out[lab] for lab in labels}
