@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import matplotlib
 
@@ -16,9 +16,11 @@ matplotlib.use(os.environ.get("MPLBACKEND", "Agg"), force=False)
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from . import trace
+from . import style, trace
 from .host import repo_root  # noqa: F401  (part of this module's API)
 from .store import RunResult  # noqa: E402
+
+style.apply()
 
 
 def figures_dir(profile: str) -> Path:
@@ -45,14 +47,17 @@ def savefig(fig, name: str, profile: str) -> Path:
 
 
 def plot_curves(results: dict[str, Sequence[RunResult]], ax=None, metric: str = "acc_mean", title: str | None = None,
-                scale: float = 100.0, ylabel: str = "mean client test accuracy (%)"):
-    """Mean learning curve over seeds (band = ± std across seeds) for each labelled group of runs;
-    values × ``scale`` (100: accuracies in %; 1 for a loss). A group whose runs never logged
-    ``metric`` (a loss part its method has not, or a run stored before the column existed) is left
-    out, and its label is listed in the axes' title."""
+                scale: float = 100.0, ylabel: str = "mean client test accuracy (%)", legend: str | None = "right"):
+    """Mean learning curve over seeds (band = ± std across seeds, none for one seed) for each
+    labelled group of runs, each in its fixed :mod:`fedrepro.style`; values × ``scale`` (100:
+    accuracies in %; 1 for a loss). A group whose runs never logged ``metric`` (a loss part its
+    method has not, or a run stored before the column existed) is left out, and its label is listed
+    in the axes' title. ``legend``: ``"right"`` or ``"below"`` the axes, or None (a panel of a
+    figure whose legend sits elsewhere, :func:`fedrepro.style.figure_legend`)."""
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 3.5))
     missing = []
+    styles = style.styles_for(results)
     for label, runs in results.items():
         series = [r.rounds.set_index("round")[metric].dropna().rename(i) for i, r in enumerate(runs)
                   if metric in r.rounds.columns]
@@ -60,42 +65,179 @@ def plot_curves(results: dict[str, Sequence[RunResult]], ax=None, metric: str = 
             missing.append(label)
             continue
         curves = pd.concat(series, axis=1)
-        m, s = scale * curves.mean(axis=1), scale * curves.std(axis=1).fillna(0.0)
-        ax.plot(m.index, m.values, label=label)
-        ax.fill_between(m.index, (m - s).values, (m + s).values, alpha=0.2)
+        m = scale * curves.mean(axis=1)
+        st = styles[label]
+        many = curves.shape[1] > 1
+        ax.plot(m.index, m.values, label=str(label) if many else f"{label}{style.SINGLE_SEED_MARK}", color=st.color,
+                linestyle=st.linestyle, marker=st.marker, markersize=3, markevery=max(1, len(m) // 8))
+        if many:
+            s = scale * curves.std(axis=1).fillna(0.0)
+            ax.fill_between(m.index, (m - s).values, (m + s).values, alpha=0.15, color=st.color, linewidth=0)
     ax.set_xlabel("round")
     ax.set_ylabel(ylabel)
     if missing:
-        title = f"{title or ''}\n(no {metric} logged: {', '.join(missing)})".strip()
+        title = f"{title or ''}\n(no {metric} logged: {', '.join(map(str, missing))})".strip()
     if title:
         ax.set_title(title, fontsize=9 if missing else None)
     ax.grid(alpha=0.3)
-    if len(results) > len(missing):
-        ax.legend(fontsize=8)
+    if legend and len(results) > len(missing):
+        style.legend_outside(ax, legend)
     return ax
 
 
 def plot_bars(table: pd.DataFrame, x: str, hue: str, value: str = "best", ax=None, title: str | None = None,
-              xlabel: str | None = None):
-    """Grouped bars of mean ± std over seeds (``table`` is the tidy per-run table of ``run_grid``)."""
+              xlabel: str | None = None, paper: Callable[[Any, Any], float | None] | None = None,
+              paper_label: str | None = None, legend: str | None = "right", scale: float = 100.0,
+              ylabel: str | None = None, hue_format: Callable[[Any], str] = str):
+    """Grouped bars of the mean over seeds (``table`` is the tidy per-run table of ``run_grid``), each
+    hue in its fixed :mod:`fedrepro.style`. The error bar is ± std over seeds; a bar of one seed has
+    none, and its hue is marked ¹ in the legend.
+
+    ``paper(x_value, hue_value)`` gives the paper's number (in %, None where it quotes none), drawn
+    as a white diamond on the bar; ``paper_label`` names it with the paper's setting, e.g.
+    ``fedrepro.style.paper_label("CIFAR-10")``. ``legend``: ``"right"``, ``"below"`` or None;
+    ``hue_format`` writes a hue's legend label (e.g. ``lambda a: f"α = {a}"``)."""
+    if paper is not None and not paper_label:
+        raise ValueError("plot_bars(paper=...) needs paper_label naming the paper's setting, "
+                         "e.g. fedrepro.style.paper_label('CIFAR-10')")
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.5))
-    g = table.groupby([x, hue], sort=False)[value].agg(["mean", "std"]).fillna(0.0)
+    g = table.groupby([x, hue], sort=False)[value].agg(["mean", "std", "count"])
     xs = list(dict.fromkeys(table[x]))
     hues = list(dict.fromkeys(table[hue]))
+    styles = style.styles_for(hues)
     width = 0.8 / len(hues)
+    px, py = [], []
+    single_any = False
     for j, h in enumerate(hues):
-        means = [100 * g.loc[(xv, h), "mean"] if (xv, h) in g.index else float("nan") for xv in xs]
-        stds = [100 * g.loc[(xv, h), "std"] if (xv, h) in g.index else 0.0 for xv in xs]
-        ax.bar([i + j * width for i in range(len(xs))], means, width, yerr=stds, label=str(h), capsize=2)
+        pos = [i + j * width for i in range(len(xs))]
+        cells = [g.loc[(xv, h)] if (xv, h) in g.index else None for xv in xs]
+        means = [scale * c["mean"] if c is not None else float("nan") for c in cells]
+        single = [c is not None and c["count"] == 1 for c in cells]
+        present = [c is not None and pd.notna(c["mean"]) for c in cells]  # a run that logged no value: no bar
+        all_single = any(present) and all(s for s, p in zip(single, present) if p)
+        single_any |= any(single)
+        name = hue_format(h)
+        ax.bar(pos, means, width, label=f"{name}{style.SINGLE_SEED_MARK}" if all_single else name, **styles[h].bar())
+        err = [(p, m, scale * c["std"]) for p, m, c, s, pr in zip(pos, means, cells, single, present) if pr and not s]
+        if err:
+            ex, ey, es = zip(*err)
+            ax.errorbar(ex, ey, yerr=es, fmt="none", ecolor="black", elinewidth=0.8, capsize=2)
+        for p, m, s, pr in zip(pos, means, single, present):
+            if s and not all_single and pr:  # a hue with one seed here and several elsewhere
+                ax.annotate("¹", (p, m), ha="center", va="bottom", fontsize=7)
+        if paper is not None:
+            for p, xv, pr in zip(pos, xs, present):
+                v = paper(xv, h) if pr else None  # beside our bar only: a lone diamond reads as ours missing
+                if v is not None and v == v:
+                    px.append(p)
+                    py.append(float(v))
+    if px:
+        ax.plot(px, py, label=paper_label, **style.PAPER_MARKER)
     ax.set_xticks([i + width * (len(hues) - 1) / 2 for i in range(len(xs))])
     ax.set_xticklabels([str(v) for v in xs])
-    ax.set_xlabel(xlabel or x)
-    ax.set_ylabel(f"{value} mean client accuracy (%)")
+    ax.set_xlabel(xlabel if xlabel is not None else x)
+    ax.set_ylabel(ylabel if ylabel is not None else f"{value} mean client accuracy (%)")
     if title:
         ax.set_title(title)
-    ax.legend(fontsize=8, loc="lower center", ncol=len(hues), framealpha=0.9)
+    if legend:
+        style.legend_outside(ax, legend, title=style.SINGLE_SEED_NOTE if single_any else None)
     ax.grid(axis="y", alpha=0.3)
+    return ax
+
+
+def plot_lines(table: pd.DataFrame, x: str, hue: str | None, value: str = "final", ax=None, title: str | None = None,
+               xlabel: str | None = None, ylabel: str | None = None, scale: float = 100.0,
+               paper: Callable[[Any, Any], float | None] | None = None, paper_x: Sequence | None = None,
+               paper_label: str | None = None, legend: str | None = "right", mark_single: bool = True):
+    """Mean over seeds against ``x`` for each ``hue`` (one line without), in the hue's fixed
+    :mod:`fedrepro.style`; error bars ± std where a point has several seeds, none (and ¹ in the
+    legend) where the line has one. ``paper(x_value, hue_value)`` at ``paper_x`` (the paper's own
+    grid, default ours) draws the paper's numbers (%) in the same colour, hollow and dotted;
+    ``paper_label`` names their setting. ``mark_single=False``: rows that are not seeds (a quoted
+    table's means) carry no ¹."""
+    if paper is not None and not paper_label:
+        raise ValueError("plot_lines(paper=...) needs paper_label naming the paper's setting, "
+                         "e.g. fedrepro.style.paper_label('CIFAR-100')")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 3.5))
+    groups = [(None, table)] if hue is None else list(table.groupby(hue, sort=False))
+    styles = style.styles_for([h for h, _ in groups if h is not None])
+    drew_paper = False
+    for h, g in groups:
+        st = styles.get(h, style.styles_for(["_"])["_"])
+        m = g.groupby(x)[value].agg(["mean", "std", "count"])
+        single = mark_single and bool((m["count"] == 1).all())
+        label = None if h is None else (f"{h}{style.SINGLE_SEED_MARK}" if single else str(h))
+        ax.plot(m.index, scale * m["mean"], label=label, **st.line())
+        several = m[m["count"] > 1]
+        if len(several):
+            ax.errorbar(several.index, scale * several["mean"], yerr=scale * several["std"], fmt="none",
+                        ecolor=st.color, elinewidth=0.8, capsize=2)
+        if paper is not None:
+            px = [v for v in (paper_x if paper_x is not None else m.index)]
+            pv = [paper(v, h) for v in px]
+            pts = [(a, b) for a, b in zip(px, pv) if b is not None and b == b]
+            if pts:
+                ax.plot(*zip(*pts), color=st.color, linestyle=":", marker=st.marker, markerfacecolor="white",
+                        markersize=4.5, linewidth=1)
+                drew_paper = True
+    if drew_paper:
+        ax.plot([], [], color="black", linestyle=":", marker="o", markerfacecolor="white", label=paper_label)
+    ax.set_xlabel(xlabel if xlabel is not None else x)
+    ax.set_ylabel(ylabel if ylabel is not None else f"{value} mean client accuracy (%)")
+    if title:
+        ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if legend:
+        style.legend_outside(ax, legend)
+    return ax
+
+
+def plot_paper_table(ref: pd.DataFrame, ax=None, rows: Sequence | None = None, columns: Sequence | None = None,
+                     title: str | None = None, legend: str | None = "right", ylabel: str = "paper's accuracy (%)"):
+    """A quoted table (:func:`fedrepro.reference.paper_table`, values in %) as grouped bars, one
+    group per column and one bar per row in the row's fixed style: the panel beside ours when the
+    paper's columns (its datasets) are not ours, so that no marker could sit on a bar of ours. The
+    bars are pale and carry no error bar (the quote's spread is in its table)."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    rows = [r for r in (rows if rows is not None else ref.index) if r in ref.index]
+    columns = [c for c in (columns if columns is not None else ref.columns) if c in ref.columns]
+    styles = style.styles_for(rows)
+    width = 0.8 / max(len(rows), 1)
+    for j, r in enumerate(rows):
+        ax.bar([i + j * width for i in range(len(columns))], [ref.at[r, c] for c in columns], width, label=str(r),
+               alpha=0.6, **styles[r].bar())
+    ax.set_xticks([i + width * (len(rows) - 1) / 2 for i in range(len(columns))])
+    ax.set_xticklabels([str(c) for c in columns])
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    if legend:
+        style.legend_outside(ax, legend)
+    return ax
+
+
+def plot_points(points: pd.DataFrame, x: str, y: str, ax=None, title: str | None = None, scale: float = 100.0,
+                legend: str | None = "right", hollow: bool = False):
+    """One marker per row of ``points`` (its index the label: a method or a setting), in the
+    label's fixed :mod:`fedrepro.style`; a legend names them instead of text beside each point,
+    which overlaps once points crowd. ``hollow``: unfilled markers (the paper's numbers)."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 4))
+    styles = style.styles_for(points.index)
+    for label, row in points.iterrows():
+        st = styles[label]
+        kw = st.point() if not hollow else {"marker": st.marker, "facecolors": "none", "edgecolors": st.color,
+                                            "linewidths": 1.4}
+        ax.scatter(scale * row[x], scale * row[y], s=42, label=str(label), zorder=3, **kw)
+    if title:
+        ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if legend:
+        style.legend_outside(ax, legend)
     return ax
 
 

@@ -120,16 +120,18 @@ def plot_quality(qualities: dict[str, Quality], num_classes: int = 10, axes=None
     entering each block (PEP-FedPT Fig. 2), with chance as a dashed line."""
     import matplotlib.pyplot as plt
 
+    from ..style import PALETTE
+
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [1, 2]})
     names = list(qualities)
-    bars = axes[0].bar(names, [100 * qualities[n].linear_probe for n in names], color=["C0", "C7"][: len(names)])
+    bars = axes[0].bar(names, [100 * qualities[n].linear_probe for n in names], color=[PALETTE[0], PALETTE[7]][: len(names)])
     axes[0].bar_label(bars, fmt="%.1f")
     axes[0].set_ylabel("linear-probe test accuracy (%)")
     axes[0].set_ylim(0, 100)
     for i, n in enumerate(names):
         ncm = 100 * np.asarray(qualities[n].ncm)
-        axes[1].plot(range(len(ncm)), ncm, marker="o", color=["C0", "C7"][i % 2], label=n)
+        axes[1].plot(range(len(ncm)), ncm, marker="o", color=[PALETTE[0], PALETTE[7]][i % 2], label=n)
     depth = len(qualities[names[0]].ncm) - 1
     axes[1].axhline(100 / num_classes, ls="--", color="k", lw=0.8, label="chance")
     axes[1].set_xticks(range(depth + 1), [str(i) for i in range(depth)] + ["final"])

@@ -149,12 +149,9 @@ _MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "<", ">", "p", "h")
 
 
 def _palette(n: int):
-    import matplotlib
+    from ..style import categorical
 
-    # tab10/tab20 keep categories distinguishable; beyond 20 a continuous map is the only option.
-    name = "tab10" if n <= 10 else "tab20" if n <= 20 else "turbo"
-    cmap = matplotlib.colormaps[name]
-    return [cmap(i) if n <= 20 else cmap(i / max(n - 1, 1)) for i in range(n)]
+    return categorical(n)
 
 
 def plot_tsne(emb: np.ndarray, labels: np.ndarray, clients: np.ndarray, axes=None,

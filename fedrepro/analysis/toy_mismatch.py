@@ -164,13 +164,15 @@ def plot_toy_mismatch(toy: dict, axes=None):
         grid = torch.tensor(np.stack([gx.ravel(), gy.ravel()], 1), dtype=torch.float32)
         regions = toy["head"](grid).argmax(1).numpy().reshape(gx.shape)
     k = toy["config"].num_classes
-    cmap = plt.get_cmap("tab10")
+    from ..style import categorical
+
+    colours = categorical(k)
     for col, c in enumerate(clients):
         for row, (key, acc_key, label) in enumerate((("features", "origin", "Origin"),
                                                      ("matched", "match", "after the Match map"))):
             ax = axes[row][col]
-            ax.contourf(gx, gy, regions, levels=np.arange(-0.5, k), colors=[cmap(i) for i in range(k)], alpha=0.18)
-            ax.scatter(c[key][:, 0], c[key][:, 1], c=[cmap(int(y)) for y in c["labels"]], s=8, edgecolors="none")
+            ax.contourf(gx, gy, regions, levels=np.arange(-0.5, k), colors=colours, alpha=0.18)
+            ax.scatter(c[key][:, 0], c[key][:, 1], c=[colours[int(y)] for y in c["labels"]], s=8, edgecolors="none")
             ax.set_title(f"client {c['cid']}: {label} — acc {100 * c[acc_key]:.1f}%", fontsize=9)
             ax.set_xticks([])
             ax.set_yticks([])

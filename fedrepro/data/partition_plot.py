@@ -13,6 +13,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
+from ..style import PALETTE
 from .partition import Partition
 
 __all__ = ["partition_stats", "stats_summary", "plot_partition", "plot_partition_grid"]
@@ -90,15 +91,15 @@ def plot_partition(
     scale = float(size_scale) if size_scale else max(int(counts.max()), 1)
     size = counts[client, cls] / scale * _MAX_AREA
     held = np.isin(client, partition.held_out)
-    ax.scatter(cls[~held], client[~held], s=size[~held], color="tab:blue", alpha=0.7,
+    ax.scatter(cls[~held], client[~held], s=size[~held], color=PALETTE[0], alpha=0.7,
                linewidths=0, label="participating")
     if held.any():
-        ax.scatter(cls[held], client[held], s=size[held], color="tab:orange", alpha=0.7,
+        ax.scatter(cls[held], client[held], s=size[held], color=PALETTE[1], alpha=0.7,
                    linewidths=0, label="held out")
         # Fixed-size legend markers (bubble sizes vary) placed under the axes so they never
         # hide data.
         handles = [Line2D([], [], ls="", marker="o", color=c, alpha=0.7, label=lab)
-                   for c, lab in (("tab:blue", "participating"), ("tab:orange", "held out"))]
+                   for c, lab in ((PALETTE[0], "participating"), (PALETTE[1], "held out"))]
         ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2,
                   fontsize="small", frameon=False)
     ax.set_xlim(-0.5, partition.num_classes - 0.5)

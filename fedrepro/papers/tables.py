@@ -213,6 +213,29 @@ class TableDef:
             ref = ref[[c for c in ref.columns if self.reference_columns(c)]]
         return ref if self.reference_view is None else self.reference_view(ref)
 
+    def paper_lookup(self, column: str | None = None) -> Callable[[Any, Any], float | None]:
+        """``lookup(row, col)``: the paper's number (%) for our row (an ``index`` value) and column (a
+        ``columns`` value), under the labels :meth:`show` gives them (``row_label``, ``label``); None
+        where the paper quotes none. ``column`` names the paper's column outright (a table without
+        ``columns``, or one whose paper columns are datasets). For a figure beside ours."""
+        ref = self.paper_numbers()
+        if ref is None:
+            raise ConfigError(f"{self.paper} table {self.name!r} quotes no paper table (reference=None)")
+        if column is not None and column not in ref.columns:
+            raise ConfigError(f"paper_lookup(column={column!r}) for {self.paper} table {self.name!r}; "
+                              f"valid: {', '.join(map(str, ref.columns))}")
+
+        def lookup(row: Any, col: Any = None) -> float | None:
+            r = self.row_label(row) if self.row_label is not None else row
+            c = column if column is not None else (self.label(col) if self.label is not None else col)
+            r = r if r in ref.index else str(r)
+            if r not in ref.index or c not in ref.columns:
+                return None
+            v = ref.at[r, c]
+            return None if pd.isna(v) else float(v)
+
+        return lookup
+
     def show(self, table: pd.DataFrame, metric: str | None = None, name: str | None = None,
              ours_label: str | None = None) -> pd.DataFrame:
         """Ours beside the paper's numbers (or ours alone when the paper reports none)."""
