@@ -3,7 +3,6 @@ as the local executor stores it; finished runs are skipped; a started run resume
 worker killed mid-run is retried from its newest checkpoint and gives the same run."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -16,6 +15,7 @@ import fedrepro
 from fedrepro.errors import ConfigError
 from fedrepro.executors import RayExecutor, make_executor
 from fedrepro.store import FINISHED_FILES, RunStore
+from fedrepro.verify import file_differences
 from support import tiny_config
 
 try:
@@ -25,32 +25,10 @@ except ImportError:  # pragma: no cover
 
 needs_ray = pytest.mark.skipif(ray is None, reason="ray is not installed (pip install ray==2.55.1)")
 
-# What may differ between two trainings of one config: when and where it ran, and how long it took.
-VOLATILE_META = {"started", "finished", "allocator"}
-
-
-def _timeless(row: dict) -> dict:
-    return {k: v for k, v in row.items() if not (k.startswith("time_") or k.endswith("_s"))}
-
-
 def assert_same_run(a: Path, b: Path) -> None:
     """Two stores' folders of one config hold the same run: every file equal, bit for bit, but for
-    timings, the moment and the allocator it ran with (and the runs folder named in config.json)."""
-    assert a.name == b.name
-    assert sorted(p.name for p in a.iterdir()) == sorted(p.name for p in b.iterdir()) == sorted(FINISHED_FILES)
-    for name in ("final_state.pt", "clients.jsonl"):
-        assert (a / name).read_bytes() == (b / name).read_bytes(), name
-    rows = [[_timeless(json.loads(line)) for line in (p / "rounds.jsonl").read_text().splitlines()] for p in (a, b)]
-    assert rows[0] == rows[1]
-    ca, cb = (json.loads((p / "config.json").read_text()) for p in (a, b))
-    ca["config"].pop("runs_dir"), cb["config"].pop("runs_dir")
-    assert ca == cb
-    ma, mb = ({k: v for k, v in json.loads((p / "meta.json").read_text()).items() if k not in VOLATILE_META}
-              for p in (a, b))
-    assert ma == mb
-    sa, sb = ({k: v for k, v in _timeless(json.loads((p / "summary.json").read_text())).items()
-               if k != "files_sha256"} for p in (a, b))
-    assert sa == sb
+    timings, the moment and the allocator it ran with (fedrepro.verify.file_differences)."""
+    assert file_differences(a, b) == []
     fedrepro.RunResult(b).verify(deep=True)
 
 
@@ -260,3 +238,22 @@ def test_a_killed_worker_without_retries_leaves_its_checkpoint_in_the_store(clus
         assert fut.result().status == "trained"
     assert seen["resumed_from"] == [ckpt["state"]["next_round"]]
     assert_same_run(reference, store.path(cfg))
+
+
+@needs_ray
+def test_the_pool_sends_runs_to_ray_and_keeps_calls_here(cluster, tmp_path):
+    """fedrepro reproduce's pool: runs go to the cluster, a call that reads them runs here after them."""
+    from fedrepro.pool import Task, run_pool
+
+    cfgs = [tiny_config(tmp_path, seed=s) for s in (0, 1)]
+    read = []
+
+    def call():
+        read.extend(RunStore(c.runs_dir).load(c).best for c in cfgs)
+        return 0.0
+    report = run_pool(cfgs, workers=1, progress=False, executor=RayExecutor(),
+                      calls=[Task("read", call=call, deps=frozenset(c.hash() for c in cfgs))])
+    assert not report.failed and set(report.done) == {*(c.hash() for c in cfgs), "read"}
+    assert len(read) == 2
+    local = tiny_config(tmp_path / "local", seed=0)
+    assert_same_run(fedrepro.run(local).path, RunStore(cfgs[0].runs_dir).path(cfgs[0]))
