@@ -257,3 +257,10 @@ def test_the_pool_sends_runs_to_ray_and_keeps_calls_here(cluster, tmp_path):
     assert len(read) == 2
     local = tiny_config(tmp_path / "local", seed=0)
     assert_same_run(fedrepro.run(local).path, RunStore(cfgs[0].runs_dir).path(cfgs[0]))
+
+
+@needs_ray
+def test_a_run_no_node_can_hold_is_refused_with_the_reason(cluster, tmp_path):
+    with RayExecutor(num_gpus=1).session(progress=False) as session:
+        with pytest.raises(ConfigError, match=r"asks for 1 CPU \+ 1 GPU.*nodes: 2 CPU \+ 0 GPU.*--gpus-per-run"):
+            session.submit(tiny_config(tmp_path))

@@ -189,9 +189,20 @@ class RaySession:
         if self._owns_ray:
             self._ray.shutdown()
 
+    def _check_fits(self, cfg) -> None:
+        """A ConfigError when no node of the cluster has what a run asks for: Ray would queue it forever."""
+        need = self.ex.resources(cfg)
+        nodes = [n.get("Resources", {}) for n in self._ray.nodes() if n.get("Alive")]
+        if any(r.get("CPU", 0) >= need["num_cpus"] and r.get("GPU", 0) >= need["num_gpus"] for r in nodes):
+            return
+        have = ", ".join(sorted({f"{r.get('CPU', 0):g} CPU + {r.get('GPU', 0):g} GPU" for r in nodes})) or "no node"
+        raise ConfigError(f"executor 'ray': each run asks for {need['num_cpus']:g} CPU + {need['num_gpus']:g} GPU "
+                          f"(num_cpus, num_gpus), but no node of the cluster has that (nodes: {have}); lower "
+                          "--cpus-per-run / --gpus-per-run or add such a node")
+
     def submit(self, cfg) -> Future:
         """Hand ``cfg``'s run to the cluster; the future's result is its :class:`RunOutcome`."""
-        self.ex.resources(cfg)  # a bad resource request fails here, not in the driver thread
+        self._check_fits(cfg)  # a bad resource request fails here, not in the driver thread
         fut: Future = Future()
         with self._cv:
             if self._closing:
