@@ -133,6 +133,7 @@ class RaySession:
         self._done_rounds = 0
         self._total_rounds = 0
         self.outcomes: dict[str, RunOutcome] = {}
+        self._fits: set[tuple[float, float]] = set()  # resource requests some node was seen to hold
 
     # -- connection ----------------------------------------------------------------------------
     def __enter__(self) -> "RaySession":
@@ -192,8 +193,11 @@ class RaySession:
     def _check_fits(self, cfg) -> None:
         """A ConfigError when no node of the cluster has what a run asks for: Ray would queue it forever."""
         need = self.ex.resources(cfg)
+        if (need["num_cpus"], need["num_gpus"]) in self._fits:
+            return
         nodes = [n.get("Resources", {}) for n in self._ray.nodes() if n.get("Alive")]
         if any(r.get("CPU", 0) >= need["num_cpus"] and r.get("GPU", 0) >= need["num_gpus"] for r in nodes):
+            self._fits.add((need["num_cpus"], need["num_gpus"]))
             return
         have = ", ".join(sorted({f"{r.get('CPU', 0):g} CPU + {r.get('GPU', 0):g} GPU" for r in nodes})) or "no node"
         raise ConfigError(f"executor 'ray': each run asks for {need['num_cpus']:g} CPU + {need['num_gpus']:g} GPU "
