@@ -75,6 +75,32 @@ def test_the_cli_takes_ray_flags_only_with_the_ray_executor(capsys):
     assert "num_gpus=-1.0; valid: a number >= 0" in capsys.readouterr().err
 
 
+def test_files_from_elsewhere_are_checked_before_any_is_written(tmp_path):
+    """What the driver does with a worker's files, without a cluster: a damaged run is refused
+    and leaves nothing in the store; an intact one is stored as trained; a finished run takes no
+    checkpoint; another config's files are refused."""
+    from fedrepro.errors import CorruptCacheError
+    from fedrepro.store import PARTIAL_FILES, RunReceiver, read_files
+
+    cfg = tiny_config(tmp_path, runs_dir=str(tmp_path / "worker"))
+    trained = fedrepro.run(cfg).path
+    files = read_files(trained, FINISHED_FILES)
+    store = RunStore(tmp_path / "driver")
+    damaged = dict(files, **{"rounds.jsonl": files["rounds.jsonl"].replace(b'"round": 1', b'"round": 7')})
+    with store.claim(cfg) as status:
+        assert status == "missing"
+        with pytest.raises(CorruptCacheError, match="rounds.jsonl does not match the sha256"):
+            RunReceiver(store).finished(cfg, damaged)
+        assert [p.name for p in store.root.iterdir()] == [".locks"]
+        RunReceiver(store).finished(cfg, files)
+        with pytest.raises(CorruptCacheError, match="is finished"):
+            RunReceiver(store).checkpoint(cfg, dict(read_files(trained, PARTIAL_FILES), **{"checkpoint.pt": b"x"}))
+    assert file_differences(trained, store.path(cfg)) == []
+    other = tiny_config(tmp_path, seed=5)
+    with pytest.raises(CorruptCacheError, match="holds the config of run"):
+        RunReceiver(store).finished(other, files)
+
+
 # --- on a local cluster ---------------------------------------------------------------------------
 
 def start_ray(start, attempts: int = 3) -> None:
