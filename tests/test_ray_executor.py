@@ -268,21 +268,24 @@ def test_a_killed_worker_without_retries_leaves_its_checkpoint_in_the_store(clus
 
 @needs_ray
 def test_the_pool_sends_runs_to_ray_and_keeps_calls_here(cluster, tmp_path):
-    """fedrepro reproduce's pool: runs go to the cluster, a call that reads them runs here after them."""
+    """fedrepro reproduce's pool: runs go to the cluster, a call that reads them runs here after
+    them. Each run trains at its config's thread count, not at the CPUs Ray reserves for it."""
     from fedrepro.pool import Task, run_pool
 
-    cfgs = [tiny_config(tmp_path, seed=s) for s in (0, 1)]
+    cfgs = [tiny_config(tmp_path, seed=0), tiny_config(tmp_path, seed=1, threads=2)]
     read = []
 
     def call():
         read.extend(RunStore(c.runs_dir).load(c).best for c in cfgs)
         return 0.0
-    report = run_pool(cfgs, workers=1, progress=False, executor=RayExecutor(),
+    report = run_pool(cfgs, workers=1, progress=False, executor=RayExecutor(num_cpus=1),
                       calls=[Task("read", call=call, deps=frozenset(c.hash() for c in cfgs))])
     assert not report.failed and set(report.done) == {*(c.hash() for c in cfgs), "read"}
     assert len(read) == 2
-    local = tiny_config(tmp_path / "local", seed=0)
-    assert_same_run(fedrepro.run(local).path, RunStore(cfgs[0].runs_dir).path(cfgs[0]))
+    for cfg in cfgs:
+        local = cfg.replace(runs_dir=str(tmp_path / "local"))
+        assert_same_run(fedrepro.run(local).path, RunStore(cfg.runs_dir).path(cfg))
+    assert fedrepro.RunResult(RunStore(cfgs[1].runs_dir).path(cfgs[1])).meta["torch_threads"] == 2
 
 
 @needs_ray
