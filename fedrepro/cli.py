@@ -46,6 +46,38 @@ def _list(what: str) -> list[str]:
             "models": list_models}[what]()
 
 
+# --ray-* flag -> the ray executor's option it sets (fedrepro.executors.RayExecutor).
+_RAY_FLAGS = {"ray_address": "address", "cpus_per_run": "num_cpus", "gpus_per_run": "num_gpus",
+              "max_retries": "max_retries"}
+
+
+def _executor_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("where runs train (docs/scale-out-ray.md)")
+    g.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="local: worker processes on this machine (default); ray: tasks on a Ray cluster, each run "
+                        "stored here exactly as a local run (same folder, hash and files)")
+    g.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="the cluster to use with --executor ray: 'auto' (the cluster this machine joined with "
+                        "`ray start`), HOST:PORT of its head node; default: a Ray instance on this machine")
+    g.add_argument("--cpus-per-run", type=float, default=None, metavar="N",
+                   help="CPUs Ray reserves for each run (default: the run's config threads, which it trains at)")
+    g.add_argument("--gpus-per-run", type=float, default=None, metavar="N",
+                   help="GPUs Ray reserves for each run (default 0: CPU only; 0.5 puts two runs on one GPU)")
+    g.add_argument("--max-retries", type=int, default=None, metavar="N",
+                   help="how often Ray retries a run whose worker or node died, from its newest checkpoint "
+                        "(default 3)")
+
+
+def _executor(args: argparse.Namespace):
+    from .executors import make_executor
+
+    given = {opt: getattr(args, flag) for flag, opt in _RAY_FLAGS.items() if getattr(args, flag) is not None}
+    if args.executor != "ray" and given:
+        flags = ", ".join("--" + f.replace("_", "-") for f, o in _RAY_FLAGS.items() if o in given)
+        raise ConfigError(f"{flags} apply to --executor ray only (got --executor {args.executor})")
+    return make_executor(args.executor, **given)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The ``fedrepro`` command; returns its exit code. Output cut short by a closed pipe
     (``fedrepro runs | head``) ends quietly, as other command-line tools do."""
@@ -103,6 +135,7 @@ def _main(argv: list[str] | None = None) -> int:
                        help="processes that train runs and render notebooks (default: the cores over the runs' threads)")
     p_rep.add_argument("--plan", action="store_true", help="list what each notebook reads and what is left to train; "
                                                            "train and render nothing")
+    _executor_flags(p_rep)
 
     p_res = sub.add_parser("results", help="write the results pages of a profile (docs/results/<profile>/index.md and "
                                            "one <paper>.md per paper) from the claims and timings that reproduce stored")
@@ -142,7 +175,8 @@ def _main(argv: list[str] | None = None) -> int:
 
             if args.workers is not None and args.workers < 1:
                 raise ConfigError(f"--workers={args.workers}; valid: a positive integer")
-            reproduce(args.profile, only=args.only, workers=args.workers, plan_only=args.plan)
+            reproduce(args.profile, only=args.only, workers=args.workers, plan_only=args.plan,
+                      executor=_executor(args))
             return 0
         if args.cmd == "results":
             from .results_page import write_pages

@@ -25,6 +25,7 @@ from .fl.engine import SimState, simulate, summarize_run, unscored_summary
 from . import allocator, fingerprint, trace
 from .host import cpu_cores, cpu_model  # noqa: F401  (part of this module's API)
 from .catalog import display_path
+from .executors import make_executor
 from .store import CheckpointWriter, RunResult, RunStore, check_on_busy
 
 log = logging.getLogger("fedrepro")
@@ -87,7 +88,8 @@ def _is_stale(store: RunStore, cfg: RunConfig, policy: str) -> bool:
 
 
 def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: bool | None = None,
-        on_round_end=None, on_busy: str = "wait", on_stale: str | None = None, **overrides: Any) -> RunResult:
+        on_round_end=None, on_busy: str = "wait", on_stale: str | None = None, store: RunStore | None = None,
+        **overrides: Any) -> RunResult:
     """Run one config (or load it when already finished) and return its :class:`RunResult`.
 
     ``cfg`` may be a :class:`RunConfig`, a dict of overrides, or None; keyword overrides use ``__``
@@ -102,6 +104,9 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
     whose code fingerprint differs from today's code (:mod:`fedrepro.fingerprint`): ``"retrain"``
     moves it to ``<runs>/.stale/`` and trains the config anew, ``"keep"`` reuses it, ``"error"``
     raises :class:`~fedrepro.errors.StaleRunError`.
+
+    ``store``: the store to train into instead of ``RunStore(cfg.runs_dir)`` (a Ray worker trains
+    into a private one and sends the files to the driver's; the config records ``runs_dir`` as given).
     """
     check_on_busy(on_busy)
     policy = on_stale_policy(on_stale)
@@ -110,7 +115,7 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
         cfg = make_config(profile, overrides=dict(cfg or {}), **overrides)
     elif overrides:
         cfg = cfg.replace(**{k.replace("__", "."): v for k, v in overrides.items()})
-    store = RunStore(cfg.runs_dir)
+    store = RunStore(cfg.runs_dir) if store is None else store
     # The common case, read without the lock: finished runs never change.
     if store.status(cfg) == "done" and not _is_stale(store, cfg, policy):
         trace.record("run", hash=cfg.hash(), trained=False)
@@ -269,7 +274,8 @@ def _point_label(variant: str | None, point: Mapping[str, Any], seed: int) -> st
 def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]] | None = None,
              seeds: Iterable[int] = (0,), progress: bool = True, workers: int | None = None,
              variants: Mapping[str, Mapping[str, Any]] | None = None, variant_col: str = "variant",
-             transform: Callable[[RunConfig], RunConfig] | None = None, **kw: Any) -> pd.DataFrame:
+             transform: Callable[[RunConfig], RunConfig] | None = None, executor: Any = None,
+             **kw: Any) -> pd.DataFrame:
     """Run every point of ``grid`` (see :func:`grid_points`) × ``seeds``.
 
     ``variants`` names whole config overrides applied before the grid (e.g. Table 4's settings:
@@ -285,14 +291,21 @@ def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mappi
     Runs not yet finished are trained ``workers`` at a time in separate processes (default:
     :func:`default_workers`); each run is seeded on its own, so the order does not matter. A
     worker that fails re-raises its error here; finished runs stay in the store.
+
+    ``executor``: where they train (:mod:`fedrepro.executors`): ``"local"`` (the default, the
+    processes above) or ``"ray"`` / a :class:`~fedrepro.executors.RayExecutor` with its cluster
+    address and per-run CPUs and GPUs. Either way each run is stored the same (folder, files, numbers).
     """
     bases = {None: base} if variants is None else {name: base.replace(**dict(ov)) for name, ov in variants.items()}
     points = [(name, point, seed) for name in bases for point, seed in grid_points(grid, seeds)]
     cfgs = [bases[name].replace(**point, seed=int(seed)) for name, point, seed in points]
     if transform is not None:
         cfgs = [transform(c) for c in cfgs]
+    if kw and executor is not None and make_executor(executor).remote:
+        raise ConfigError(f"run_grid(executor={executor!r}) trains elsewhere, where {', '.join(sorted(kw))} "
+                          "cannot reach; leave those keywords out or use the local executor")
     if not kw:
-        train_pending(cfgs, workers, progress)
+        train_pending(cfgs, workers, progress, executor=executor)
     rows = []
     # One bar for the whole grid, labelled with the point it is at; the runs' own per-round bars
     # stay off (nested bars garble outside a terminal and say nothing of the point).
@@ -321,12 +334,24 @@ def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mappi
     return pd.DataFrame(rows)
 
 
-def train_pending(cfgs: Sequence[RunConfig], workers: int | None = None, progress: bool = True) -> int:
+def train_pending(cfgs: Sequence[RunConfig], workers: int | None = None, progress: bool = True,
+                  executor: Any = None) -> int:
     """Train the configs not yet finished, ``workers`` at a time in separate processes (default:
     :func:`default_workers`), and return how many were pending. With one worker (or one pending run)
-    nothing is trained here: :func:`run` then trains each in this process when it is asked for."""
+    nothing is trained here: :func:`run` then trains each in this process when it is asked for.
+    ``executor``: see :func:`run_grid`; a remote one trains every pending run there."""
+    ex = make_executor(executor)
     if not cfgs:
         return 0
+    if ex.remote:
+        from .executors.ray_cluster import run_remote
+
+        pending = [c for c in {c.hash(): c for c in cfgs}.values() if RunStore(c.runs_dir).status(c) != "done"]
+        if pending:
+            run_remote(ex, pending, progress=progress, desc="grid")
+        return len(pending)
+    if workers is None:
+        workers = getattr(ex, "workers", None)
     workers = default_workers(cfgs[0]) if workers is None else int(workers)
     if workers < 1:
         raise ConfigError(f"workers={workers}; valid: a positive integer")

@@ -188,15 +188,42 @@ def plan_tasks(runs: Runs, analyses: Analyses = (), pending: set[str] | None = N
     return tasks, stored
 
 
+def _remote_seconds(fut):
+    """A remote run's future as the pool's: its training seconds, and no worker memory here."""
+    from concurrent.futures import Future
+
+    out: Future = Future()
+
+    def done(f) -> None:
+        if f.cancelled():
+            out.cancel()
+        elif f.exception() is not None:
+            out.set_exception(f.exception())
+        else:
+            out.set_result((f.result().seconds, {}))
+
+    fut.add_done_callback(done)
+    return out
+
+
 def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
              progress: bool = True, calls: Sequence[Task] = (), calls_at_once: int | None = None,
-             pending: set[str] | None = None) -> PoolReport:
+             pending: set[str] | None = None, executor=None) -> PoolReport:
     """Train ``runs`` that are not finished, compute ``analyses`` (``(name, run config)``) and make
     ``calls`` (tasks with ``call`` and ``deps``), ``workers`` at a time and at most
     ``calls_at_once`` calls at a time (each notebook render starts a kernel as large as a worker);
-    returns what was done and how long each task took. ``pending``: see :func:`plan_tasks`."""
+    returns what was done and how long each task took. ``pending``: see :func:`plan_tasks`.
+
+    ``executor`` (:mod:`fedrepro.executors`): a remote one (Ray) takes every run as soon as it is
+    ready, longest first, beside the ``workers`` slots that analyses and calls keep using here
+    (they read the store, which stays on this machine)."""
+    import contextlib
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
+
+    from .executors import make_executor
+
+    ex = make_executor(executor)
 
     t0 = time.perf_counter()
     tasks, stored = plan_tasks(runs, analyses, pending)
@@ -247,21 +274,31 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
                     still.append(t)
             blocked = still
 
+    def elsewhere(t: Task) -> bool:
+        return ex.remote and t.call is None and t.analysis is None
+
     ctx = mp.get_context("spawn")  # forking a process whose OpenMP pool runs can deadlock
     with allocator.for_children(), ProcessPoolExecutor(workers, mp_context=ctx) as procs, \
-            ThreadPoolExecutor(workers) as threads:
+            ThreadPoolExecutor(workers) as threads, \
+            (ex.session(progress=False) if ex.remote else contextlib.nullcontext()) as remote:
         try:
             while ready or running:
-                while ready and len(running) < workers:
+                while ready:
                     ready.sort(key=calib.seconds)
-                    calls_running = sum(t.call is not None for t in running.values())
-                    takeable = [i for i, t in enumerate(ready)
-                                if t.call is None or calls_at_once is None or calls_running < calls_at_once]
+                    here = [t for t in running.values() if not elsewhere(t)]
+                    calls_running = sum(t.call is not None for t in here)
+                    takeable = [i for i, t in enumerate(ready) if elsewhere(t) or (
+                        len(here) < workers
+                        and (t.call is None or calls_at_once is None or calls_running < calls_at_once))]
                     if not takeable:
                         break
                     task = ready.pop(takeable[-1])  # the longest first
-                    fut = (threads.submit(task.call) if task.call is not None
-                           else procs.submit(_work, task.cfg, task.analysis))
+                    if elsewhere(task):
+                        fut = _remote_seconds(remote.submit(task.cfg))
+                    elif task.call is not None:
+                        fut = threads.submit(task.call)
+                    else:
+                        fut = procs.submit(_work, task.cfg, task.analysis)
                     running[fut] = task
                 refresh()
                 finished, _ = wait(list(running), return_when=FIRST_COMPLETED)

@@ -208,16 +208,23 @@ def _planned(profile: str, only: str | None, workers: int | None) -> tuple[list[
 
 
 def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "python3", workers: int | None = None,
-              plan_only: bool = False, progress: bool = True) -> dict:
+              plan_only: bool = False, progress: bool = True, executor=None) -> dict:
     """Plan, train and render the numbered notebooks (those whose path contains ``only``); returns
-    the report that is also written to ``output/<profile>/notebooks/timings.json``."""
+    the report that is also written to ``output/<profile>/notebooks/timings.json``. ``executor``
+    (:mod:`fedrepro.executors`): where the runs train, ``"local"`` (default) or a Ray cluster;
+    analyses and renders stay on this machine, beside the store."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
     from .pool import estimate_cost, run_pool
 
+    from .executors import make_executor
+
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    executor = make_executor(executor)
+    if workers is None:
+        workers = getattr(executor, "workers", None)
     root = repo_root()
     nb_root = root / "notebooks"
     def planned(workers: int | None):
@@ -230,6 +237,7 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     pending = [c for h, c in runs.items() if h in pending_hashes]
     print(f"[reproduce] plan: {len(notebooks)} notebooks, {len(runs)} runs ({len(pending)} to train), "
           f"{len(analyses)} cached analyses; {workers} workers"
+          + (f"; runs train on executor {executor.name!r}" if executor.remote else "")
           + (f"; {', '.join(the_plan.incomplete)} wait for learning-rate searches" if the_plan.incomplete else ""),
           flush=True)
     if stale["stale"]:
@@ -263,7 +271,7 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
             # everything else trains while the notebooks render.
             waiting = {h for nb in the_plan.incomplete for h in the_plan.readers.get(nb, [])}
             first = run_pool({h: c for h, c in runs.items() if h in waiting}, (), workers=workers,
-                             progress=progress, pending=pending_hashes & waiting)
+                             progress=progress, pending=pending_hashes & waiting, executor=executor)
             if first.failed:
                 lines = "\n".join(f"  {k}: {v}" for k, v in list(first.failed.items())[:20])
                 raise FedreproError(f"{len(first.failed)} tasks failed before the learning-rate searches finished "
@@ -281,7 +289,7 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
         # One render at a time: a notebook's kernel is as large as a worker, and renders are a
         # small share of the work, so the other slot trains meanwhile.
         pool = run_pool(runs, analyses, workers=workers, progress=progress, calls=renders, calls_at_once=1,
-                        pending=pending_hashes)
+                        pending=pending_hashes, executor=executor)
         pool.done, pool.memory = {**searched, **pool.done}, {**searched_memory, **pool.memory}
     wall = time.perf_counter() - t_start
     cpu = _cpu_seconds() - cpu_start
@@ -310,7 +318,7 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     for key, sec in pool.done.items():
         by_sort["render" if key.startswith("render:") else "analysis" if ":" in key else "run"] += sec
     report = {
-        "profile": profile, "only": only, "cores": cores, "workers": workers,
+        "profile": profile, "only": only, "cores": cores, "workers": workers, "executor": executor.name,
         "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "cpu_use": round(cpu / (wall * cores), 3),
         "cpu": cpu_model(), "allocator": allocator.library() or "system", "commit": commit,
         # What the process tree held at its peak (PSS) and the upper bound that counts shared pages

@@ -77,6 +77,10 @@ _RECORDED = ("config.json", "meta.json", "rounds.jsonl", "clients.jsonl", "final
 # Checked by size only at load: it can be large, and only analyses read it (hash checked then).
 _LAZY = ("final_state.pt",)
 _SUMMARY_KEYS = ("rounds", "best_round", "best_acc_mean", "final_acc_mean", "config_hash")
+# The files of a run folder that travel between machines (fedrepro.executors): a started run's
+# (resumable anywhere from them) and a finished one's.
+PARTIAL_FILES = ("config.json", "meta.json", "checkpoint.pt")
+FINISHED_FILES = (*_RECORDED, "summary.json")
 
 
 def _clean(obj: Any) -> Any:
@@ -618,6 +622,96 @@ class RunStore:
         self._seal(path)
         _fsync_dir(path)
         return RunResult(path)
+
+
+def read_files(folder: Path, names: tuple[str, ...]) -> dict[str, bytes]:
+    """The bytes of ``names`` in ``folder`` (those that exist)."""
+    out = {}
+    for name in names:
+        with contextlib.suppress(FileNotFoundError):
+            out[name] = (Path(folder) / name).read_bytes()
+    return out
+
+
+class RunReceiver:
+    """Writes into ``store`` the files of runs trained elsewhere (a Ray worker with a private
+    store; :mod:`fedrepro.executors`), through the same atomic writes as a run trained here. The
+    caller holds the run's lock (:meth:`RunStore.claim`), as for any write.
+
+    A started run arrives as :data:`PARTIAL_FILES` (its folder is published with ``config.json``
+    and ``meta.json`` already in it, as :meth:`RunStore.begin` does); a finished one as
+    :data:`FINISHED_FILES`, checked against its own sha256 record before any of it is written, and
+    written with ``summary.json`` last (as :meth:`RunStore.finish` does): a crash at any instant
+    leaves no run, a resumable run or the finished one."""
+
+    def __init__(self, store: "RunStore"):
+        self.store = store
+
+    def _check_config(self, cfg: RunConfig, files: dict[str, bytes], what: str) -> None:
+        missing = [n for n in ("config.json", "meta.json") if n not in files]
+        if missing:
+            raise CorruptCacheError(f"{what} of run {cfg.hash()} came without {', '.join(missing)}")
+        stored = _parse_json(self.store.path(cfg) / "config.json", files["config.json"])
+        if not isinstance(stored, dict) or stored.get("hash") != cfg.hash():
+            got = stored.get("hash") if isinstance(stored, dict) else None
+            raise CorruptCacheError(f"{what} for run {cfg.hash()} holds the config of run {got!r}")
+
+    def _publish(self, cfg: RunConfig, files: dict[str, bytes], names: tuple[str, ...]) -> Path:
+        """A new run folder holding ``names`` from ``files``, built under a temporary name and renamed."""
+        p = self.store.path(cfg)
+        tmp = self.store.root / f".{p.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
+        tmp.mkdir()
+        try:
+            for name in names:
+                atomic_write_bytes(tmp / name, files[name])
+            os.rename(tmp, p)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        _fsync_dir(self.store.root)
+        return p
+
+    def checkpoint(self, cfg: RunConfig, files: dict[str, bytes]) -> Path:
+        """Store a started run's last checkpoint (:data:`PARTIAL_FILES`)."""
+        self._check_config(cfg, files, "a checkpoint")
+        if "checkpoint.pt" not in files:
+            raise CorruptCacheError(f"a checkpoint of run {cfg.hash()} came without checkpoint.pt")
+        p = self.store.path(cfg)
+        if not p.is_dir():
+            return self._publish(cfg, files, PARTIAL_FILES)
+        if (p / "summary.json").exists():
+            raise CorruptCacheError(f"run {p} is finished; a checkpoint of it cannot be stored")
+        # The worker may have begun the run anew (it found the checkpoint stale): its meta.json goes first.
+        if _read_bytes(p / "meta.json") != files["meta.json"]:
+            atomic_write_bytes(p / "meta.json", files["meta.json"])
+        atomic_write_bytes(p / "checkpoint.pt", files["checkpoint.pt"])
+        return p
+
+    def finished(self, cfg: RunConfig, files: dict[str, bytes]) -> RunResult:
+        """Store a finished run (:data:`FINISHED_FILES`), after checking it against its own record."""
+        self._check_config(cfg, files, "a finished run")
+        missing = [n for n in FINISHED_FILES if n not in files]
+        if missing:
+            raise CorruptCacheError(f"finished run {cfg.hash()} came without {', '.join(missing)}")
+        p = self.store.path(cfg)
+        # Checked as it will be read: every file against the sha256 the worker recorded.
+        check = Path(tempfile.mkdtemp(dir=self.store.root, prefix=f".{p.name}.check-", suffix=".tmp"))
+        try:
+            for name in FINISHED_FILES:
+                (check / name).write_bytes(files[name])
+            RunResult(check).verify(deep=True)
+        finally:
+            shutil.rmtree(check, ignore_errors=True)
+        if not p.is_dir():
+            p = self._publish(cfg, files, FINISHED_FILES)
+        else:
+            for name in FINISHED_FILES:
+                if name != "summary.json":
+                    atomic_write_bytes(p / name, files[name])
+            atomic_write_bytes(p / "summary.json", files["summary.json"])
+        RunStore._seal(p)
+        _fsync_dir(p)
+        return RunResult(p)
 
 
 class CheckpointWriter:

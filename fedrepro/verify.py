@@ -69,6 +69,53 @@ def compare_runs(stored: Path, fresh: Path) -> tuple[str, float, str]:
     return ("rounding" if worst <= ROUNDING else "different"), worst, where
 
 
+# meta.json fields that say when a run trained and with which allocator: two trainings of one
+# config on one machine differ only there (and in timings); HOST_META says on which machine and
+# checkout, which differs between the nodes of a cluster.
+VOLATILE_META = ("started", "finished", "allocator")
+HOST_META = ("python", "platform", "cpu", "torch_git", "git_commit", "git_dirty")
+
+
+def _without(d: dict, keys) -> dict:
+    return {k: v for k, v in d.items() if k not in keys}
+
+
+def file_differences(a: Path, b: Path, across_hosts: bool = False) -> list[str]:
+    """Where two folders of one config's finished run differ: ``[]`` when every file is equal bit
+    for bit but for timings (``time_*``, ``*_s``), :data:`VOLATILE_META` (and :data:`HOST_META`
+    with ``across_hosts``), the runs folder named in ``config.json`` and the sha256 record of the
+    files that hold those."""
+    from .store import FINISHED_FILES
+
+    a, b = Path(a), Path(b)
+    out = []
+    names = [sorted(f.name for f in p.iterdir()) for p in (a, b)]
+    if a.name != b.name:
+        out.append(f"folder names {a.name} and {b.name}")
+    if names[0] != names[1] or names[0] != sorted(FINISHED_FILES):
+        out.append(f"files {names[0]} and {names[1]}")
+        return out
+    for name in ("final_state.pt", "clients.jsonl"):
+        if (a / name).read_bytes() != (b / name).read_bytes():
+            out.append(name)
+    timeless = [[_without(r, [k for k in r if _is_timing(k)]) for r in _read_jsonl(p / "rounds.jsonl")] for p in (a, b)]
+    if timeless[0] != timeless[1]:
+        out.append("rounds.jsonl")
+    configs = [_read_json(p / "config.json") for p in (a, b)]
+    for c in configs:
+        c["config"].pop("runs_dir", None)
+    if configs[0] != configs[1]:
+        out.append("config.json")
+    skip = VOLATILE_META + (HOST_META if across_hosts else ())
+    if _without(_read_json(a / "meta.json"), skip) != _without(_read_json(b / "meta.json"), skip):
+        out.append("meta.json")
+    summaries = [_read_json(p / "summary.json") for p in (a, b)]
+    summaries = [_without(s, [k for k in s if _is_timing(k)] + ["files_sha256"]) for s in summaries]
+    if summaries[0] != summaries[1]:
+        out.append("summary.json")
+    return out
+
+
 def _provenance(meta: dict) -> str:
     return (f"{meta.get('cpu', '?')}, {meta.get('torch_threads', '?')} thread(s), torch {meta.get('torch', '?')}, "
             f"allocator {meta.get('allocator', '?')}, commit {(meta.get('git_commit') or '?')[:10]}")

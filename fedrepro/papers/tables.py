@@ -159,18 +159,20 @@ class TableDef:
 
     def run(self, profile: str, seeds: Sequence[int] | None = None, table_seeds: Sequence[int] | None = None,
             variant: str | None = None, progress: bool = True, base: RunConfig | None = None,
-            **overrides: Any) -> pd.DataFrame:
-        """Train what is missing and return the tidy results table (one row per run)."""
+            executor: Any = None, **overrides: Any) -> pd.DataFrame:
+        """Train what is missing and return the tidy results table (one row per run). ``executor``:
+        where the missing runs train (see :func:`fedrepro.run_grid`)."""
         from ..experiment import run, run_grid, train_pending
 
         # The search first: the rows' learning rates are unknown until its runs are stored (with one
         # worker, train_pending leaves them to run()).
         searches = self.search_configs(profile, seeds, table_seeds, variant, base, **overrides)
-        train_pending(searches, progress=progress)
+        train_pending(searches, progress=progress, executor=executor)
         for cfg in searches:
             run(cfg)
         # All of the table's missing runs at once, so that the worker processes stay busy across groups.
-        train_pending(self.configs(profile, seeds, table_seeds, variant, base, **overrides), progress=progress)
+        train_pending(self.configs(profile, seeds, table_seeds, variant, base, **overrides), progress=progress,
+                      executor=executor)
         search = self.search(profile)
         parts = [run_grid(base, g.grid or None, seeds=s, variants=g.variants, variant_col=self.variant_col,
                           progress=progress, workers=1, transform=None if search is None else search.choose)
