@@ -47,7 +47,7 @@ class PageReport:
         return any(any(h.lower() == "verdict" for h in t) or {"PASS", "FAIL"} <= set(t) for t in self.table_headers)
 
 
-def open_pages(pages: list[Path], shots: Path, width: int = 1280, max_height: int = 6000) -> list[PageReport]:
+def open_pages(pages: list[Path], shots: Path, width: int = 1280, max_height: int = 12000) -> list[PageReport]:
     """Open each HTML file in headless Chromium and return what it found; screenshots go to ``shots``."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -71,7 +71,13 @@ def open_pages(pages: list[Path], shots: Path, width: int = 1280, max_height: in
             driver.get(url)
             driver.execute_script("return document.readyState")  # get() waits for the load event
             state = driver.execute_script(_PAGE_STATE)
-            driver.set_window_size(width, min(max_height, max(800, int(state["height"]))))
+            # Resizing reflows the page; measure again until the window holds all of it (or max_height).
+            for _ in range(3):
+                height = min(max_height, max(800, int(state["height"])))
+                driver.set_window_size(width, height)
+                state = driver.execute_script(_PAGE_STATE)
+                if min(max_height, int(state["height"])) <= height:
+                    break
             shot = shots / f"{len(reports):02d}_{page.parent.name}__{page.stem}.png"
             driver.save_screenshot(str(shot))
             driver.set_window_size(width, 1000)

@@ -131,7 +131,7 @@ def stage(profile: str, notebooks_dir: Path, claims_dir: Path, src: Path, root: 
         top.append(f"papers/{folder}")
     (src / "index.md").write_text(pages.index_page(profile, rows, papers, top, report, machine(report), api))
     if api:
-        (src / "api.md").write_text(pages.API_PAGE)
+        (src / "api.md").write_text(pages.api_page())
     return docs
 
 
