@@ -39,7 +39,7 @@ SPHINX_CONFIG = {
     "autodoc_member_order": "bysource",
     "exclude_patterns": ["_build", "**.ipynb_checkpoints"],
     "suppress_warnings": ["myst.xref_missing", "myst.header", "mystnb.unknown_mime_type", "misc.highlighting_failure",
-                          "toc.not_included", "autosummary", "ref.doc"],
+                          "toc.not_included", "autosummary", "ref.doc", "ref.python"],
     "html_show_sourcelink": False,
     "html_copy_source": False,
     "html_last_updated_fmt": None,
