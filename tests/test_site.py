@@ -99,9 +99,11 @@ def smoke_site(tmp_path_factory):
            "FEDREPRO_RUNS": os.environ.get("FEDREPRO_RUNS") or str(ROOT / "output" / "smoke" / "runs")}
     env.pop("MPLBACKEND", None)  # the kernel's inline backend puts the figures into the notebook
     for nb in EXECUTE:
-        subprocess.run([sys.executable, "-m", "papermill", str(ROOT / "notebooks" / nb), str(executed / nb),
-                        "-p", "PROFILE", "smoke", "--cwd", str(ROOT / "notebooks"), "--no-progress-bar"],
-                       env=env, check=True, capture_output=True)
+        done = subprocess.run([sys.executable, "-m", "papermill", str(ROOT / "notebooks" / nb), str(executed / nb),
+                               "-p", "PROFILE", "smoke", "--cwd", str(ROOT / "notebooks"), "--no-progress-bar"],
+                              env=env, capture_output=True, text=True)
+        if done.returncode:
+            pytest.fail(f"papermill failed on {nb}:\n" + "\n".join((done.stdout + done.stderr).splitlines()[-30:]))
     # The notebooks record their claims where fedrepro.claims puts them for this process's settings.
     site = build("smoke", root=tmp, claims_dir=claims_dir("smoke"), api=False)
     return site

@@ -146,7 +146,7 @@ def paper_page(paper: str, title: str, rows: list[ClaimRow], notebook_docs: list
     lines = [f"# {title}", "", INTROS.get(paper, ""), ""]
     if main in docs:
         lines += [f"Start with {{doc}}`the main notebook </{main}>`; it ends with things to try.", ""]
-    lines += ["## What the paper claims, and what we found", "",
+    lines += ["## What it claims, and what we found" if paper == "tour" else "## What the paper claims, and what we found", "",
               f"Every claim with its verdict and interval at this profile; the {{doc}}`results page </{results_doc}>` "
               "adds the evidence behind each.", "",
               "| claim | source | verdict | effect [interval] | checked in |", "|---|---|---|---|---|"]
