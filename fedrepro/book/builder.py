@@ -70,26 +70,43 @@ def _stage_notebook(src: Path, dst: Path, rel: str, report: dict | None) -> None
     nbformat.write(nb, dst)
 
 
-def _results_pages(profile: str, root: Path, papers: list[str], rows: list) -> dict[str, str]:
-    """Each paper's results page, as Markdown: the generated one (``docs/results/<profile>/<paper>.md``,
-    written by ``fedrepro.results_page.write_pages``) where there is one, else one made from the claims."""
+def _generated_results_pages(profile: str, notebooks_dir: Path, claims_dir: Path, papers: list[str]) -> dict[str, str]:
+    """The results pages ``fedrepro.results_page.write_pages`` makes from the recorded claims, written
+    into a temporary folder so that building the site changes nothing in the repository; empty when
+    that function is not there, or the site's claims are not the ones it reads."""
+    from ..claims.core import claims_dir as default_claims_dir
+
+    try:
+        from ..results_page import write_pages
+    except ImportError:
+        return {}
+    if claims_dir.resolve() != default_claims_dir(profile).resolve():
+        return {}
+    with tempfile.TemporaryDirectory() as tmp:
+        timings = notebooks_dir / "timings.json"
+        if timings.is_file():  # the pass's report, where write_pages looks for it under its root
+            (Path(tmp) / "output" / profile / "notebooks").mkdir(parents=True)
+            shutil.copy(timings, Path(tmp) / "output" / profile / "notebooks" / "timings.json")
+        try:
+            written = write_pages(profile, root=Path(tmp))
+        except ConfigError:  # nothing recorded yet: the site's own page says so
+            return {}
+        return {p: Path(f).read_text() for p, f in written.items() if p in papers and Path(f).is_file()}
+
+
+def _results_pages(profile: str, notebooks_dir: Path, claims_dir: Path, root: Path, papers: list[str],
+                   rows: list) -> dict[str, str]:
+    """Each paper's results page, as Markdown: the one ``fedrepro.results_page`` generates from the
+    claims, else the committed ``docs/results/<profile>/<paper>.md``, else one made here from the claims."""
     from ..host import repo_root
 
-    found: dict[str, Path] = {}
+    found = _generated_results_pages(profile, notebooks_dir, claims_dir, papers)
     for base in dict.fromkeys([root, repo_root()]):
         for paper in papers:
             f = base / "docs" / "results" / profile / f"{paper}.md"
             if paper not in found and f.is_file():
-                found[paper] = f
-    if len(found) < len(papers):
-        try:
-            from ..results_page import write_pages
-        except ImportError:
-            write_pages = None
-        if write_pages is not None:
-            written = write_pages(profile, root=root)
-            found.update({p: Path(f) for p, f in written.items() if p in papers and p not in found})
-    return {p: found[p].read_text() if p in found else pages.results_page(p, profile, rows) for p in papers}
+                found[paper] = f.read_text()
+    return {p: found[p] if p in found else pages.results_page(p, profile, rows) for p in papers}
 
 
 def stage(profile: str, notebooks_dir: Path, claims_dir: Path, src: Path, root: Path, api: bool = True) -> list[str]:
@@ -116,7 +133,7 @@ def stage(profile: str, notebooks_dir: Path, claims_dir: Path, src: Path, root: 
         by_folder.setdefault(parts[1] if len(parts) > 2 else "", []).append(d)
     tour = [d for d in by_folder.get("", []) if d.endswith("_tour")]
     papers = [p for p in ("tour", *pages.PAPER_ORDER) if p in PAPERS and (tour if p == "tour" else p in by_folder)]
-    results = _results_pages(profile, root, papers, rows)
+    results = _results_pages(profile, notebooks_dir, claims_dir, root, papers, rows)
     (src / "results").mkdir(parents=True, exist_ok=True)
     (src / "papers").mkdir(parents=True, exist_ok=True)
     for p in papers:
