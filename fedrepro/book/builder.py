@@ -174,8 +174,6 @@ def build(profile: str = "laptop", root: Path | None = None, notebooks_dir: Path
     site to ``<root>/output/<profile>/book``. ``api=False`` leaves out the API reference (the
     slowest part: it imports every module). The site is built in a temporary folder and moved
     into place when complete, so a failed build leaves the last good site."""
-    from sphinx.application import Sphinx
-
     if not profile or not re.fullmatch(r"[A-Za-z0-9_-]+", profile):
         raise ConfigError(f"profile must be a name such as smoke, laptop or paper, not {profile!r}")
     root = Path(root) if root else output_root()
@@ -184,6 +182,8 @@ def build(profile: str = "laptop", root: Path | None = None, notebooks_dir: Path
     out = Path(out) if out else root / "output" / profile / "book"
     if not notebooks_dir.is_dir():
         raise ConfigError(f"notebooks_dir {notebooks_dir} does not exist; run `make reproduce PROFILE={profile}` first")
+    from sphinx.application import Sphinx
+
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".book-", dir=out.parent))
     try:
