@@ -103,6 +103,7 @@ def notebook_doc(record: str | None, docs: set[str]) -> str | None:
 
 
 def verdict_counts(rows: list[ClaimRow], papers: list[str]) -> list[str]:
+    """The verdict counts of each of ``papers`` (linked to its page) and of them all, as a Markdown table."""
     from ..claims.core import VERDICTS
 
     lines = ["| paper | claims | " + " | ".join(VERDICTS) + " |", "|---|---|" + "---|" * len(VERDICTS)]
@@ -111,7 +112,8 @@ def verdict_counts(rows: list[ClaimRow], papers: list[str]) -> list[str]:
         link = f"{{doc}}`{paper} <papers/{paper}>`"
         lines.append(f"| {link} | {len(mine)} | " + " | ".join(str(sum(r.verdict == v for r in mine)) for v in VERDICTS)
                      + " |")
-    lines.append(f"| all | {len(rows)} | " + " | ".join(str(sum(r.verdict == v for r in rows)) for v in VERDICTS) + " |")
+    shown = [r for r in rows if r.paper in papers]
+    lines.append(f"| all | {len(shown)} | " + " | ".join(str(sum(r.verdict == v for r in shown)) for v in VERDICTS) + " |")
     return lines
 
 
