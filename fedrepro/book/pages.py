@@ -129,7 +129,8 @@ def index_page(profile: str, rows: list[ClaimRow], papers: list[str], top: list[
              "beside ours), its figures and the verdict on each of the paper's claims. Open the tour first; "
              "each paper's page says what the paper claims and which notebook checks what.", ""]
     if report:
-        lines += [f"The pass: {len(report.get('notebooks', []))} notebooks at commit `{report.get('commit')}` on "
+        n = len(report.get("notebooks", []))
+        lines += [f"The pass: {n} notebook{'s' if n != 1 else ''} at commit `{report.get('commit')}` on "
                   f"{machine}, {report.get('wall_s', 0) / 60:.1f} min of wall time.", ""]
     lines += ["## Verdicts", "",
               f"Each claim measures an effect once per seed; the interval is {INTERVAL}. **PASS**: the whole "
