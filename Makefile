@@ -10,10 +10,12 @@ FMNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 PROFILE ?= laptop
 # Debian packages: the offline default data, and the allocator that fedrepro.allocator preloads.
 APT_PACKAGES := dataset-fashion-mnist libtcmalloc-minimal4
+# Only the site's browser test (tests/test_site.py) needs these; make test installs them, nothing else does.
+BROWSER_PACKAGES := chromium chromium-driver
 # Smoke runs and figures never touch the committed figures/ or the default runs/ folder.
 SMOKE_ENV := FEDREPRO_PROFILE=smoke FEDREPRO_RUNS=$(CURDIR)/output/smoke/runs MPLBACKEND=Agg
 
-.PHONY: help setup data test test-unit test-notebooks reproduce smoke pretrain lab bench clean distclean
+.PHONY: help setup data browser test test-unit test-notebooks reproduce smoke book pretrain lab bench clean distclean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-15s %s\n", $$1, $$2}'
@@ -35,7 +37,15 @@ data: ## install Debian's dataset-fashion-mnist (offline default data) and tcmal
 		 (apt-get update -q >/dev/null && apt-get install -y -q $(APT_PACKAGES) >/dev/null)); \
 	else [ -f $(FMNIST) ] || echo "note: Fashion-MNIST not found at $(FMNIST); see docs/data.md (FEDREPRO_DATA)"; fi
 
-test: setup test-unit test-notebooks ## set up, then run pytest and nbval on every notebook (smoke profile)
+browser: ## install Debian's chromium and chromium-driver (the site's browser test) when apt exists and we are root
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		echo "installing $(BROWSER_PACKAGES) with apt-get"; \
+		(apt-get install -y -q --no-install-recommends $(BROWSER_PACKAGES) >/dev/null 2>&1 || \
+		 (apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $(BROWSER_PACKAGES) >/dev/null)); \
+	else echo "note: chromium/chromedriver not found; tests/test_site.py's browser checks will be skipped"; fi
+
+test: setup browser test-unit test-notebooks ## set up, then run pytest and nbval on every notebook (smoke profile)
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -q tests
@@ -49,6 +59,9 @@ reproduce: setup ## set up, then train every notebook's runs in one pool and ren
 
 smoke: setup ## every notebook at the smoke profile (seconds each); outputs under output/smoke/
 	$(SMOKE_ENV) $(VENV)/bin/fedrepro reproduce --profile smoke
+
+book: setup ## the static teaching site of the notebooks reproduce executed at PROFILE -> output/$(PROFILE)/book/index.html (docs/site.md)
+	$(PY) -m fedrepro.book --profile $(PROFILE)
 
 pretrain: setup ## regenerate the committed backbone checkpoints (fedrepro/models/weights/; minutes on a CPU)
 	$(VENV)/bin/fedrepro pretrain vit

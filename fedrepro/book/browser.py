@@ -1,0 +1,92 @@
+"""Open built pages in headless Chromium (Debian's ``chromium`` and ``chromium-driver``) as a reader
+would, and report what a reader would notice: console errors, images that did not load, anything
+fetched from the network, and whether a claims table is there. Saves a screenshot of each page."""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CHROMIUM = ("/usr/bin/chromium", "chromium", "chromium-browser")
+CHROMEDRIVER = ("/usr/bin/chromedriver", "chromedriver")
+
+# Every <img> with whether it loaded; every resource the page fetched; the headers of its tables.
+_PAGE_STATE = """
+return {
+  images: Array.from(document.images).map(i => ({src: i.currentSrc || i.src, ok: i.complete && i.naturalWidth > 0})),
+  resources: performance.getEntriesByType('resource').map(r => r.name),
+  tables: Array.from(document.querySelectorAll('table')).map(
+      t => Array.from(t.querySelectorAll('th')).map(h => h.textContent.trim())),
+  height: Math.max(document.body.scrollHeight, document.documentElement.scrollHeight),
+};
+"""
+
+
+def find(names: tuple[str, ...]) -> str | None:
+    """The first of ``names`` that is an executable (an absolute path or a name on PATH)."""
+    for n in names:
+        if Path(n).is_absolute() and Path(n).is_file():
+            return n
+        if not Path(n).is_absolute() and shutil.which(n):
+            return shutil.which(n)
+    return None
+
+
+@dataclass
+class PageReport:
+    url: str
+    console_errors: list[str] = field(default_factory=list)
+    broken_images: list[str] = field(default_factory=list)
+    images: int = 0
+    remote: list[str] = field(default_factory=list)
+    table_headers: list[list[str]] = field(default_factory=list)
+    screenshot: Path | None = None
+
+    def has_claims_table(self) -> bool:
+        """A table with a verdict column (a claims table) or the verdict counts (PASS, FAIL, ...)."""
+        return any(any(h.lower() == "verdict" for h in t) or {"PASS", "FAIL"} <= set(t) for t in self.table_headers)
+
+
+def open_pages(pages: list[Path], shots: Path, width: int = 1280, max_height: int = 12000) -> list[PageReport]:
+    """Open each HTML file in headless Chromium and return what it found; screenshots go to ``shots``."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, driver_path = find(CHROMIUM), find(CHROMEDRIVER)
+    if not chromium or not driver_path:
+        raise FileNotFoundError("headless Chromium needs Debian's chromium and chromium-driver "
+                                "(apt-get install chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                f"--window-size={width},1000", "--hide-scrollbars"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    shots.mkdir(parents=True, exist_ok=True)
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    reports = []
+    try:
+        for page in pages:
+            url = page.resolve().as_uri()
+            driver.get(url)
+            driver.execute_script("return document.readyState")  # get() waits for the load event
+            state = driver.execute_script(_PAGE_STATE)
+            # Resizing reflows the page; measure again until the window holds all of it (or max_height).
+            for _ in range(3):
+                height = min(max_height, max(800, int(state["height"])))
+                driver.set_window_size(width, height)
+                state = driver.execute_script(_PAGE_STATE)
+                if min(max_height, int(state["height"])) <= height:
+                    break
+            shot = shots / f"{len(reports):02d}_{page.parent.name}__{page.stem}.png"
+            driver.save_screenshot(str(shot))
+            driver.set_window_size(width, 1000)
+            errors = [e["message"] for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+            reports.append(PageReport(
+                url=url, console_errors=errors, images=len(state["images"]),
+                broken_images=[i["src"] for i in state["images"] if not i["ok"]],
+                remote=[r for r in state["resources"] if not r.startswith("file:")],
+                table_headers=state["tables"], screenshot=shot))
+    finally:
+        driver.quit()
+    return reports

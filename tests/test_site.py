@@ -1,0 +1,156 @@
+"""The teaching site (``make book``): built from smoke-profile executed notebooks and opened in
+headless Chromium as a reader would, plus the pieces it is made of."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from fedrepro.book import pages
+from fedrepro.book.browser import CHROMEDRIVER, CHROMIUM, find
+from fedrepro.book.provenance import provenance
+
+ROOT = Path(__file__).resolve().parent.parent
+# The tour: small at smoke, with figures, tables and a claims table.
+EXECUTE = ["00_tour.ipynb"]
+TRY_IT = ["00_tour", "fedpft/03_main_tables", "pfedcspc/01_global_and_personalized", "pep_fedpt/01_label_heterogeneity",
+          "fedotp/01_label_shift"]
+
+
+def _missing_site_tools() -> str | None:
+    missing = [m for m in ("sphinx", "myst_nb", "furo", "selenium", "papermill") if importlib.util.find_spec(m) is None]
+    if missing:
+        return f"the site's packages are not installed ({', '.join(missing)}; pip install -r requirements.txt)"
+    if not find(CHROMIUM) or not find(CHROMEDRIVER):
+        return "headless Chromium is missing (apt-get install chromium chromium-driver; make setup does it as root)"
+    return None
+
+
+# --- the parts, without a browser ------------------------------------------------------------------
+
+
+def test_provenance_note_names_profile_commit_and_machine():
+    report = {"profile": "laptop", "commit": "abc1234", "cores": 2, "cpu": "AMD EPYC", "allocator": "libtcmalloc",
+              "notebooks": [{"notebook": "fedpft/03_main_tables.ipynb", "render_s": 42.0}]}
+    meta = {"papermill": {"parameters": {"PROFILE": "laptop"}, "start_time": "2026-11-25T17:00:01.5"}}
+    note = provenance(meta, "fedpft/03_main_tables.ipynb", report).note()
+    for text in ("**laptop**", "`abc1234`", "2 cores of AMD EPYC", "rendered in 42 s", "2026-11-25 17:00"):
+        assert text in note
+    bare = provenance({}, "x.ipynb", None).note()
+    assert "commit not recorded" in bare and "machine not recorded" in bare
+
+
+def test_claim_records_map_to_notebook_pages():
+    docs = {"notebooks/00_tour", "notebooks/fedpft/03_main_tables", "notebooks/pep_fedpt/01_label_heterogeneity"}
+    assert pages.notebook_doc("00_tour", docs) == "notebooks/00_tour"
+    assert pages.notebook_doc("fedpft_03_main_tables", docs) == "notebooks/fedpft/03_main_tables"
+    assert pages.notebook_doc("pep_fedpt_01_label_heterogeneity", docs) == "notebooks/pep_fedpt/01_label_heterogeneity"
+    assert pages.notebook_doc("fedotp_01_label_shift", docs) is None
+
+
+@pytest.mark.parametrize("nb", TRY_IT)
+def test_main_notebooks_end_with_try_it_and_are_output_free(nb):
+    book = nbformat.read(ROOT / "notebooks" / f"{nb}.ipynb", as_version=4)
+    last = book.cells[-1]
+    assert last.cell_type == "markdown" and last.source.startswith("## Try it")
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in book.cells if c.cell_type == "code")
+
+
+def test_remote_resources_are_found(tmp_path):
+    from fedrepro.book import remote_resources
+
+    (tmp_path / "a.html").write_text('<script src="https://cdn.example/x.js"></script><img src="_images/a.png">'
+                                     '<link rel="stylesheet" href="//fonts.example/f.css">')
+    assert [u for _, u in remote_resources(tmp_path)] == ["https://cdn.example/x.js", "//fonts.example/f.css"]
+
+
+def test_build_rejects_a_missing_notebooks_folder(tmp_path):
+    from fedrepro.book import build
+    from fedrepro.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="notebooks_dir"):
+        build("smoke", root=tmp_path)
+    with pytest.raises(ConfigError, match="profile"):
+        build("../x", root=tmp_path)
+
+
+# --- the site, built and opened ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def smoke_site(tmp_path_factory):
+    """The site of the tour executed at smoke (papermill into a temporary folder), without the API
+    reference (the API page has its own test)."""
+    reason = _missing_site_tools()
+    if reason:
+        pytest.skip(reason)
+    from fedrepro.book import build
+    from fedrepro.claims.core import claims_dir
+
+    tmp = tmp_path_factory.mktemp("site")
+    executed = tmp / "output" / "smoke" / "notebooks"
+    executed.mkdir(parents=True)
+    env = {**os.environ, "FEDREPRO_PROFILE": "smoke", "PYTHONPATH": str(ROOT),
+           "FEDREPRO_RUNS": os.environ.get("FEDREPRO_RUNS") or str(ROOT / "output" / "smoke" / "runs")}
+    env.pop("MPLBACKEND", None)  # the kernel's inline backend puts the figures into the notebook
+    for nb in EXECUTE:
+        done = subprocess.run([sys.executable, "-m", "papermill", str(ROOT / "notebooks" / nb), str(executed / nb),
+                               "-p", "PROFILE", "smoke", "--cwd", str(ROOT / "notebooks"), "--no-progress-bar"],
+                              env=env, capture_output=True, text=True)
+        if done.returncode:
+            pytest.fail(f"papermill failed on {nb}:\n" + "\n".join((done.stdout + done.stderr).splitlines()[-30:]))
+    # The notebooks record their claims where fedrepro.claims puts them for this process's settings.
+    site = build("smoke", root=tmp, claims_dir=claims_dir("smoke"), api=False)
+    return site
+
+
+def test_site_has_no_network_resources(smoke_site):
+    from fedrepro.book import remote_resources
+
+    assert remote_resources(smoke_site) == []
+    assert (smoke_site / "notebooks" / "00_tour.html").is_file()
+    assert (smoke_site / "papers" / "tour.html").is_file()
+
+
+def test_site_in_chromium(smoke_site):
+    """The index and a notebook page load in headless Chromium without console errors, every image
+    loads, nothing comes from the network, and the claims table is there; screenshots are saved."""
+    from fedrepro.book.browser import open_pages
+
+    shots = ROOT / "output" / "smoke" / "screenshots"
+    reports = open_pages([smoke_site / "index.html", smoke_site / "notebooks" / "00_tour.html",
+                          smoke_site / "papers" / "tour.html"], shots)
+    for r in reports:
+        assert r.console_errors == [], r.url
+        assert r.broken_images == [], r.url
+        assert r.remote == [], r.url
+        assert r.has_claims_table(), r.url
+        assert r.screenshot.is_file() and r.screenshot.stat().st_size > 10_000
+    index, tour, _ = reports
+    assert tour.images >= 3  # the partitions, the accuracy bars, the curves, the per-client spread
+    page = (smoke_site / "notebooks" / "00_tour.html").read_text()
+    assert "How this page was made" in page and "smoke" in page
+    assert "Try it" in page
+
+
+def test_api_reference_from_docstrings(tmp_path, monkeypatch):
+    """The API page documents a module from its docstrings (one small module, to stay quick)."""
+    reason = _missing_site_tools()
+    if reason:
+        pytest.skip(reason)
+    from fedrepro.book import build
+
+    executed = tmp_path / "output" / "smoke" / "notebooks"
+    executed.mkdir(parents=True)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 00 · A tour\n\nText.")])
+    nbformat.write(nb, executed / "00_tour.ipynb")
+    monkeypatch.setattr(pages, "API_MODULES", ("fedrepro.book.provenance",))
+    site = build("smoke", root=tmp_path, claims_dir=tmp_path / "no-claims", out=tmp_path / "book")
+    api = (site / "api" / "fedrepro.book.provenance.html").read_text()
+    assert "The Markdown of the note" in api  # Provenance.note's docstring
+    assert "NOT RUN" in (site / "index.html").read_text()  # no claims recorded: every claim is NOT RUN
