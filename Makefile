@@ -10,8 +10,15 @@ FMNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 PROFILE ?= laptop
 # Debian packages: the offline default data, and the allocator that fedrepro.allocator preloads.
 APT_PACKAGES := dataset-fashion-mnist libtcmalloc-minimal4
+# The output root (runs/, output/, figures/, docs/results/; see docs/outputs.md): the repository,
+# unless given on the command line (make reproduce OUTPUT=/elsewhere). Outside make, fedrepro writes
+# to FEDREPRO_OUTPUT if set, else ~/.local/share/fedrepro.
+OUTPUT := $(CURDIR)
+OUTPUT_ENV = FEDREPRO_OUTPUT=$(OUTPUT)
 # Smoke runs and figures never touch the committed figures/ or the default runs/ folder.
-SMOKE_ENV := FEDREPRO_PROFILE=smoke FEDREPRO_RUNS=$(CURDIR)/output/smoke/runs MPLBACKEND=Agg
+SMOKE_ENV = $(OUTPUT_ENV) FEDREPRO_PROFILE=smoke FEDREPRO_RUNS=$(OUTPUT)/output/smoke/runs MPLBACKEND=Agg
+# Jupyter refuses to start as root (containers) unless told to.
+ALLOW_ROOT = $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: help setup data test test-unit test-notebooks reproduce smoke pretrain lab bench clean distclean
 
@@ -43,9 +50,9 @@ test-unit: $(STAMP)
 test-notebooks: $(STAMP)
 	$(SMOKE_ENV) $(PY) -m pytest -q --nbval-lax -p no:cacheprovider notebooks
 
-reproduce: setup ## set up, then train every notebook's runs in one pool and render the notebooks at PROFILE (default laptop); figures -> figures/, claims page -> docs/results/claims_$(PROFILE).md
-	$(VENV)/bin/fedrepro reproduce --profile $(PROFILE)
-	$(VENV)/bin/fedrepro results --profile $(PROFILE)
+reproduce: setup ## set up, then train every notebook's runs in one pool and render the notebooks at PROFILE (default laptop); outputs under OUTPUT (default: this repository): figures -> figures/, claims page -> docs/results/claims_$(PROFILE).md
+	$(OUTPUT_ENV) $(VENV)/bin/fedrepro reproduce --profile $(PROFILE)
+	$(OUTPUT_ENV) $(VENV)/bin/fedrepro results --profile $(PROFILE)
 
 smoke: setup ## every notebook at the smoke profile (seconds each); outputs under output/smoke/
 	$(SMOKE_ENV) $(VENV)/bin/fedrepro reproduce --profile smoke
@@ -54,8 +61,8 @@ pretrain: setup ## regenerate the committed backbone checkpoints (fedrepro/model
 	$(VENV)/bin/fedrepro pretrain vit
 	$(VENV)/bin/fedrepro pretrain clip
 
-lab: setup ## JupyterLab on the notebooks
-	$(VENV)/bin/jupyter lab notebooks/
+lab: setup ## JupyterLab on the notebooks; outputs under OUTPUT (default: this repository)
+	$(OUTPUT_ENV) $(VENV)/bin/jupyter lab $(ALLOW_ROOT) notebooks/
 
 bench: setup ## engine vs a bare loop, one worker vs the pool, peak memory; kernel options -> bench/*.json
 	$(PY) -m fedrepro.bench --out bench/results.json

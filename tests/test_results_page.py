@@ -6,7 +6,6 @@ import json
 import pandas as pd
 
 import fedrepro.claims  # noqa: F401  (registers every paper's claims)
-import fedrepro.figures
 from fedrepro.claims import save_claims
 from fedrepro.claims.core import CLAIMS
 from fedrepro.cli import main
@@ -14,8 +13,10 @@ from fedrepro.results_page import claims_page
 
 
 def _one_checked(tmp_path, monkeypatch, **row):
-    """The tour's skewed-split claim recorded by its notebook in ``tmp_path`` with ``row``'s fields."""
-    monkeypatch.setattr(fedrepro.figures, "repo_root", lambda: tmp_path)
+    """The tour's skewed-split claim recorded by its notebook in ``tmp_path`` (the output root) with
+    ``row``'s fields; ``tmp_path`` is also the checkout (whose README ``fedrepro results`` updates)."""
+    monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path))
+    monkeypatch.setattr("fedrepro.results_page.repo_root", lambda: tmp_path)
     save_claims(pd.DataFrame([{"claim_id": "tour.local_beats_fedavg_skewed", "paper": "tour", "source": "s", **row}]),
                 "00_tour", "laptop")
 
@@ -45,8 +46,7 @@ def test_page_lists_every_claim_with_its_stored_verdict(tmp_path, monkeypatch):
 
 
 def test_cli_writes_the_page(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(fedrepro.figures, "repo_root", lambda: tmp_path)
-    monkeypatch.setattr("fedrepro.results_page.repo_root", lambda: tmp_path)
+    monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path))
     out = tmp_path / "page.md"
     assert main(["results", "--profile", "laptop", "--out", str(out)]) == 0
     assert out.read_text().startswith("# Claims at the laptop profile")
