@@ -237,6 +237,7 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     # Keyed by the hashes the planner computed: hashing here would import torch (plan_tasks).
     runs, analyses = the_plan.runs, the_plan.analyses
     pending = [c for h, c in runs.items() if h in pending_hashes]
+    print(f"[reproduce] outputs under {output_root()} (runs in {runs_dir}; see docs/outputs.md)", flush=True)
     print(f"[reproduce] plan: {len(notebooks)} notebooks, {len(runs)} runs ({len(pending)} to train), "
           f"{len(analyses)} cached analyses; {workers} workers"
           + (f"; {', '.join(the_plan.incomplete)} wait for learning-rate searches" if the_plan.incomplete else ""),
