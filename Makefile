@@ -12,8 +12,15 @@ PROFILE ?= laptop
 APT_PACKAGES := dataset-fashion-mnist libtcmalloc-minimal4
 # Only the site's browser test (tests/test_site.py) needs these; make test installs them, nothing else does.
 BROWSER_PACKAGES := chromium chromium-driver
+# The output root (runs/, output/, figures/, docs/results/; see docs/outputs.md): the repository,
+# unless given on the command line (make reproduce OUTPUT=/elsewhere). Outside make, fedrepro writes
+# to FEDREPRO_OUTPUT if set, else ~/.local/share/fedrepro.
+OUTPUT := $(CURDIR)
+OUTPUT_ENV = FEDREPRO_OUTPUT=$(OUTPUT)
 # Smoke runs and figures never touch the committed figures/ or the default runs/ folder.
-SMOKE_ENV := FEDREPRO_PROFILE=smoke FEDREPRO_RUNS=$(CURDIR)/output/smoke/runs MPLBACKEND=Agg
+SMOKE_ENV = $(OUTPUT_ENV) FEDREPRO_PROFILE=smoke FEDREPRO_RUNS=$(OUTPUT)/output/smoke/runs MPLBACKEND=Agg
+# Jupyter refuses to start as root (containers) unless told to.
+ALLOW_ROOT = $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: help setup data browser test test-unit test-notebooks reproduce smoke book pretrain lab bench clean distclean
 
@@ -53,22 +60,22 @@ test-unit: $(STAMP)
 test-notebooks: $(STAMP)
 	$(SMOKE_ENV) $(PY) -m pytest -q --nbval-lax -p no:cacheprovider notebooks
 
-reproduce: setup ## set up, then train every notebook's runs in one pool and render the notebooks at PROFILE (default laptop); figures -> figures/, results pages -> docs/results/$(PROFILE)/
-	$(VENV)/bin/fedrepro reproduce --profile $(PROFILE)
-	$(VENV)/bin/fedrepro results --profile $(PROFILE)
+reproduce: setup ## set up, then train every notebook's runs in one pool and render the notebooks at PROFILE (default laptop); outputs under OUTPUT (default: this repository): figures -> figures/, results pages -> docs/results/$(PROFILE)/
+	$(OUTPUT_ENV) $(VENV)/bin/fedrepro reproduce --profile $(PROFILE)
+	$(OUTPUT_ENV) $(VENV)/bin/fedrepro results --profile $(PROFILE)
 
 smoke: setup ## every notebook at the smoke profile (seconds each); outputs under output/smoke/
 	$(SMOKE_ENV) $(VENV)/bin/fedrepro reproduce --profile smoke
 
 book: setup ## the static teaching site of the notebooks reproduce executed at PROFILE -> output/$(PROFILE)/book/index.html (docs/site.md)
-	$(PY) -m fedrepro.book --profile $(PROFILE)
+	$(OUTPUT_ENV) $(PY) -m fedrepro.book --profile $(PROFILE)
 
 pretrain: setup ## regenerate the committed backbone checkpoints (fedrepro/models/weights/; minutes on a CPU)
 	$(VENV)/bin/fedrepro pretrain vit
 	$(VENV)/bin/fedrepro pretrain clip
 
-lab: setup ## JupyterLab on the notebooks
-	$(VENV)/bin/jupyter lab notebooks/
+lab: setup ## JupyterLab on the notebooks; outputs under OUTPUT (default: this repository)
+	$(OUTPUT_ENV) $(VENV)/bin/jupyter lab $(ALLOW_ROOT) notebooks/
 
 bench: setup ## engine vs a bare loop, one worker vs the pool, peak memory; kernel options -> bench/*.json
 	$(PY) -m fedrepro.bench --out bench/results.json

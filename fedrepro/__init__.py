@@ -9,7 +9,12 @@ Quick start::
 """
 __version__ = "0.1.0"
 
-from .config import RunConfig, default_seeds, make_config, profile_from_env  # noqa: E402
+from .config import RunConfig, default_seeds, make_config, profile_from_env, resolve_profile  # noqa: E402
+from . import settings  # noqa: E402,F401  (fedrepro.settings.configure(output_root=...))
+from . import inline as _inline  # noqa: E402
+
+# In a notebook kernel started under MPLBACKEND=Agg, figures would never reach the notebook.
+_inline.activate()
 
 # The rest load torch, so they are imported when first used (PEP 562): the scheduling process of
 # ``fedrepro reproduce`` and ``fedrepro --help`` never pay torch's ~400 MiB.
@@ -31,5 +36,6 @@ def __getattr__(name: str):
 
 
 __all__ = ["RunConfig", "RunResult", "RunStore", "default_seeds", "format_mean_std", "make_config", "mean_std",
-           "pivot_mean_std", "prepare_data", "profile_from_env", "results_by", "run", "run_grid", "run_seeds", "__version__"]
+           "pivot_mean_std", "prepare_data", "profile_from_env", "resolve_profile", "results_by", "run", "run_grid",
+           "run_seeds", "settings", "__version__"]
 __all__ += ["list_runs", "run_rounds"]

@@ -231,11 +231,34 @@ def default_seeds(profile: str) -> list[int]:
     return [0] if profile == "smoke" else [0, 1, 2]
 
 
+ENV_PROFILE = "FEDREPRO_PROFILE"
+
+
 def profile_from_env(default: str = DEFAULT_PROFILE) -> str:
-    """The profile named by ``FEDREPRO_PROFILE`` (nbval cannot inject parameters), else ``default``."""
-    profile = os.environ.get("FEDREPRO_PROFILE") or default
+    """The profile named by ``FEDREPRO_PROFILE``, else ``default`` (which the variable overrides;
+    notebooks use :func:`resolve_profile`, where an explicit profile wins)."""
+    profile = os.environ.get(ENV_PROFILE) or default
     if profile not in PROFILES:
-        raise ConfigError(f"FEDREPRO_PROFILE={profile!r}; valid profiles: {', '.join(PROFILES)}")
+        raise ConfigError(f"{ENV_PROFILE}={profile!r}; valid profiles: {', '.join(PROFILES)}")
+    return profile
+
+
+def resolve_profile(profile: str | None = None, default: str = DEFAULT_PROFILE) -> str:
+    """The profile a notebook runs at: ``profile`` when given (papermill's ``-p PROFILE``, or the
+    parameters cell edited by hand), else ``$FEDREPRO_PROFILE`` (nbval cannot inject parameters),
+    else ``default``. An explicit profile that differs from ``$FEDREPRO_PROFILE`` wins, with a
+    warning that names both, so that neither silently overrides the other."""
+    if profile is None:
+        return profile_from_env(default)
+    if profile not in PROFILES:
+        raise ConfigError(f"PROFILE={profile!r}; valid profiles: {', '.join(PROFILES)} (or None: "
+                          f"${ENV_PROFILE}, else {default})")
+    env = os.environ.get(ENV_PROFILE)
+    if env and env != profile:
+        import warnings
+
+        warnings.warn(f"PROFILE={profile!r} was given explicitly and wins over {ENV_PROFILE}={env!r}",
+                      stacklevel=2)
     return profile
 
 

@@ -1,8 +1,12 @@
 """Where figures go, and the plots every notebook shares (learning curves, bar charts of results).
 
-Figures from the ``laptop`` profile go to ``figures/`` (committed, shown in the README); ``paper``
-figures to ``figures/paper/``; ``smoke`` figures to ``output/smoke/figures/`` so that a CI or nbval
-run never overwrites the committed ones. ``FEDREPRO_FIGURES`` overrides the folder.
+Figures go under the output root (:mod:`fedrepro.settings`): the ``laptop`` profile's to
+``figures/`` (in the repository, where ``make reproduce`` writes, the committed ones shown in the
+README), ``paper``'s to ``figures/paper/``, every other profile's to ``output/<profile>/figures/``,
+so that a CI or nbval run never overwrites them. ``FEDREPRO_FIGURES`` moves the folder alone.
+
+In a notebook kernel each saved figure is also shown inline (:mod:`fedrepro.inline`), whatever
+``MPLBACKEND`` says, so that an executed notebook carries its plots.
 """
 from __future__ import annotations
 
@@ -16,33 +20,34 @@ matplotlib.use(os.environ.get("MPLBACKEND", "Agg"), force=False)
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from . import style, trace
-from .host import repo_root  # noqa: F401  (part of this module's API)
+from . import inline, style, trace  # noqa: E402
+from .host import repo_root  # noqa: F401,E402  (part of this module's API)
+from .settings import output_path  # noqa: E402
 from .store import RunResult  # noqa: E402
 
+inline.activate()
 style.apply()
 
 
 def figures_dir(profile: str) -> Path:
-    env = os.environ.get("FEDREPRO_FIGURES")
-    if env:
-        d = Path(env)
-    elif profile == "laptop":
-        d = repo_root() / "figures"
-    elif profile == "paper":
-        d = repo_root() / "figures" / "paper"
-    else:
-        d = repo_root() / "output" / profile / "figures"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+    """The folder of ``profile``'s figures (created; a ConfigError naming the setting when it
+    cannot be written)."""
+    return output_path("figures", profile, create=True)
 
 
 def savefig(fig, name: str, profile: str) -> Path:
-    """Save ``fig`` as ``<figures_dir>/<name>.png`` and return the path (printed by notebooks)."""
+    """Save ``fig`` as ``<figures_dir>/<name>.png`` (written to a temporary file, then renamed) and
+    return the path (printed by notebooks); in a notebook kernel, also show it inline."""
     path = figures_dir(profile) / f"{name}.png"
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     trace.record("figure", path=str(path))
     print(f"figure saved: {path}")
+    inline.show(fig)
     return path
 
 

@@ -40,7 +40,7 @@ NOT_RESULT = frozenset({
     "fedrepro.store", "fedrepro.trace", "fedrepro.allocator", "fedrepro.host", "fedrepro.figures",
     "fedrepro.errors", "fedrepro.params", "fedrepro.config", "fedrepro.registry", "fedrepro.fingerprint",
     "fedrepro.pool", "fedrepro.plan", "fedrepro.reproduce", "fedrepro.cli", "fedrepro.results_page",
-    "fedrepro.bench", "fedrepro.verify", "fedrepro.experiment", "fedrepro.catalog", "fedrepro.describe",
+    "fedrepro.bench", "fedrepro.verify", "fedrepro.experiment", "fedrepro.catalog", "fedrepro.describe", "fedrepro.setup_text",
 })
 # What ``staleness`` answers.
 FRESH, STALE, UNKNOWN = "fresh", "stale", "unknown"

@@ -8,7 +8,8 @@
    thread counts fit on the cores. Runs and analyses go to worker processes, longest first. A
    notebook renders (papermill, its own kernel at 1 thread) as soon as its runs and analyses are
    stored, so it only analyses and draws; ``99_*`` (the claims summary) after all the others.
-   Executed copies go to ``output/<profile>/notebooks/``; the notebooks save their figures.
+   Executed copies go to ``output/<profile>/notebooks/`` under the output root
+   (:mod:`fedrepro.settings`); the notebooks save their figures, and show them inline.
 
 Each notebook's kernel logs the runs it read (:mod:`fedrepro.trace`); a run it had to train is
 one the plan missed, and is named in the report. The report (``timings.json`` beside the executed
@@ -29,6 +30,7 @@ from . import allocator
 from .config import PROFILES
 from .errors import ConfigError, FedreproError
 from .host import cpu_cores, cpu_model, git_commit, repo_root
+from .settings import child_env, output_path, output_root
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -135,7 +137,8 @@ def _render(nb: Path, target: Path, profile: str, kernel: str, trace_file: Path,
 
     from . import allocator
 
-    env = allocator.child_env({**os.environ, trace.ENV: str(trace_file)})
+    # The kernel writes where this process does, whichever setting chose the output root.
+    env = allocator.child_env({**child_env(), trace.ENV: str(trace_file)})
     # The kernel's analyses run at 1 thread: the same numbers at every render, and one core each.
     env.update({var: "1" for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
     trace_file.unlink(missing_ok=True)
@@ -171,7 +174,8 @@ def _stale_runs(runs: list, pending: set[str]) -> dict[str, list[str]]:
 MAX_SEARCH_STAGES = 3
 
 
-def _planned(profile: str, only: str | None, workers: int | None) -> tuple[list[Path], Plan, int, set[str], dict]:
+def _planned(profile: str, only: str | None, workers: int | None,
+             runs_dir: str) -> tuple[list[Path], Plan, int, set[str], dict]:
     """The selected notebooks, their plan, the pool's slots, the runs still to train (stale ones
     included, unless ``FEDREPRO_STALE=keep``) and the stale and unknown ones. Called in a process of
     its own: planning imports every paper (and torch), which the scheduling process would otherwise
@@ -185,7 +189,7 @@ def _planned(profile: str, only: str | None, workers: int | None) -> tuple[list[
     notebooks = [p for p in numbered_notebooks(root) if only is None or only in str(p.relative_to(nb_root))]
     if not notebooks:
         raise ConfigError(f"no numbered notebook matches {only!r} under {nb_root}")
-    the_plan = plan(notebooks, nb_root, profile)
+    the_plan = plan(notebooks, nb_root, profile, runs_dir=runs_dir)
     check_analyses([name for name, _ in the_plan.analyses])
     runs = list(the_plan.runs.values())
     if workers is None:
@@ -210,9 +214,10 @@ def _planned(profile: str, only: str | None, workers: int | None) -> tuple[list[
 def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "python3", workers: int | None = None,
               plan_only: bool = False, progress: bool = True, executor=None) -> dict:
     """Plan, train and render the numbered notebooks (those whose path contains ``only``); returns
-    the report that is also written to ``output/<profile>/notebooks/timings.json``. ``executor``
-    (:mod:`fedrepro.executors`): where the runs train, ``"local"`` (default) or a Ray cluster;
-    analyses and renders stay on this machine, beside the store."""
+    the report that is also written to ``output/<profile>/notebooks/timings.json`` under the output
+    root (:func:`fedrepro.settings.output_root`). ``executor`` (:mod:`fedrepro.executors`): where the
+    runs train, ``"local"`` (default) or a Ray cluster; analyses and renders stay on this machine,
+    beside the store."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
@@ -227,14 +232,19 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
         workers = getattr(executor, "workers", None)
     root = repo_root()
     nb_root = root / "notebooks"
+    # Named here, not in the planner or the workers: they are other processes, which would not see
+    # an output root set with fedrepro.settings.configure (the notebooks' kernels get it by child_env).
+    runs_dir = str(output_path("runs"))
+
     def planned(workers: int | None):
         with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as planner:
-            return planner.submit(_planned, profile, only, workers).result()
+            return planner.submit(_planned, profile, only, workers, runs_dir).result()
 
     notebooks, the_plan, workers, pending_hashes, stale = planned(workers)
     # Keyed by the hashes the planner computed: hashing here would import torch (plan_tasks).
     runs, analyses = the_plan.runs, the_plan.analyses
     pending = [c for h, c in runs.items() if h in pending_hashes]
+    print(f"[reproduce] outputs under {output_root()} (runs in {runs_dir}; see docs/outputs.md)", flush=True)
     print(f"[reproduce] plan: {len(notebooks)} notebooks, {len(runs)} runs ({len(pending)} to train), "
           f"{len(analyses)} cached analyses; {workers} workers"
           + (f"; runs train on executor {executor.name!r}" if executor.remote else "")
@@ -255,9 +265,8 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
                 "waiting_for_searches": list(the_plan.incomplete),
                 "estimated_cost": sum(estimate_cost(c) for c in pending)}
 
-    out_dir = root / "output" / profile / "notebooks"
-    trace_dir = root / "output" / profile / "trace"
-    trace_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = output_path("notebooks", profile, create=True)
+    trace_dir = output_path("trace", profile, create=True)
     commit = git_commit(root, ("fedrepro", "notebooks"))  # -dirty when the code run differs from it
     t_start, cpu_start = time.perf_counter(), _cpu_seconds()
     searched: dict[str, float] = {}
@@ -313,7 +322,7 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
             "runs_read": len(set(read)), "unplanned_runs": unplanned,
             "train_s_of_its_runs": round(sum(pool.done.get(h, 0.0) for h in hashes), 1),
             "analyses_s": round(sum(pool.done.get(f"{name}:{h}", 0.0) for name, h in the_plan.computes.get(rel, [])), 1),
-            "figures": sorted({_short(e["path"], root) for e in events if e["event"] == "figure"})})
+            "figures": sorted({_short(e["path"], output_root()) for e in events if e["event"] == "figure"})})
     by_sort = {"run": 0.0, "analysis": 0.0, "render": 0.0}
     for key, sec in pool.done.items():
         by_sort["render" if key.startswith("render:") else "analysis" if ":" in key else "run"] += sec
@@ -333,11 +342,12 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
         "tasks": {k: round(v, 2) for k, v in pool.done.items()},
         "task_memory_mib": pool.memory,
     }
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "timings.json").write_text(json.dumps(report, indent=2))
+    from .store import atomic_write_bytes
+
+    atomic_write_bytes(out_dir / "timings.json", json.dumps(report, indent=2).encode())
     print(f"[reproduce] {len(notebooks)} notebooks in {wall:.0f} s ({len(pending)} runs trained, "
           f"{len(analyses)} analyses); CPU use {100 * report['cpu_use']:.0f}% of {cores} cores; peak memory "
-          f"{report['peak_memory_mib']} MiB; timings in {(out_dir / 'timings.json').relative_to(root)}")
+          f"{report['peak_memory_mib']} MiB; timings in {_short(str(out_dir / 'timings.json'), output_root())}")
     if report["unplanned_runs"]:
         names = [f"{n['notebook']} ({len(n['unplanned_runs'])})" for n in report_nbs if n["unplanned_runs"]]
         print(f"[reproduce] warning: the plan missed {report['unplanned_runs']} runs that notebooks trained "

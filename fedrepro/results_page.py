@@ -1,7 +1,8 @@
 """``fedrepro results``: the results pages of a profile, generated from what ``make reproduce`` stored.
 
 The pages (``docs/results/<profile>/index.md`` and one ``docs/results/<profile>/<paper>.md`` per
-paper) are written from the claims the notebooks recorded (:func:`fedrepro.claims.save_claims`,
+paper, under the output root of :mod:`fedrepro.settings`: the repository when ``make reproduce``
+runs) are written from the claims the notebooks recorded (:func:`fedrepro.claims.save_claims`,
 read back by :func:`fedrepro.claims.collect_claims`) and the pass's report (``timings.json``, see
 :func:`timings_path`), so they cannot drift from them. A paper's page lists each claim with its
 verdict, effect and interval, its evidence, and for a claim that did not pass the cause the claim
@@ -14,8 +15,8 @@ import json
 from pathlib import Path
 
 from .errors import ConfigError
-from .figures import repo_root
-from .host import git_commit
+from .host import git_commit, repo_root
+from .settings import output_path, output_root
 
 NO_CAUSE = "no cause recorded"
 
@@ -24,12 +25,13 @@ def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def timings_path(profile: str, root: Path) -> Path:
-    """The report ``fedrepro reproduce --profile <profile>`` leaves beside the executed notebooks."""
-    return root / "output" / profile / "notebooks" / "timings.json"
+def timings_path(profile: str, root: Path | None = None) -> Path:
+    """The report ``fedrepro reproduce --profile <profile>`` leaves beside the executed notebooks
+    (under the output root ``root``, default :func:`fedrepro.settings.output_root`)."""
+    return output_path("notebooks", profile, root) / "timings.json"
 
 
-def load_timings(profile: str, root: Path, timings: Path | None = None) -> dict | None:
+def load_timings(profile: str, root: Path | None = None, timings: Path | None = None) -> dict | None:
     """The pass's report: ``timings`` if given, else the one the last pass left; None when there is none."""
     path = Path(timings) if timings is not None else timings_path(profile, root)
     if timings is not None and not path.is_file():
@@ -116,8 +118,8 @@ def _verdict_rule() -> list[str]:
             f"has checked it at this profile. A claim that needs several effects shows the one that decides it.", ""]
 
 
-def _commit(root: Path, timings: dict | None, commit: str | None) -> str:
-    return commit or (timings or {}).get("commit") or git_commit(root) or "unknown"
+def _commit(timings: dict | None, commit: str | None) -> str:
+    return commit or (timings or {}).get("commit") or git_commit(repo_root()) or "unknown"
 
 
 def _reason(row) -> str:
@@ -227,27 +229,25 @@ def index_page(profile: str, claims, timings: dict | None, commit: str) -> str:
 
 
 def write_pages(profile: str, root: Path | None = None, *, timings: Path | None = None,
-                commit: str | None = None) -> dict[str, Path]:
-    """Write ``<root>/docs/results/<profile>/index.md`` and one ``<paper>.md`` per paper; returns
-    ``{"index": path, "<paper>": path, ...}``. ``root`` is the repository (default: this checkout);
-    ``timings`` a report other than the one the last pass left (e.g. ``bench/timings.json``)."""
-    from .claims import collect_claims
+                commit: str | None = None, out: Path | None = None) -> dict[str, Path]:
+    """Write ``docs/results/<profile>/index.md`` and one ``<paper>.md`` per paper under the output
+    root ``root`` (default :func:`fedrepro.settings.output_root`), from the claims recorded there;
+    returns ``{"index": path, "<paper>": path, ...}``. ``timings``: a report other than the one the
+    last pass left (e.g. ``bench/timings.json``); ``out``: another folder for the pages (the teaching
+    site builds from a temporary one, so that it changes nothing under the root)."""
+    from .claims import claims_dir, collect_claims
+    from .claims.diagnose import causes
     from .store import atomic_write_bytes
 
-    root = Path(root) if root is not None else repo_root()
     report = load_timings(profile, root, timings)
-    claims = collect_claims(profile)
+    claims = collect_claims(profile, root)
     if claims["notebook"].isna().all():
         # Nothing recorded (a fresh checkout): keep the committed pages rather than write all NOT RUN.
-        from .claims import claims_dir
-
-        raise ConfigError(f"profile={profile!r}: no notebook has recorded claims in {claims_dir(profile)}; "
+        raise ConfigError(f"profile={profile!r}: no notebook has recorded claims in {claims_dir(profile, root)}; "
                           f"run `fedrepro reproduce --profile {profile}` first")
-    from .claims.diagnose import causes
-
     claims = claims.assign(cause=causes(profile, claims, root=root))
-    commit = _commit(root, report, commit)
-    out = root / "docs" / "results" / profile
+    commit = _commit(report, commit)
+    out = Path(out) if out is not None else output_path("results", profile, root, create=True)
     out.mkdir(parents=True, exist_ok=True)
     pages = {"index": index_page(profile, claims, report, commit)}
     pages.update({p: paper_page(p, profile, claims, report, commit) for p in _papers(claims)})

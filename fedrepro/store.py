@@ -57,6 +57,7 @@ import pandas as pd
 # (fedrepro runs, fedrepro show, RunResult's tables) never load it.
 from .config import RunConfig, from_dict
 from .errors import ConfigError, CorruptCacheError, FedreproError, RunBusyError
+from .settings import ENV_OUTPUT, ENV_RUNS
 
 try:  # POSIX; elsewhere runs are not locked (see RunLock)
     import fcntl
@@ -181,14 +182,16 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 
 def default_runs_dir() -> Path:
-    """``FEDREPRO_RUNS``, else ``runs/`` at the repository root (or the working directory)."""
-    env = os.environ.get("FEDREPRO_RUNS")
-    if env:
-        return Path(env).expanduser()
-    repo = Path(__file__).resolve().parent.parent
-    if (repo / "pyproject.toml").is_file():
-        return repo / "runs"
-    return Path.cwd() / "runs"
+    """``$FEDREPRO_RUNS``, else ``runs/`` under the output root (:mod:`fedrepro.settings`)."""
+    from .settings import output_path
+
+    return output_path("runs")
+
+
+def _runs_dir_source() -> str:
+    from .settings import source
+
+    return f"${ENV_RUNS}" if os.environ.get(ENV_RUNS) else f"the output root, {source()}"
 
 
 def environment_info() -> dict[str, Any]:
@@ -408,6 +411,7 @@ class RunStore:
 
     def __init__(self, runs_dir: str | os.PathLike | None = None):
         self.root = Path(runs_dir).expanduser() if runs_dir else default_runs_dir()
+        self._chosen_by = "runs_dir" if runs_dir else _runs_dir_source()
 
     def path(self, cfg: RunConfig) -> Path:
         return self.root / cfg.hash()
@@ -461,20 +465,20 @@ class RunStore:
     # Writing: only under the run's lock (see claim)
 
     def prepare_root(self) -> None:
-        """Create ``runs_dir``; a ConfigError naming it when it is a file or cannot be written."""
+        """Create ``runs_dir``; a ConfigError naming it, and the setting that chose it, when it is a
+        file or cannot be written."""
         root = self.root
+        where = f"invalid runs_dir={str(root)!r} (chosen by {self._chosen_by})"
+        valid = f"valid: a writable folder (set runs_dir, {ENV_RUNS} or {ENV_OUTPUT})"
         try:
             root.mkdir(parents=True, exist_ok=True)
             (root / ".locks").mkdir(exist_ok=True)
         except (FileExistsError, NotADirectoryError) as e:
-            raise ConfigError(f"invalid runs_dir={str(root)!r}: {e.filename or root} is a file; valid: a "
-                              "writable folder (set runs_dir or FEDREPRO_RUNS)") from e
+            raise ConfigError(f"{where}: {e.filename or root} is a file; {valid}") from e
         except OSError as e:
-            raise ConfigError(f"invalid runs_dir={str(root)!r}: cannot create it ({e.strerror or e}); valid: a "
-                              "writable folder (set runs_dir or FEDREPRO_RUNS)") from e
+            raise ConfigError(f"{where}: cannot create it ({e.strerror or e}); {valid}") from e
         if not os.access(root, os.W_OK | os.X_OK):
-            raise ConfigError(f"invalid runs_dir={str(root)!r}: the folder is not writable; valid: a writable "
-                              "folder (set runs_dir or FEDREPRO_RUNS)")
+            raise ConfigError(f"{where}: the folder is not writable; {valid}")
 
     def _lock(self, name: str) -> RunLock:
         return RunLock(self.root / ".locks" / f"{name}.lock")

@@ -87,6 +87,25 @@ def test_profile_from_env(monkeypatch):
     assert profile_from_env("paper") == "paper"
 
 
+def test_an_explicit_profile_wins_over_the_environment_and_says_so(monkeypatch):
+    from fedrepro.config import resolve_profile
+
+    monkeypatch.delenv("FEDREPRO_PROFILE", raising=False)
+    assert resolve_profile(None) == "laptop"  # nothing set: the default
+    assert resolve_profile("paper") == "paper"
+    monkeypatch.setenv("FEDREPRO_PROFILE", "smoke")
+    assert resolve_profile(None) == "smoke"  # nbval: no parameter, the variable decides
+    with pytest.warns(UserWarning, match=r"PROFILE='paper' was given explicitly and wins over FEDREPRO_PROFILE='smoke'"):
+        assert resolve_profile("paper") == "paper"  # papermill -p PROFILE paper
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert resolve_profile("smoke") == "smoke"  # both agree: nothing to say
+    with pytest.raises(ConfigError, match="PROFILE='huge'; valid profiles: smoke, laptop, paper"):
+        resolve_profile("huge")
+
+
 def test_round_trip_through_dict():
     cfg = make_config("smoke", method__name="fedrep", method__args={"head_epochs": 2})
     assert fedrepro.config.from_dict(cfg.to_dict()) == cfg

@@ -28,9 +28,11 @@ def test_has_a_papermill_parameters_cell_with_profile(path):
     nb = json.loads(path.read_text())
     params = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
     assert len(params) == 1, f"{path.name} needs exactly one cell tagged 'parameters'"
-    assert "PROFILE" in "".join(params[0]["source"])
-    assert "profile_from_env" in "".join("".join(c["source"]) for c in nb["cells"]), \
-        f"{path.name} must let FEDREPRO_PROFILE override the profile (nbval cannot inject parameters)"
+    # None lets FEDREPRO_PROFILE choose under nbval (which cannot inject parameters), while a
+    # profile papermill injects (or the reader types) wins over the variable (resolve_profile).
+    assert "PROFILE = None" in "".join(params[0]["source"]), f"{path.name}: the parameters cell must set PROFILE = None"
+    assert "fedrepro.resolve_profile(PROFILE)" in "".join("".join(c["source"]) for c in nb["cells"]), \
+        f"{path.name} must resolve PROFILE with fedrepro.resolve_profile (explicit > FEDREPRO_PROFILE > laptop)"
 
 
 def test_every_numbered_notebook_is_listed_in_the_readme():

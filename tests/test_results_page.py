@@ -36,7 +36,7 @@ def _row(claim_id: str, verdict: str, interval: str = "+1.00 pts [-2.00, +4.00],
 @pytest.fixture
 def stored(tmp_path, monkeypatch):
     """A small claims folder and a timings report in ``tmp_path`` (as a pass leaves them)."""
-    monkeypatch.setattr(fedrepro.figures, "repo_root", lambda: tmp_path)
+    monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path))
     save_claims(pd.DataFrame([_row("tour.local_beats_fedavg_skewed", "FAIL", "-1.00 pts [-2.00, -0.10], required > "
                                    "+5.00 pts", statement="Local | FedAvg"),
                               _row("tour.fedavg_beats_local_iid", "PASS", "+6.35 pts [+3.53, +9.17], required > +0.00 pts")]),
@@ -97,7 +97,7 @@ def test_the_index_counts_verdicts_per_paper_and_links_each_page(stored):
 
 
 def test_without_claims_nothing_is_written(tmp_path, monkeypatch):
-    monkeypatch.setattr(fedrepro.figures, "repo_root", lambda: tmp_path)
+    monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path))
     with pytest.raises(ConfigError, match="no notebook has recorded claims"):
         write_pages("laptop", tmp_path)
     assert not (tmp_path / "docs").exists()
@@ -120,7 +120,6 @@ def test_notebooks_belong_to_their_paper():
 
 
 def test_cli_writes_the_pages(stored, monkeypatch, capsys):
-    monkeypatch.setattr("fedrepro.results_page.repo_root", lambda: stored)
     other = stored / "bench.json"
     other.write_text(json.dumps({**TIMINGS, "commit": "0ther00"}))
     assert main(["results", "--profile", "laptop", "--timings", str(other)]) == 0

@@ -3,7 +3,6 @@ with MyST-NB (which shows the notebooks' stored outputs, executing nothing), and
 page reaches the network."""
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import sys
@@ -47,10 +46,10 @@ SPHINX_CONFIG = {
 
 
 def output_root() -> Path:
-    """The folder that holds ``output/<profile>/``: ``$FEDREPRO_OUTPUT`` when set, else the repository."""
-    from ..host import repo_root
+    """The folder that holds ``output/<profile>/``: the output root of :mod:`fedrepro.settings`."""
+    from ..settings import output_root as root
 
-    return Path(os.environ["FEDREPRO_OUTPUT"]) if os.environ.get("FEDREPRO_OUTPUT") else repo_root()
+    return root()
 
 
 def _stage_notebook(src: Path, dst: Path, rel: str, report: dict | None) -> None:
@@ -84,11 +83,8 @@ def _generated_results_pages(profile: str, notebooks_dir: Path, claims_dir: Path
         return {}
     with tempfile.TemporaryDirectory() as tmp:
         timings = notebooks_dir / "timings.json"
-        if timings.is_file():  # the pass's report, where write_pages looks for it under its root
-            (Path(tmp) / "output" / profile / "notebooks").mkdir(parents=True)
-            shutil.copy(timings, Path(tmp) / "output" / profile / "notebooks" / "timings.json")
         try:
-            written = write_pages(profile, root=Path(tmp))
+            written = write_pages(profile, out=Path(tmp), timings=timings if timings.is_file() else None)
         except ConfigError:  # nothing recorded yet: the site's own page says so
             return {}
         return {p: Path(f).read_text() for p, f in written.items() if p in papers and Path(f).is_file()}

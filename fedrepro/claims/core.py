@@ -336,13 +336,12 @@ def within(results: pd.DataFrame, where: Mapping[str, object], col_a: str, col_b
     return tests, "; ".join(lines)
 
 
-def claims_dir(profile: str):
-    """``output/<profile>/claims/``: where notebooks leave their claims for the summary notebook."""
-    from ..figures import repo_root
+def claims_dir(profile: str, root=None):
+    """``output/<profile>/claims/`` under the output root (:mod:`fedrepro.settings`): where notebooks
+    leave their claims for the summary notebook."""
+    from ..settings import output_path
 
-    d = repo_root() / "output" / profile / "claims"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+    return output_path("claims", profile, root, create=True)
 
 
 def save_claims(table: pd.DataFrame, notebook: str, profile: str):
@@ -355,8 +354,9 @@ def save_claims(table: pd.DataFrame, notebook: str, profile: str):
     return path
 
 
-def collect_claims(profile: str) -> pd.DataFrame:
-    """Every claim of every paper, with the verdict recorded by the notebook that checked it.
+def collect_claims(profile: str, root=None) -> pd.DataFrame:
+    """Every claim of every paper, with the verdict recorded by the notebook that checked it (under
+    the output root ``root``, default :func:`fedrepro.settings.output_root`).
 
     Registered claims that no notebook has checked yet at this profile appear as NOT RUN.
     """
@@ -364,7 +364,7 @@ def collect_claims(profile: str) -> pd.DataFrame:
 
     registered()
     checked = {}
-    for f in sorted(claims_dir(profile).glob("*.json")):
+    for f in sorted(claims_dir(profile, root).glob("*.json")):
         record = json.loads(f.read_text())
         for row in record["claims"]:
             checked[row["claim_id"]] = {**row, "notebook": record["notebook"]}

@@ -75,7 +75,7 @@ def save_by_round(verdicts: pd.DataFrame, notebook: str, profile: str) -> Path:
     from ..store import atomic_write_json
     from .core import claims_dir
 
-    d = _by_round_dir(claims_dir(profile))
+    d = _by_round_dir(claims_dir(profile))  # under this process's output root, like save_claims
     d.mkdir(parents=True, exist_ok=True)
     rows = verdicts[["round", "claim_id", "verdict"]].to_dict(orient="records")
     path = d / f"{notebook}.json"
@@ -126,18 +126,17 @@ def causes(profile: str, claims: pd.DataFrame, runs_dir: Path | None = None,
            root: Path | None = None) -> pd.Series:
     """A likely cause per row of ``claims`` (:func:`fedrepro.claims.collect_claims`), indexed like it.
 
-    Reads ``output/<profile>/trace/<notebook>.jsonl`` (written by ``fedrepro reproduce``) for the runs
-    each notebook read; a notebook rendered outside ``reproduce`` has no trace and gets only the
+    Reads ``output/<profile>/trace/<notebook>.jsonl`` under the output root ``root`` (written by
+    ``fedrepro reproduce``) for the runs each notebook read; a notebook rendered outside ``reproduce`` has no trace and gets only the
     seed-based causes."""
     from .. import trace
-    from ..figures import repo_root
-    from ..store import default_runs_dir
+    from ..settings import output_path
     from .core import claims_dir
 
-    root = Path(root) if root is not None else repo_root()
-    runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir()
+    runs_dir = Path(runs_dir) if runs_dir is not None else output_path("runs", profile, root)
+    trace_dir = output_path("trace", profile, root)
     changed: dict[str, tuple[int, int]] = {}
-    for f in sorted(_by_round_dir(claims_dir(profile)).glob("*.json")):
+    for f in sorted(_by_round_dir(claims_dir(profile, root)).glob("*.json")):
         changed.update(last_change(pd.DataFrame(json.loads(f.read_text())["verdicts"])))
     moved: dict[str, Movement | None] = {}
     out = {}
@@ -146,7 +145,7 @@ def causes(profile: str, claims: pd.DataFrame, runs_dir: Path | None = None,
         evidence = row.get("evidence") if isinstance(row.get("evidence"), str) else ""
         if nb and nb not in moved:
             # claims record "<paper>_<NN>_<name>"; traces are named after the notebook's path
-            events = trace.read(root / "output" / profile / "trace" / _trace_name(nb))
+            events = trace.read(trace_dir / _trace_name(nb))
             hashes = [e["hash"] for e in events if e.get("event") == "run"]
             moved[nb] = movement(hashes, runs_dir) if hashes else None
         out[i] = likely_cause(row["verdict"], evidence, moved.get(nb), changed.get(row["claim_id"]))

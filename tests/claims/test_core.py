@@ -54,7 +54,7 @@ def test_select_raises_on_missing_rows():
 def test_saved_claims_are_collected_and_unchecked_ones_are_not_run(tmp_path, monkeypatch):
     import fedrepro.claims.core as claims_mod
 
-    monkeypatch.setattr(claims_mod, "claims_dir", lambda profile: tmp_path)
+    monkeypatch.setattr(claims_mod, "claims_dir", lambda profile, root=None: tmp_path)
     t = pd.concat([claim_table([0.9, 0.9], [0.6, 0.6], 0.1)])  # +30 at both seeds
     out = evaluate_claims(t, paper="tour")
     claims_mod.save_claims(out, "00_tour", "smoke")

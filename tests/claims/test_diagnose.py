@@ -50,11 +50,10 @@ def test_causes_join_traces_and_verdicts_by_round(tmp_path, monkeypatch):
     trace = tmp_path / "output" / "laptop" / "trace"
     trace.mkdir(parents=True)
     (trace / "fedpft__02_x.ipynb.jsonl").write_text(json.dumps({"event": "run", "hash": cfg.hash()}) + "\n")
-    claims = tmp_path / "claims"
+    claims = tmp_path / "output" / "laptop" / "claims"
     (claims / "by_round").mkdir(parents=True)
     (claims / "by_round" / "fedpft_17.json").write_text(json.dumps({"verdicts": [
         {"round": 9, "claim_id": "c1", "verdict": "PASS"}, {"round": 10, "claim_id": "c1", "verdict": "FAIL"}]}))
-    monkeypatch.setattr("fedrepro.claims.core.claims_dir", lambda profile: claims)
     table = pd.DataFrame([{"claim_id": "c1", "verdict": "FAIL", "evidence": "seeds [0, 1]", "notebook": "fedpft_02_x"},
                           {"claim_id": "c2", "verdict": "PASS", "evidence": "", "notebook": "fedpft_02_x"},
                           {"claim_id": "c3", "verdict": "FAIL", "evidence": "", "notebook": "fedpft_05_untraced"}])

@@ -1,0 +1,36 @@
+"""What the make targets set: the output root, and Jupyter's --allow-root when run as root."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+
+
+def _dry_run(*args: str) -> list[str]:
+    """The commands ``make -n`` would run (prerequisites such as setup included)."""
+    out = subprocess.run(["make", "-n", "-C", str(ROOT), *args], capture_output=True, text=True, check=True)
+    return out.stdout.splitlines()
+
+
+def test_reproduce_lab_and_smoke_write_into_the_repository_unless_told_otherwise():
+    lines = _dry_run("reproduce", "lab", "smoke", "test-notebooks")
+    for command in ("fedrepro reproduce --profile laptop", "fedrepro results", "jupyter lab",
+                    "fedrepro reproduce --profile smoke", "--nbval-lax"):
+        line = next(x for x in lines if command in x)
+        assert f"FEDREPRO_OUTPUT={ROOT}" in line, line
+    smoke = next(x for x in lines if "--profile smoke" in x)
+    assert f"FEDREPRO_RUNS={ROOT}/output/smoke/runs" in smoke and "MPLBACKEND=Agg" in smoke
+    elsewhere = _dry_run("reproduce", "OUTPUT=/scratch/x")
+    assert any("FEDREPRO_OUTPUT=/scratch/x" in x and "fedrepro reproduce" in x for x in elsewhere)
+
+
+def test_lab_allows_root_only_as_root():
+    lab = next(x for x in _dry_run("lab") if "jupyter lab" in x)
+    assert ("--allow-root" in lab) == (os.geteuid() == 0)
