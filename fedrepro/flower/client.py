@@ -166,10 +166,12 @@ def train(message: Message, context: Context) -> Message:
 
 @app.evaluate()
 def evaluate(message: Message, context: Context) -> Message:
-    """Every held client's ``evaluate`` of its personalised model on its own test split."""
+    """Every held client's ``evaluate`` of its personalised model on its own test split (and, at the
+    last round, its state: one message fewer than a separate ``states`` query)."""
     rt, held = _node(message, context)
     _install_initial_states(message, context, held)
-    seed, rnd = rt.cfg.seed, int(_task(message)["round"])
+    task = _task(message)
+    seed, rnd = rt.cfg.seed, int(task["round"])
     shared = get_state(message.content, "shared", rt.device)
     reply = RecordDict()
     with torch_threads(rt.cfg.threads):
@@ -180,4 +182,6 @@ def evaluate(message: Message, context: Context) -> Message:
             reply[f"eval.{cid}"] = MetricRecord({"correct": int(res.correct), "total": int(res.total),
                                                  "loss_sum": float(res.loss_sum), "f1": float(res.f1_macro),
                                                  **{f"x.{k}": float(v) for k, v in res.extra.items()}})
+            if int(task.get("with_states", 0)):
+                put_state(reply, f"state.{cid}", _client_state(context, cid, torch.device("cpu")))
     return Message(reply, reply_to=message)

@@ -117,6 +117,7 @@ class Deployment:
     num_clients: int
     nodes: int = 2
     workdir: Path | None = None
+    heartbeat: float = 10.0  # seconds between a SuperNode's calls (:mod:`.supernode`); gone after two missed
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -153,7 +154,8 @@ class Deployment:
                                          "--host", "127.0.0.1", "--port", str(self.port)], "superlink")
         _wait_port(self.port, link, "flower-superlink", self.logs / "superlink.log")
         for i, block in enumerate(self.blocks):
-            self._start(f"supernode-{i}", [str(_BIN / "flower-supernode"), "--insecure",
+            self._start(f"supernode-{i}", [sys.executable, "-m", "fedrepro.flower.supernode", "--heartbeat",
+                                           str(self.heartbeat), "--insecure",
                                            "--superlink", f"127.0.0.1:{self.port}",
                                            "--node-config", f"clients='{block}'",
                                            "--host", "127.0.0.1", "--port", str(_free_port())], f"node-{i}")

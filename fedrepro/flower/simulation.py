@@ -14,6 +14,7 @@ import contextlib
 import importlib.metadata
 import logging
 import os
+import sys
 from typing import Any, Iterator
 
 import torch
@@ -49,6 +50,35 @@ def _kept_env(name: str) -> Iterator[None]:
             os.environ[name] = before
 
 
+def _start_ray(address: str | None, cpus: int | None, device: torch.device, attempts: int = 3) -> None:
+    """Start (or join, with ``address``) the Ray instance Flower's simulation runs on, before Flower
+    does: a Ray that fails to start is then an error here, instead of a simulation whose ServerApp
+    waits for nodes that never come. A local start is retried: on a busy machine the raylet gives up
+    waiting for its agents after a fixed 15-30 s."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), *sys.path) if p)}}
+    if address is not None:
+        kwargs: dict[str, Any] = {"address": address}
+    else:
+        kwargs = {"num_cpus": int(cpus or os.cpu_count() or 1), "include_dashboard": False}
+        if device.type == "cuda":
+            kwargs["num_gpus"] = torch.cuda.device_count()
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(runtime_env=env, **kwargs)
+            return
+        except Exception as e:  # noqa: BLE001  (Ray raises a bare Exception when its node does not start)
+            ray.shutdown()
+            if address is not None or attempt == attempts:
+                where = f"the Ray cluster at {address!r}" if address else f"a local Ray instance ({attempts} tries)"
+                raise FederationError(f"could not start {where}: {e}. On a busy machine start one cluster "
+                                      "(`ray start --head --num-cpus N`) and pass its address (--ray-address)") from e
+            log.warning("fedrepro: Ray did not start (%s); trying again", e)
+
+
 def train_on_grid(grid, cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part: Partition,
                   method, device: torch.device, progress: bool, on_round_end, mode: str, timeout: float,
                   connect_timeout: float) -> RunResult:
@@ -81,14 +111,15 @@ def train_on_grid(grid, cfg: RunConfig, store: RunStore, status: str, ds: ImageD
 def train(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part: Partition,
           clients: list[ClientData], method, device: torch.device, force_progress: bool | None, on_round_end,
           *, grid=None, nodes: int | None = None, cpus: int | None = None, gpus_per_node: float | None = None,
-          timeout: float = 3600.0, connect_timeout: float = 120.0) -> RunResult:
+          ray_address: str | None = None, timeout: float = 3600.0, connect_timeout: float = 120.0) -> RunResult:
     """Train a run on Flower (the trainer signature of ``fedrepro.experiment._train``).
 
     With ``grid`` (a deployed SuperLink's, from :mod:`.app`) it runs over that grid's SuperNodes.
     Otherwise it starts Flower's simulation engine with ``nodes`` virtual SuperNodes (default: one
     per client; client ``c`` on node ``c % nodes``) on a Ray instance of ``cpus`` CPUs (default: all),
     each node taking ``cfg.threads`` CPUs and ``gpus_per_node`` GPUs (default: a share of one GPU when
-    the run's device is CUDA, else none). ``timeout``: seconds to wait for a round's replies.
+    the run's device is CUDA, else none), or on the Ray cluster at ``ray_address`` (``ray start
+    --head`` prints it). ``timeout``: seconds to wait for a round's replies.
     """
     progress = cfg.progress if force_progress is None else force_progress
     args = (cfg, store, status, ds, part, method, device, progress, on_round_end)
@@ -119,11 +150,9 @@ def train(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part: 
         except BaseException as e:  # noqa: BLE001  (re-raised on the caller's thread below)
             outcome["error"] = e
 
-    init_args: dict[str, Any] = {"num_cpus": int(cpus or os.cpu_count() or 1), "include_dashboard": False}
-    if device.type == "cuda":
-        init_args["num_gpus"] = torch.cuda.device_count()
-    backend = {"client_resources": {"num_cpus": cfg.threads, "num_gpus": gpus_per_node}, "init_args": init_args}
+    backend = {"client_resources": {"num_cpus": cfg.threads, "num_gpus": gpus_per_node}}
     with _kept_env("PYTHONPATH"):
+        _start_ray(ray_address, cpus, device)  # Flower's backend uses it (and shuts it down at the end)
         run_simulation(server_app=server_app, client_app=client_app, num_supernodes=n_nodes, backend_config=backend)
     if "error" in outcome:
         raise outcome["error"]

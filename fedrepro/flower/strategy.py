@@ -7,7 +7,7 @@ node (the node's sampled clients, in order), so a node that holds several client
 after the other, as the in-process engine does.
 
 A client's persistent state never comes to the server, except once at the end for the store's
-``final_state.pt``; a method whose ``aggregate`` reads ``ClientUpdate.state`` gets a
+``final_state.pt`` (with the last round's evaluation); a method whose ``aggregate`` reads ``ClientUpdate.state`` gets a
 :class:`~fedrepro.errors.FederationError` saying so, not a silently different result.
 """
 from __future__ import annotations
@@ -80,6 +80,7 @@ class MethodStrategy(Strategy):
         self.nodes_info: dict[int, dict] = {}
         self._initialised: set[int] = set()
         self._sampled: list[int] = []
+        self._sent: list[Message] = []
         self._row: dict[str, Any] = {}
         self._t0 = 0.0
         self._bar = None
@@ -100,11 +101,16 @@ class MethodStrategy(Strategy):
     def _nodes(self) -> list[int]:
         return sorted(set(self.node_of.values()))
 
-    def _replies(self, replies: Iterable[Message], nodes: Iterable[int], what: str, server_round: int) -> dict[int, Message]:
-        """The replies by node; a FederationError for a node that failed, left or did not answer."""
+    def _replies(self, replies: Iterable[Message], sent: list[Message], what: str,
+                 server_round: int) -> dict[int, Message]:
+        """The replies to ``sent`` by node; a FederationError for a node that failed, left or did not
+        answer. (The SuperLink itself answers for a node that left, so a reply is matched to its node
+        through the message it answers.)"""
+        dst = {m.metadata.message_id: int(m.metadata.dst_node_id) for m in sent}
+        nodes = list(dst.values())
         got: dict[int, Message] = {}
         for r in replies:
-            node = int(r.metadata.src_node_id)
+            node = dst.get(r.metadata.reply_to_message_id, int(r.metadata.src_node_id))
             if r.has_error():
                 why = ("it left the federation (stopped, killed or lost its connection)"
                        if r.error.code == _NODE_UNAVAILABLE else f"its ClientApp failed: {r.error.reason}")
@@ -130,8 +136,9 @@ class MethodStrategy(Strategy):
             new = sorted(set(grid.get_node_ids()) - asked)
             if new:
                 msgs = [Message(self._hello(), dst_node_id=n, message_type=MessageType.QUERY) for n in new]
-                for node, reply in self._replies(grid.send_and_receive(msgs, timeout=self.timeout), new,
-                                                 "hello", 0).items():
+                # A node's first task also starts its ClientApp and loads its data: allow the connect timeout.
+                replies = grid.send_and_receive(msgs, timeout=max(self.timeout, self.connect_timeout))
+                for node, reply in self._replies(replies, msgs, "hello", 0).items():
                     self._register(node, reply.content.config_records[TASK])
                 asked.update(new)
             missing = [c for c in range(self.num_clients) if c not in self.node_of]
@@ -181,13 +188,13 @@ class MethodStrategy(Strategy):
                 put_state(content, "shared", self.state.shared)
                 msgs.append(Message(content, dst_node_id=node, message_type=MessageType.TRAIN,
                                     group_id=str(server_round)))
+        self._sent = msgs  # pushed by Strategy.start, which sets their ids
         return msgs
 
     def aggregate_train(self, server_round: int,
                         replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
         rnd = server_round - 1
-        nodes = sorted({self.node_of[c] for c in self._sampled})
-        got = self._replies(replies, nodes, "train", server_round)
+        got = self._replies(replies, self._sent, "train", server_round)
         for node, reply in got.items():
             task = reply.content.config_records.get(TASK)
             if task is not None and "diverged" in task:
@@ -220,18 +227,20 @@ class MethodStrategy(Strategy):
         if not self._evaluated(server_round):
             return []
         msgs = []
+        last = int(server_round == self.cfg.train.rounds)
         for node in self._nodes():
-            content = self._content(node, round=server_round)
+            content = self._content(node, round=server_round, with_states=last)
             put_state(content, "shared", self.state.shared)
             msgs.append(Message(content, dst_node_id=node, message_type=MessageType.EVALUATE,
                                 group_id=str(server_round)))
+        self._sent = msgs
         return msgs
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
         row, s = self._row, self.state
         out = None
         if self._evaluated(server_round):
-            got = self._replies(replies, self._nodes(), "evaluate", server_round)
+            got = self._replies(replies, self._sent, "evaluate", server_round)
             rows = []
             for cid in range(self.num_clients):
                 m = got[self.node_of[cid]].content.metric_records[f"eval.{cid}"]
@@ -241,6 +250,8 @@ class MethodStrategy(Strategy):
                 rows.append({"round": server_round, "client": cid, "acc": res.acc, "loss": res.loss,
                              "f1": res.f1_macro, **res.extra, "n_test": res.total, "held_out": cid in self.held_out})
             s.client_rows.extend(rows)
+            if server_round == self.cfg.train.rounds:  # the last round's replies carry the clients' states
+                self._store_states(got)
             row.update(summarize_round(rows))
             if self.global_test is not None:
                 row.update(evaluate_global(self.method, s, self.global_test, self.cfg.seed, server_round))
@@ -264,12 +275,15 @@ class MethodStrategy(Strategy):
         for n in nodes:
             content = self._content(n, action="states")
             msgs.append(Message(content, dst_node_id=n, message_type=MessageType.QUERY))
-        got = self._replies(grid.send_and_receive(msgs, timeout=self.timeout), nodes, "final-state", self.cfg.train.rounds)
+        self._store_states(self._replies(grid.send_and_receive(msgs, timeout=self.timeout), msgs, "final-state",
+                                         len(self.state.round_rows) + 1))
+
+    def _store_states(self, got: dict[int, Message]) -> None:
         for cid in range(self.num_clients):
             self.state.client_states[cid] = get_state(got[self.node_of[cid]].content, f"state.{cid}", self.device)
 
     def run(self, grid: Grid) -> SimState:
-        """Connect, train every round, fetch the clients' final states. A diverged run raises
+        """Connect, train every round (the last one's replies bring the clients' final states). A diverged run raises
         :class:`TrainingDivergedError` with ``.state`` (the rounds before), as the engine does."""
         self.connect(grid)
         rounds = self.cfg.train.rounds
@@ -284,5 +298,4 @@ class MethodStrategy(Strategy):
             raise
         finally:
             self._bar.close()
-        self.fetch_states(grid)
         return self.state
