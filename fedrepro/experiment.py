@@ -145,6 +145,8 @@ def _train(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part:
            on_round_end) -> RunResult:
     """Train (or resume) a run whose lock this process holds, and finish it in the store."""
     path = begin_run(cfg, store, status, ds, part, device)
+    # A run another engine began (Flower's records itself in meta.json) is finished by this one: say so.
+    meta_update = {"engine": {"name": "inprocess"}} if status == "partial" and "engine" in store.meta(cfg) else None
     state = None
     ckpt = store.load_checkpoint(path) if status == "partial" else None
     if ckpt is not None:
@@ -174,7 +176,7 @@ def _train(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part:
         if state is None:
             raise
         diverged = {"diverged_round": err.round, "diverged": str(err)}  # the engine sets the round
-    return finish_run(cfg, store, path, part, state, diverged)
+    return finish_run(cfg, store, path, part, state, diverged, meta_update)
 
 
 def begin_run(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part: Partition,

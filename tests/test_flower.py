@@ -113,7 +113,7 @@ def deployment(tmp_path):
     try:
         yield dep.start()
     finally:
-        dep.close()  # every SuperLink/SuperNode/flwr process, killed if it does not stop in 10 s
+        dep.close()  # every SuperLink/SuperNode/flwr process it started, killed if it does not stop in 10 s
 
 
 @needs_ray

@@ -211,7 +211,11 @@ class Deployment:
                 proc.wait()
 
     def __enter__(self) -> "Deployment":
-        return self.start()
+        try:
+            return self.start()
+        except BaseException:
+            self.close()  # what started before the failure
+            raise
 
     def __exit__(self, *exc) -> None:
         self.close()
@@ -237,6 +241,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--nodes", type=int, default=2, help="SuperNodes to start (default 2)")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for a round's replies")
     p.add_argument("--workdir", default=None, help="where the processes' homes and logs go (default: a temp folder)")
+    p.add_argument("--write-app", default=None, metavar="DIR",
+                   help="only write the Flower app of this run to DIR (for `flwr run DIR <superlink>` against "
+                        "SuperNodes started by hand) and start nothing")
     args = p.parse_args(argv)
     try:
         sets = parse_cli_sets(args.sets)
@@ -244,6 +251,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             if value is not None:
                 sets[key] = value
         cfg = make_config(args.profile, overrides=sets, yaml_path=args.config)
+        if args.write_app:
+            from ..store import default_runs_dir
+
+            runs = Path(cfg.runs_dir) if cfg.runs_dir else default_runs_dir()
+            cfg = cfg.replace(runs_dir=str(runs.resolve()), progress=False)
+            app = write_app(Path(args.write_app), cfg, timeout=args.timeout)
+            print(f"wrote {app / 'pyproject.toml'}: config {cfg.hash()}, stored on the SuperLink's host in {cfg.runs_dir}")
+            return 0
         if args.nodes < 1:
             raise ConfigError(f"--nodes={args.nodes}; valid: a positive integer")
         with Deployment(cfg.data.num_clients, args.nodes, Path(args.workdir) if args.workdir else None) as dep:
