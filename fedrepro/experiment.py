@@ -225,6 +225,10 @@ def engine_trainer(engine: str, options: Mapping[str, Any] | None = None) -> Cal
         trainer = ENGINES[engine]
     except (KeyError, TypeError):
         raise ConfigError(f"engine={engine!r}; valid: {', '.join(ENGINES)}") from None
+    if engine == "flower":  # before anything is written: a missing package is bad input, not a half-made run
+        from .flower import require_flwr
+
+        require_flwr(simulation="grid" not in (options or {}))
     if not options:
         return trainer
     if engine == "inprocess":
