@@ -92,6 +92,8 @@ def test_simulation_matches_inprocess(method, reference, simulated):
     engine = sim.meta["engine"]
     assert engine["name"] == "flower" and engine["mode"] == "simulation"
     assert [n["clients"] for n in engine["nodes"]] == [[0, 2], [1, 3]]  # client c on node c % 2
+    again = run(sim.config)  # the in-process engine finds it finished: the same run, reused, not retrained
+    assert again.path == sim.path and again.meta["engine"]["name"] == "flower"
 
 
 def test_engine_name_and_options_are_checked(tmp_path):

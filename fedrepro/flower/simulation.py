@@ -60,10 +60,12 @@ def _start_ray(address: str | None, cpus: int | None, device: torch.device, atte
     if ray.is_initialized():
         return
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), *sys.path) if p)}}
+    kwargs: dict[str, Any]
     if address is not None:
-        kwargs: dict[str, Any] = {"address": address}
+        kwargs = {"address": address}
     else:
-        kwargs = {"num_cpus": int(cpus or os.cpu_count() or 1), "include_dashboard": False}
+        # "local": a Ray of its own, even where another local cluster runs (plain ray.init() would join it).
+        kwargs = {"address": "local", "num_cpus": int(cpus or os.cpu_count() or 1), "include_dashboard": False}
         if device.type == "cuda":
             kwargs["num_gpus"] = torch.cuda.device_count()
     for attempt in range(1, attempts + 1):
