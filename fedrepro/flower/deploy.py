@@ -15,6 +15,7 @@ and ``flwr run`` of the app written by :func:`write_app` from any machine that r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,8 +126,7 @@ class Deployment:
         require_flwr()
         self.blocks = client_blocks(self.num_clients, self.nodes)
         self._tmp = self.workdir is None
-        self.workdir = Path(self.workdir) if self.workdir else Path(
-            __import__("tempfile").mkdtemp(prefix="fedrepro-flower-"))
+        self.workdir = Path(self.workdir) if self.workdir else Path(tempfile.mkdtemp(prefix="fedrepro-flower-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.logs = self.workdir / "logs"
         self.logs.mkdir(exist_ok=True)
@@ -199,14 +200,14 @@ class Deployment:
         """Stop every process this deployment started (SIGTERM, then SIGKILL after 10 s)."""
         for proc in self.processes.values():
             if proc.poll() is None:
-                with _suppress():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + 10
         for proc in self.processes.values():
             try:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                with _suppress():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
 
@@ -221,14 +222,6 @@ class Deployment:
         self.close()
         if self._tmp and exc[0] is None:
             shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-class _suppress:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return exc[0] is not None and issubclass(exc[0], (ProcessLookupError, PermissionError))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -257,7 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs = Path(cfg.runs_dir) if cfg.runs_dir else default_runs_dir()
             cfg = cfg.replace(runs_dir=str(runs.resolve()), progress=False)
             app = write_app(Path(args.write_app), cfg, timeout=args.timeout)
-            print(f"wrote {app / 'pyproject.toml'}: config {cfg.hash()}, stored on the SuperLink's host in {cfg.runs_dir}")
+            print(f"wrote {app / 'pyproject.toml'}: config {cfg.hash()}, stored on the SuperLink's host in "
+                  f"{cfg.runs_dir}")
             return 0
         if args.nodes < 1:
             raise ConfigError(f"--nodes={args.nodes}; valid: a positive integer")

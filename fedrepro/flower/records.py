@@ -2,9 +2,10 @@
 
 A state travels as two records under one name: an ``ArrayRecord`` of its plain tensors (NumPy's
 ``.npy`` bytes, exact for every dtype NumPy has) and a ``ConfigRecord`` with the key order, the
-shapes (an ``Array`` returns a 0-d tensor as 1-d), the strides of tensors not laid out contiguously (channels_last weights: a convolution may pick another
-kernel, and so round differently, for another layout) and a ``torch.save`` blob of everything else
-(Parameters, tensors that need grad, bfloat16, nested lists, numbers, None).
+shapes (an ``Array`` sent over the wire returns a 0-d tensor as 1-d), the strides of tensors not
+laid out contiguously (channels_last weights: a convolution may pick another kernel, and so round
+differently, for another layout) and a ``torch.save`` blob of everything else (Parameters, tensors
+that need grad, bfloat16, nested lists, numbers, None).
 """
 from __future__ import annotations
 

@@ -145,9 +145,9 @@ class MethodStrategy(Strategy):
             if not missing:
                 return
             if time.monotonic() > deadline:
+                seen = ", ".join(f"{n}: {i['clients']}" for n, i in self.nodes_info.items()) or "none"
                 raise FederationError(f"clients {missing} are held by no SuperNode after {self.connect_timeout:g} s "
-                                      f"({len(asked)} node(s) connected: "
-                                      + (", ".join(f"{n}: {i['clients']}" for n, i in self.nodes_info.items()) or "none")
+                                      f"({len(asked)} node(s) connected: {seen}"
                                       + "); start SuperNodes with --node-config \"clients='...'\" covering "
                                       f"0-{self.num_clients - 1}")
             time.sleep(0.5)
