@@ -107,6 +107,15 @@ def _main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--seed", type=int, default=None, help="shortcut for --set seed=... (default 0)")
     p_run.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                        help="override, e.g. --set train.rounds=5 --set data.partition_args.alpha=0.1")
+    p_run.add_argument("--engine", choices=["inprocess", "flower"], default="inprocess",
+                       help="who trains a run that is not stored yet: this process (default) or Flower's simulation "
+                            "engine (Ray backend); same numbers, same store (docs/scale-out-flower.md)")
+    p_run.add_argument("--nodes", type=int, default=None,
+                       help="--engine flower: virtual SuperNodes (default: one per client)")
+    p_run.add_argument("--cpus", type=int, default=None, help="--engine flower: CPUs Ray may use (default: all)")
+    p_run.add_argument("--ray-address", default=None,
+                       help="--engine flower: run on this Ray cluster (`ray start --head` prints it) instead of a "
+                            "local Ray instance")
     p_run.add_argument("--dry-run", action="store_true",
                        help="print the resolved config (the method's arguments with their defaults), its hash and "
                             "its run folder, and whether that run is stored; train nothing")
@@ -211,8 +220,16 @@ def _main(argv: list[str] | None = None) -> int:
         if args.dry_run:
             print(_dry_run_text(cfg))
             return 0
+        options = {k: v for k, v in (("nodes", args.nodes), ("cpus", args.cpus), ("ray_address", args.ray_address))
+                   if v is not None}
+        if options and args.engine != "flower":
+            raise ConfigError(f"--nodes, --cpus and --ray-address are options of --engine flower, not --engine "
+                              f"{args.engine}")
+        for name, value in options.items():
+            if isinstance(value, int) and value < 1:
+                raise ConfigError(f"--{name}={value}; valid: a positive integer")
         with _show_reuse():
-            res = run(cfg, on_busy=args.on_busy, on_stale=args.on_stale)
+            res = run(cfg, on_busy=args.on_busy, on_stale=args.on_stale, engine=args.engine, engine_options=options)
         print(json.dumps(res.summary, indent=2) if args.json else _summary_text(res))
         print(f"results: {display_path(res.path)}")
         if "diverged_round" in res.summary:

@@ -39,3 +39,8 @@ class TrainingDivergedError(FedreproError, FloatingPointError):
     def __init__(self, round: int | None, message: str):
         super().__init__(message)
         self.round = round
+
+
+class FederationError(FedreproError, RuntimeError):
+    """A federation on Flower could not finish: a SuperNode left or failed mid-run, a client is held by
+    no node (or by two), or a reply did not come in time. The run is not stored as finished."""

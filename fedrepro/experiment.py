@@ -4,6 +4,7 @@ A finished config is loaded, not re-run; a started one resumes from its last che
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
@@ -89,6 +90,7 @@ def _is_stale(store: RunStore, cfg: RunConfig, policy: str) -> bool:
 
 def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: bool | None = None,
         on_round_end=None, on_busy: str = "wait", on_stale: str | None = None, store: RunStore | None = None,
+        engine: str = "inprocess", engine_options: Mapping[str, Any] | None = None,
         **overrides: Any) -> RunResult:
     """Run one config (or load it when already finished) and return its :class:`RunResult`.
 
@@ -107,8 +109,13 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
 
     ``store``: the store to train into instead of ``RunStore(cfg.runs_dir)`` (a Ray worker trains
     into a private one and sends the files to the driver's; the config records ``runs_dir`` as given).
+    ``engine`` (:data:`ENGINES`) trains a run that is not stored yet: ``"inprocess"`` (this process's
+    simulator) or ``"flower"`` (Flower's simulation engine, :mod:`fedrepro.flower.simulation`). Both
+    give the same numbers, so the engine is not part of the config hash; ``meta.json`` records it.
+    ``engine_options`` go to the engine (Flower's: ``nodes``, ``cpus``, ``timeout``).
     """
     check_on_busy(on_busy)
+    trainer = engine_trainer(engine, engine_options)
     policy = on_stale_policy(on_stale)
     if not isinstance(cfg, RunConfig):
         profile = overrides.pop("profile", None)
@@ -135,19 +142,16 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
                 status = "missing"
             if status == "done":  # another launcher finished it while this one waited
                 return store.load(cfg)
-            return _train(cfg, store, status, ds, part, clients, method, device, force_progress, on_round_end)
+            return trainer(cfg, store, status, ds, part, clients, method, device, force_progress, on_round_end)
 
 
 def _train(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part: Partition,
            clients: list[ClientData], method, device: torch.device, force_progress: bool | None,
            on_round_end) -> RunResult:
     """Train (or resume) a run whose lock this process holds, and finish it in the store."""
-    path = store.path(cfg) if status == "partial" else store.begin(
-        cfg, {"seed": cfg.seed, "partition_hash": part.hash(), "device": str(device),
-              "num_clients": part.num_clients, "held_out": list(part.held_out),
-              "num_classes": ds.num_classes, "dataset": ds.name,
-              "torch_threads": torch.get_num_threads(), "allocator": allocator.in_use(),
-              **fingerprint.record(cfg)})
+    path = begin_run(cfg, store, status, ds, part, device)
+    # A run another engine began (Flower's records itself in meta.json) is finished by this one: say so.
+    meta_update = {"engine": {"name": "inprocess"}} if status == "partial" and "engine" in store.meta(cfg) else None
     state = None
     ckpt = store.load_checkpoint(path) if status == "partial" else None
     if ckpt is not None:
@@ -177,6 +181,26 @@ def _train(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part:
         if state is None:
             raise
         diverged = {"diverged_round": err.round, "diverged": str(err)}  # the engine sets the round
+    return finish_run(cfg, store, path, part, state, diverged, meta_update)
+
+
+def begin_run(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part: Partition,
+              device: torch.device, **meta: Any) -> Path:
+    """The run's folder: the started one (``status == "partial"``), or a new one whose ``meta.json``
+    records how it is trained (``meta``: what an engine adds, e.g. Flower's)."""
+    if status == "partial":
+        return store.path(cfg)
+    return store.begin(cfg, {"seed": cfg.seed, "partition_hash": part.hash(), "device": str(device),
+                             "num_clients": part.num_clients, "held_out": list(part.held_out),
+                             "num_classes": ds.num_classes, "dataset": ds.name,
+                             "torch_threads": torch.get_num_threads(), "allocator": allocator.in_use(),
+                             **fingerprint.record(cfg), **meta})
+
+
+def finish_run(cfg: RunConfig, store: RunStore, path: Path, part: Partition, state: SimState,
+               diverged: dict | None = None, meta_update: dict | None = None) -> RunResult:
+    """Store a trained (or diverged) run's rounds, clients, summary and final state (``meta_update``:
+    entries to add to ``meta.json``, e.g. what a Flower engine learnt of its nodes)."""
     # A run that diverged before its first evaluated round is stored too, unscored (every accuracy
     # NaN): a learning-rate search reads it as the rate that failed.
     scored = any("acc_mean" in r for r in state.round_rows)
@@ -186,7 +210,35 @@ def _train(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part:
         summary.update({k: float("nan") for k in summary if k.startswith("final_")}, **diverged)
     final = _to_cpu({"shared": state.shared, "server_state": state.server_state,
                      "client_states": state.client_states})
-    return store.finish(path, state.round_rows, state.client_rows, summary, final_state=final)
+    return store.finish(path, state.round_rows, state.client_rows, summary, final_state=final,
+                        meta_update=meta_update)
+
+
+def _flower_trainer(*args: Any, **options: Any) -> RunResult:
+    from .flower.simulation import train
+
+    return train(*args, **options)
+
+
+# Who trains a run that is not stored yet (``run(engine=...)``, ``fedrepro run --engine``).
+ENGINES: dict[str, Callable[..., RunResult]] = {"inprocess": _train, "flower": _flower_trainer}
+
+
+def engine_trainer(engine: str, options: Mapping[str, Any] | None = None) -> Callable[..., RunResult]:
+    """The trainer of ``engine`` with its ``options`` bound (the in-process engine takes none)."""
+    try:
+        trainer = ENGINES[engine]
+    except (KeyError, TypeError):
+        raise ConfigError(f"engine={engine!r}; valid: {', '.join(ENGINES)}") from None
+    if engine == "flower":  # before anything is written: a missing package is bad input, not a half-made run
+        from .flower import require_flwr
+
+        require_flwr(simulation="grid" not in (options or {}))
+    if not options:
+        return trainer
+    if engine == "inprocess":
+        raise ConfigError(f"engine_options={dict(options)!r}: the in-process engine takes none")
+    return functools.partial(trainer, **options)
 
 
 def restore(result: RunResult | str | Path, device: str | torch.device = "auto"):
