@@ -68,6 +68,13 @@ def _executor_flags(p: argparse.ArgumentParser) -> None:
                         "(default 3)")
 
 
+def _tensorboard_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tensorboard", default=None, metavar="DIR",
+                   help="write each trained run's per-round metrics to DIR/<method>-<dataset>-s<seed>-<hash>/ for "
+                        "`tensorboard --logdir DIR` (default: $FEDREPRO_TENSORBOARD, else off); reused runs write "
+                        "nothing (docs/outputs.md)")
+
+
 def _executor(args: argparse.Namespace):
     from .executors import make_executor
 
@@ -128,6 +135,7 @@ def _main(argv: list[str] | None = None) -> int:
                        help="when the stored run was trained by other code than today's: train it anew (the "
                             "default; the old folder moves to <runs>/.stale/), reuse it, or stop with an error "
                             "(default: $FEDREPRO_STALE, else retrain)")
+    _tensorboard_flag(p_run)
 
     p_list = sub.add_parser("list", help="list registered names (-v: with description, paper and parameters)")
     p_list.add_argument("what", choices=["methods", "datasets", "partitions", "models"], help="which registry")
@@ -145,6 +153,7 @@ def _main(argv: list[str] | None = None) -> int:
     p_rep.add_argument("--plan", action="store_true", help="list what each notebook reads and what is left to train; "
                                                            "train and render nothing")
     _executor_flags(p_rep)
+    _tensorboard_flag(p_rep)
 
     p_res = sub.add_parser("results", help="write the results pages of a profile (docs/results/<profile>/index.md and "
                                            "one <paper>.md per paper) from the claims and timings that reproduce stored")
@@ -169,6 +178,12 @@ def _main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "tensorboard", None) is not None:
+            from . import settings, tensorboard
+
+            # A missing package or an unwritable folder stops here, before anything trains.
+            tensorboard.check(Path(args.tensorboard).expanduser(), "--tensorboard")
+            settings.configure(tensorboard=args.tensorboard)
         if args.cmd == "list":
             if args.verbose:
                 from .describe import format_list

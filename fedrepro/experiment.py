@@ -23,7 +23,7 @@ from .errors import ConfigError, TrainingDivergedError
 from .fl.client_data import ClientData
 from .fl.device import resolve_device, torch_threads
 from .fl.engine import SimState, simulate, summarize_run, unscored_summary
-from . import allocator, fingerprint, trace
+from . import allocator, fingerprint, tensorboard, trace
 from .host import cpu_cores, cpu_model  # noqa: F401  (part of this module's API)
 from .catalog import display_path
 from .executors import make_executor
@@ -131,6 +131,7 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
     trace.record("run", hash=cfg.hash(), trained=True)
     # Everything that can fail on bad input happens before the first write to the runs folder.
     device = resolve_device(cfg.device)
+    board = tensorboard.round_logger(cfg)  # None unless TensorBoard logging is on (fedrepro.tensorboard)
     with torch_threads(cfg.threads):  # whoever launches it: the config fixes the float sums' order
         ds, part = prepare_data(cfg)
         clients = build_clients(ds, part, device, cfg.train.augment)
@@ -142,7 +143,12 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
                 status = "missing"
             if status == "done":  # another launcher finished it while this one waited
                 return store.load(cfg)
-            return trainer(cfg, store, status, ds, part, clients, method, device, force_progress, on_round_end)
+            try:
+                return trainer(cfg, store, status, ds, part, clients, method, device, force_progress,
+                               tensorboard.chain(board, on_round_end))
+            finally:
+                if board is not None:
+                    board.close()
 
 
 def _train(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part: Partition,

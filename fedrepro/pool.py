@@ -21,7 +21,7 @@ from typing import Callable, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
-from . import allocator
+from . import allocator, settings
 from .config import RunConfig
 from .errors import FedreproError
 
@@ -278,7 +278,7 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
         return ex.remote and t.call is None and t.analysis is None
 
     ctx = mp.get_context("spawn")  # forking a process whose OpenMP pool runs can deadlock
-    with allocator.for_children(), ProcessPoolExecutor(workers, mp_context=ctx) as procs, \
+    with allocator.for_children(), settings.for_children(), ProcessPoolExecutor(workers, mp_context=ctx) as procs, \
             ThreadPoolExecutor(workers) as threads, \
             (ex.session(progress=False) if ex.remote else contextlib.nullcontext()) as remote:
         try:

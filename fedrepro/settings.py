@@ -23,19 +23,25 @@ The setting is not part of any run's config, so it never changes a run's hash. U
     docs/results/claims_<profile>.md the claims page `fedrepro results` writes
 
 ``$FEDREPRO_FIGURES`` moves the figures folder alone, as ``$FEDREPRO_RUNS`` does the runs.
+
+The setting ``tensorboard`` (else ``$FEDREPRO_TENSORBOARD``; off by default) is the folder that
+:mod:`fedrepro.tensorboard` writes each trained run's per-round metrics to; it is outside the
+output root and, like it, never part of a run's hash.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from .errors import ConfigError
 
 ENV_OUTPUT = "FEDREPRO_OUTPUT"
 ENV_RUNS = "FEDREPRO_RUNS"
 ENV_FIGURES = "FEDREPRO_FIGURES"
+ENV_TENSORBOARD = "FEDREPRO_TENSORBOARD"
 
 
 @dataclass
@@ -43,20 +49,39 @@ class Settings:
     """Process-wide settings that are not part of a run's config (and so never of its hash)."""
 
     output_root: Path | None = None  # None: $FEDREPRO_OUTPUT, else the per-user data folder
+    tensorboard: Path | None = None  # None: $FEDREPRO_TENSORBOARD, else no TensorBoard logging
 
 
 SETTINGS = Settings()
+_KEEP = object()  # configure()'s "leave this setting as it is"
 
 
-def configure(output_root: str | os.PathLike[str] | None) -> Settings:
-    """Set the output root for this process (``None`` goes back to ``$FEDREPRO_OUTPUT`` / the
-    default). Processes it starts (``fedrepro reproduce``'s workers and notebook kernels) get it
-    through ``FEDREPRO_OUTPUT``, see :func:`child_env`."""
-    if output_root is not None and not isinstance(output_root, (str, os.PathLike)):
-        raise ConfigError(f"output_root={output_root!r}; valid: a folder path (str or Path), or None for "
-                          f"${ENV_OUTPUT} / the default {default_output_root()}")
-    SETTINGS.output_root = None if output_root is None else Path(output_root).expanduser()
+def configure(output_root: str | os.PathLike[str] | None = _KEEP,  # type: ignore[assignment]
+              *, tensorboard: str | os.PathLike[str] | None = _KEEP) -> Settings:  # type: ignore[assignment]
+    """Set the output root and/or the TensorBoard log folder for this process; a setting not given
+    stays as it is, ``None`` goes back to its environment variable (``FEDREPRO_OUTPUT`` /
+    ``FEDREPRO_TENSORBOARD``) or default. Processes it starts (``fedrepro reproduce``'s workers
+    and notebook kernels) get both through the environment, see :func:`child_env`."""
+    if output_root is not _KEEP:
+        if output_root is not None and not isinstance(output_root, (str, os.PathLike)):
+            raise ConfigError(f"output_root={output_root!r}; valid: a folder path (str or Path), or None for "
+                              f"${ENV_OUTPUT} / the default {default_output_root()}")
+        SETTINGS.output_root = None if output_root is None else Path(output_root).expanduser()
+    if tensorboard is not _KEEP:
+        if tensorboard is not None and (not isinstance(tensorboard, (str, os.PathLike)) or str(tensorboard) == ""):
+            raise ConfigError(f"tensorboard={tensorboard!r}; valid: a folder path (str or Path) to write "
+                              f"TensorBoard logs to, or None for ${ENV_TENSORBOARD} (unset: no logging)")
+        SETTINGS.tensorboard = None if tensorboard is None else Path(tensorboard).expanduser()
     return SETTINGS
+
+
+def tensorboard_dir() -> tuple[Path, str] | None:
+    """The TensorBoard log folder and the setting that chose it, or None when logging is off (the
+    default): the ``tensorboard`` setting, else ``$FEDREPRO_TENSORBOARD``."""
+    if SETTINGS.tensorboard is not None:
+        return SETTINGS.tensorboard, "fedrepro.settings.configure(tensorboard=...)"
+    env = os.environ.get(ENV_TENSORBOARD)
+    return (Path(env).expanduser(), f"${ENV_TENSORBOARD}") if env else None
 
 
 def default_output_root() -> Path:
@@ -142,8 +167,29 @@ def ensure_writable(path: Path, chosen_by: str) -> Path:
 
 
 def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
-    """``env`` (default: this process's) with ``FEDREPRO_OUTPUT`` set to this process's output root,
-    so that workers and notebook kernels write where this process does."""
+    """``env`` (default: this process's) with ``FEDREPRO_OUTPUT`` set to this process's output root
+    (and ``FEDREPRO_TENSORBOARD`` to its ``tensorboard`` setting, when set), so that workers and
+    notebook kernels write where this process does."""
     out = dict(os.environ if env is None else env)
     out[ENV_OUTPUT] = str(output_root())
+    if SETTINGS.tensorboard is not None:
+        out[ENV_TENSORBOARD] = str(SETTINGS.tensorboard)
     return out
+
+
+@contextlib.contextmanager
+def for_children() -> Iterator[None]:
+    """While open, processes started from this one (a spawned pool's workers start whenever a task
+    needs one) inherit the ``tensorboard`` setting through ``$FEDREPRO_TENSORBOARD``."""
+    if SETTINGS.tensorboard is None:
+        yield
+        return
+    before = os.environ.get(ENV_TENSORBOARD)
+    os.environ[ENV_TENSORBOARD] = str(SETTINGS.tensorboard)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ENV_TENSORBOARD, None)
+        else:
+            os.environ[ENV_TENSORBOARD] = before

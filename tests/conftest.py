@@ -12,13 +12,13 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 # Tests write nothing into the repository's committed folders or the user's output root: every
 # output folder defaults to a scratch root, and the variables that move one folder alone are
-# cleared (a test that needs one sets it). Set before fedrepro is imported, and inherited by the
-# processes tests start.
+# cleared (a test that needs one sets it), as is TensorBoard logging. Set before fedrepro is
+# imported, and inherited by the processes tests start.
 _SCRATCH = tempfile.mkdtemp(prefix="fedrepro-tests-")
 atexit.register(shutil.rmtree, _SCRATCH, ignore_errors=True)
 os.environ["FEDREPRO_OUTPUT"] = os.path.join(_SCRATCH, "output-root")
 os.environ["XDG_DATA_HOME"] = os.path.join(_SCRATCH, "xdg-data")
-for _var in ("FEDREPRO_RUNS", "FEDREPRO_FIGURES"):
+for _var in ("FEDREPRO_RUNS", "FEDREPRO_FIGURES", "FEDREPRO_TENSORBOARD"):
     os.environ.pop(_var, None)
 
 # tiny_config lives in support.py; it stays importable from here too.
