@@ -143,7 +143,7 @@ def cluster():
     """A Ray instance of 2 CPUs for this module's tests, shut down after them."""
     if ray is None:
         pytest.skip("ray is not installed")
-    start_ray(lambda: ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False))
+    start_ray(lambda: ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False))
     try:
         yield ray
     finally:

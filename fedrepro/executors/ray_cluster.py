@@ -148,7 +148,7 @@ class RaySession:
                 if self.ex.address is None:
                     from ..host import cpu_cores
 
-                    ray.init(num_cpus=cpu_cores(), include_dashboard=False, **kw)
+                    ray.init(address="local", num_cpus=cpu_cores(), include_dashboard=False, **kw)
                 else:
                     ray.init(address=self.ex.address, **kw)
             except ConnectionError as e:
