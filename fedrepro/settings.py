@@ -20,7 +20,7 @@ The setting is not part of any run's config, so it never changes a run's hash. U
     figures/                         laptop-profile figures (the ones the repository commits)
     figures/paper/                   paper-profile figures
     output/<profile>/figures/        figures of every other profile (smoke)
-    docs/results/claims_<profile>.md the claims page `fedrepro results` writes
+    docs/results/<profile>/          the results pages `fedrepro results` writes
 
 ``$FEDREPRO_FIGURES`` moves the figures folder alone, as ``$FEDREPRO_RUNS`` does the runs.
 
