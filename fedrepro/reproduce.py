@@ -245,7 +245,7 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     runs, analyses = the_plan.runs, the_plan.analyses
     pending = [c for h, c in runs.items() if h in pending_hashes]
     print(f"[reproduce] outputs under {output_root()} (runs in {runs_dir}; see docs/outputs.md)", flush=True)
-    print(f"[reproduce] plan: {len(notebooks)} notebooks, {len(runs)} runs ({len(pending)} to train), "
+    print(f"[reproduce] plan: {_count(len(notebooks), 'notebook')}, {len(runs)} runs ({len(pending)} to train), "
           f"{len(analyses)} cached analyses; {workers} workers"
           + (f"; runs train on executor {executor.name!r}" if executor.remote else "")
           + (f"; {', '.join(the_plan.incomplete)} wait for learning-rate searches" if the_plan.incomplete else ""),
@@ -345,7 +345,7 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     from .store import atomic_write_bytes
 
     atomic_write_bytes(out_dir / "timings.json", json.dumps(report, indent=2).encode())
-    print(f"[reproduce] {len(notebooks)} notebooks in {wall:.0f} s ({len(pending)} runs trained, "
+    print(f"[reproduce] {_count(len(notebooks), 'notebook')} in {wall:.0f} s ({len(pending)} runs trained, "
           f"{len(analyses)} analyses); CPU use {100 * report['cpu_use']:.0f}% of {cores} cores; peak memory "
           f"{report['peak_memory_mib']} MiB; timings in {_short(str(out_dir / 'timings.json'), output_root())}")
     if report["unplanned_runs"]:
@@ -390,3 +390,6 @@ def _render_tasks(notebooks: list[Path], nb_root: Path, out_dir: Path, trace_dir
             tasks.append(Task(f"render:{rel}", call=render(nb, rel), deps=frozenset(others)))
     return tasks
 
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
