@@ -59,8 +59,11 @@ One round (client k, then the server):
 
 Ablation switches (Tables IV, V): ``prototypes`` ("cpm" | "tpg"), ``calibrate``, ``ca``, ``pa``,
 ``kp``, ``align`` (PTA), ``pmi``. Table VI's orthogonality: ``base="fedprox"`` (FedProx's proximal
-term, μ ``prox_mu``) or ``base="moon"`` (MOON's model-contrastive loss, μ ``moon_mu``, τ
-``moon_tau``) replaces the CE-only L_base of Eq. 18.
+term, μ ``prox_mu``), ``base="moon"`` (MOON's model-contrastive loss, μ ``moon_mu``, τ
+``moon_tau``) replaces the CE-only L_base of Eq. 18, and ``base="fedasam"`` takes every local step
+as FedASAM does (an adaptive sharpness-aware step of radius ``asam_rho``, ``asam_eta`` as in
+:mod:`fedrepro.methods.fedasam`) on the whole client objective L_base + κ L_align (Eq. 18: "the base
+algorithm could be FedAvg, FedASAM, and so on").
 """
 from __future__ import annotations
 
@@ -79,11 +82,12 @@ from ..fl.client_data import ClientData
 from ..fl.local import evaluate_model, fit_tensors, make_sgd, proximal_hook, train_epochs
 from ..fl.method import ClientUpdate, EvalResult, Method, State
 from ..params import hp
+from .fedasam import sam_perturbation
 from .moon import model_contrastive_loss
 from .registry import register_method
 
 PROTOTYPE_MODES = ("cpm", "tpg")
-BASES = ("ce", "fedprox", "moon")
+BASES = ("ce", "fedprox", "moon", "fedasam")
 EDGE_PAIRS = ("different_labels", "all")
 EDGE_PENALTIES = ("abs", "squared")
 TRIPLET_DISTANCES = ("squared", "euclidean")
@@ -150,6 +154,8 @@ class PFedCSPCParams:
     prox_mu: float = hp(0.01, ge=0)
     moon_mu: float = hp(1.0, ge=0)
     moon_tau: float = hp(0.5, gt=0)
+    asam_rho: float = hp(0.7, ge=0)  # FedASAM's own defaults (its official CIFAR scripts)
+    asam_eta: float = hp(0.2, ge=0)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -459,8 +465,28 @@ class PFedCSPC(Method):
                 loss = loss + p.moon_mu * con
             return loss, parts
 
-        stats = train_epochs(net, data, opt, t.local_epochs, t.batch_size, gen, batch_loss=batch_loss,
-                             grad_hook=hook)
+        if p.base == "fedasam":
+            def asam_step(x: Tensor, y: Tensor):
+                """FedASAM's step on L_client: the gradient at w + ε, applied at w."""
+                loss, parts = batch_loss(net, x, y)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                eps = sam_perturbation(net.named_parameters(), p.asam_rho, p.asam_eta, adaptive=True)
+                with torch.no_grad():
+                    for w, e in eps:
+                        w.add_(e)
+                opt.zero_grad(set_to_none=True)
+                batch_loss(net, x, y)[0].backward()
+                with torch.no_grad():
+                    for w, e in eps:
+                        w.sub_(e)
+                opt.step()
+                return loss.detach(), parts
+
+            stats = train_epochs(net, data, None, t.local_epochs, t.batch_size, gen, step=asam_step)
+        else:
+            stats = train_epochs(net, data, opt, t.local_epochs, t.batch_size, gen, batch_loss=batch_loss,
+                                 grad_hook=hook)
         u, uy = self.local_prototypes(net, data, gen)
         sd = {k: v.detach().clone() for k, v in net.state_dict().items()}
         upload = {**{MODEL + k: v for k, v in sd.items()}, "protos": u, "proto_y": uy,

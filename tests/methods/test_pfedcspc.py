@@ -266,12 +266,28 @@ def test_global_prototypes_average_clients_then_classes():
     assert out[:, 0].tolist() == [pytest.approx((1.0 + 10.0) / 2), 4.0, 0.0]
 
 
-@pytest.mark.parametrize("args", [{"base": "fedprox"}, {"base": "moon"}, {"prototypes": "tpg", "pa": False},
+@pytest.mark.parametrize("args", [{"base": "fedprox"}, {"base": "moon"}, {"base": "fedasam"},
+                                  {"prototypes": "tpg", "pa": False},
                                   {"kp": False, "pmi": False, "align": False}])
 def test_ablation_and_base_options_run(tiny, args):
     cfg = tiny(**{**CSPC, "method.args": {**CSPC["method.args"], **args}, "train.rounds": 2, "train.global_eval": True})
     s = fedrepro.run(cfg).summary
     assert 0 <= s["final_global_acc"] <= 1
+
+
+def test_fedasam_base_is_an_ascent_then_a_descent_on_the_whole_objective(tiny):
+    """Table VI's FedASAM+pFedCSPC: at radius 0 the ASAM step is the plain step (the same trained
+    weights bit for bit; BatchNorm's running statistics see the batch twice); at a positive radius
+    the update differs."""
+    def upload(**extra):
+        cfg = tiny(**{**CSPC, "method.args": {**CSPC["method.args"], **extra}})
+        method, clients, st = setup(cfg)
+        return update(method, st, clients[0]).upload
+
+    plain, flat, sharp = upload(), upload(base="fedasam", asam_rho=0.0), upload(base="fedasam", asam_rho=0.5)
+    weights = [k for k in plain if k.startswith("m.") and plain[k].is_floating_point() and "running_" not in k]
+    assert weights and all(torch.equal(plain[k], flat[k]) for k in weights)
+    assert any(not torch.equal(plain[k], sharp[k]) for k in weights)
 
 
 def test_moon_cnn_lends_its_encoder_projection_and_classifier(tiny):

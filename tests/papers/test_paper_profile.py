@@ -24,7 +24,9 @@ PINNED = {
     "table:fedpft:ablation:smoke": "0067c27ade11f582",
     "table:fedpft:r_f:smoke": "c6d97695881f3189",
     "table:pfedcspc:main_default:smoke": "14d24713d4693341",
-    "table:pfedcspc:orthogonality:smoke": "9a64ea933aa3481a",
+    # Table VI gained its FedASAM pair; without those rows the table's keys are the earlier pin's
+    # (9a64ea933aa3481a at smoke, 1d49de107ad3804c at laptop).
+    "table:pfedcspc:orthogonality:smoke": "6fcd61af150f3ff5",
     "table:pfedcspc:rounds_beta0.1:smoke": "f22768aba39789a6",
     "setup:fedpft:default:laptop": "1058d637a0c44239",
     "setup:fedpft:cifar100:laptop": "1058d637a0c44239",
@@ -39,7 +41,7 @@ PINNED = {
     "table:fedpft:r_f:laptop": "99b597486ad81934",
     "table:pfedcspc:main_default:laptop": "3ca79e4f3c269d97",
     # Table VI and Table VII (β = 0.1) run their claim rows over the claim seeds since the pin.
-    "table:pfedcspc:orthogonality:laptop": "1d49de107ad3804c",
+    "table:pfedcspc:orthogonality:laptop": "9c7a83e3c1ec3ed9",  # with the FedASAM pair, as at smoke
     "table:pfedcspc:rounds_beta0.1:laptop": "3ee603f8669682e9",
 }
 

@@ -265,8 +265,8 @@ register_claim(Claim(
 # Table VI (notebook 03): ``method`` is the variant column of its grid.
 register_claim(Claim(
     id="pfedcspc.plug_and_play", paper="pfedcspc", source="Table VI (§V-D3)",
-    statement="Adding pFedCSPC's calibration to FedProx and to MOON raises their global accuracy",
-    check=lambda r: _each_pair(r, [(f"{base}+pfedcspc", base) for base in ("fedprox", "moon")], GLOBAL,
+    statement="Adding pFedCSPC's calibration to FedProx, MOON and FedASAM raises their global accuracy",
+    check=lambda r: _each_pair(r, [(f"{base}+pfedcspc", base) for base in ("fedprox", "moon", "fedasam")], GLOBAL,
                                col="method"),
 ))
 

@@ -102,7 +102,8 @@ def _ablation_rows(rows: dict, claim_rows):
 # Table VI: the calibration plugged into other base algorithms.
 _PLUG = {"fedprox": {M: "fedprox"}, "fedprox+pfedcspc": {M: "pfedcspc", "method.args.base": "fedprox"},
          "moon": {M: "moon", "method.args.mu": moon_mu()},
-         "moon+pfedcspc": {M: "pfedcspc", "method.args.base": "moon", "method.args.moon_mu": moon_mu()}}
+         "moon+pfedcspc": {M: "pfedcspc", "method.args.base": "moon", "method.args.moon_mu": moon_mu()},
+         "fedasam": {M: "fedasam"}, "fedasam+pfedcspc": {M: "pfedcspc", "method.args.base": "fedasam"}}
 # Table VII's methods: the global baselines, FedProx and FedAvg, and pFedCSPC.
 ROUNDS_METHODS = ("fedavg", "fedprox", "moon", "feddc", "fedntd", "fedasam", "fedproc", "feddecorr", "ccvr", "pfedcspc")
 ROUNDS_CLAIM_METHODS = ("pfedcspc", "fedavg")
@@ -181,7 +182,7 @@ TABLES = {
                                   _ablation_rows(ABLATION_PERSONAL, lambda profile: ABLATION_PERSONAL),
                                   index="setting", metric=LOCAL, reference="T5", derive=with_scores,
                                   order=tuple(ABLATION_PERSONAL)),
-    # Table VI: plug_and_play reads all four rows (each base with and without pFedCSPC), so all run
+    # Table VI: plug_and_play reads all six rows (each base with and without pFedCSPC), so all run
     # over the claim seeds.
     "orthogonality": TableDef("pfedcspc", "orthogonality", "Plug-and-play (Table VI)", [Rows(variants=_PLUG)],
                               index="method", variant_col="method", metric=GLOBAL, reference="T6"),

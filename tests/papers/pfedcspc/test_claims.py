@@ -58,10 +58,11 @@ def test_the_claim_settings_are_exactly_what_the_table_iv_claims_read():
     assert "TPG+PA+CA" in res.set_index("claim_id").loc["pfedcspc.clusters_beat_one_mean", "evidence"]
 
 
-def test_plug_and_play_claim_needs_both_bases():
+def test_plug_and_play_claim_needs_every_base():
     def t6(moon_plus):
         acc = {"fedprox": [0.60, 0.61, 0.62], "fedprox+pfedcspc": [0.65, 0.66, 0.67],
-               "moon": [0.61, 0.62, 0.63], "moon+pfedcspc": moon_plus}
+               "moon": [0.61, 0.62, 0.63], "moon+pfedcspc": moon_plus,
+               "fedasam": [0.59, 0.60, 0.61], "fedasam+pfedcspc": [0.62, 0.64, 0.63]}
         return pd.DataFrame([{"method": m, "seed": s, "final_global_acc": a}
                              for m, accs in acc.items() for s, a in enumerate(accs)])
 
@@ -133,3 +134,9 @@ def test_pmi_claims_read_one_tau_p_and_name_it():
     mixed = pd.concat([t, t.assign(**{"method.args.tau_p": 1.0})])
     with pytest.raises(ValueError, match="one τ_p"):
         evaluate_claims(mixed, ids=["pfedcspc.pmi_weights_follow_labels"])
+
+
+def test_plug_and_play_without_the_fedasam_pair_is_not_run():
+    rows = [{"method": m, "seed": s, "final_global_acc": 0.6}
+            for m in ("fedprox", "fedprox+pfedcspc", "moon", "moon+pfedcspc") for s in range(3)]
+    assert _verdicts(pd.DataFrame(rows), ["pfedcspc.plug_and_play"]) == ["NOT RUN"]
