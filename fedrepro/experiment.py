@@ -369,7 +369,7 @@ def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mappi
     # stay off (nested bars garble outside a terminal and say nothing of the point).
     bar = tqdm(total=len(points), desc="grid", disable=not progress, leave=False)
     for (name, point, seed), cfg in zip(points, cfgs):
-        bar.set_postfix_str(_point_label(name, point, seed), refresh=False)
+        bar.set_postfix_str(_point_label(name, point, seed))  # drawn now: a stored run passes in microseconds
         res = run(cfg, **{"force_progress": False, **kw})
         bar.update()
         s = res.summary
