@@ -70,18 +70,14 @@ def child_env(env: dict[str, str] | None = None, setting: str | None = None) -> 
 def for_children(setting: str | None = None) -> Iterator[str | None]:
     """While open, processes started from this one (a spawned pool's workers start whenever a task
     needs one) get the allocator; yields the library, or None."""
+    from .host import environ_kept
+
     lib = library(setting)
-    before = os.environ.get("LD_PRELOAD")
-    if lib is not None:
-        os.environ["LD_PRELOAD"] = child_env(setting=setting)["LD_PRELOAD"]
-    try:
+    if lib is None:
+        yield None
+        return
+    with environ_kept("LD_PRELOAD", child_env(setting=setting)["LD_PRELOAD"]):
         yield lib
-    finally:
-        if lib is not None:
-            if before is None:
-                os.environ.pop("LD_PRELOAD", None)
-            else:
-                os.environ["LD_PRELOAD"] = before
 
 
 @lru_cache(maxsize=1)

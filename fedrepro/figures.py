@@ -191,9 +191,14 @@ def plot_lines(table: pd.DataFrame, x: str, hue: str | None, value: str = "final
         ax.plot([], [], color="black", linestyle=":", marker="o", markerfacecolor="white", label=paper_label)
     ax.set_xlabel(xlabel if xlabel is not None else x)
     ax.set_ylabel(ylabel if ylabel is not None else f"{value} mean client accuracy (%)")
+    return _finish(ax, title, legend)
+
+
+def _finish(ax, title: str | None, legend: str | None, grid: str = "both"):
+    """The common end of a panel: its title, a light grid, the legend outside the data."""
     if title:
         ax.set_title(title)
-    ax.grid(alpha=0.3)
+    ax.grid(axis=grid, alpha=0.3)
     if legend:
         style.legend_outside(ax, legend)
     return ax
@@ -217,12 +222,7 @@ def plot_paper_table(ref: pd.DataFrame, ax=None, rows: Sequence | None = None, c
     ax.set_xticks([i + width * (len(rows) - 1) / 2 for i in range(len(columns))])
     ax.set_xticklabels([str(c) for c in columns])
     ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title)
-    ax.grid(axis="y", alpha=0.3)
-    if legend:
-        style.legend_outside(ax, legend)
-    return ax
+    return _finish(ax, title, legend, grid="y")
 
 
 def plot_points(points: pd.DataFrame, x: str, y: str, ax=None, title: str | None = None, scale: float = 100.0,
@@ -238,12 +238,7 @@ def plot_points(points: pd.DataFrame, x: str, y: str, ax=None, title: str | None
         kw = st.point() if not hollow else {"marker": st.marker, "facecolors": "none", "edgecolors": st.color,
                                             "linewidths": 1.4}
         ax.scatter(scale * row[x], scale * row[y], s=42, label=str(label), zorder=3, **kw)
-    if title:
-        ax.set_title(title)
-    ax.grid(alpha=0.3)
-    if legend:
-        style.legend_outside(ax, legend)
-    return ax
+    return _finish(ax, title, legend)
 
 
 def plot_verdicts(verdicts: pd.DataFrame, ax=None, title: str | None = None):

@@ -2,10 +2,12 @@
 torch, so that ``fedrepro reproduce``'s own process (which only schedules) stays small."""
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import subprocess
 from pathlib import Path
+from typing import Iterator
 
 
 def repo_root() -> Path:
@@ -44,3 +46,19 @@ def git_commit(root: Path, dirty_paths: tuple[str, ...] = ()) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return (head + ("-dirty" if dirty else "")) if head else None
+
+
+@contextlib.contextmanager
+def environ_kept(name: str, value: str | None = None) -> Iterator[None]:
+    """While open, ``$name`` is ``value`` (left as it is when ``value`` is None); on exit it is what it
+    was before, unset if it was unset, whatever happened to it in between."""
+    before = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .errors import ConfigError
 from .host import git_commit, repo_root
-from .settings import output_path, output_root
+from .settings import output_path
 
 NO_CAUSE = "no cause recorded"
 

@@ -148,21 +148,19 @@ def output_path(kind: str, profile: str = "laptop", root: str | os.PathLike[str]
     return path
 
 
-def ensure_writable(path: Path, chosen_by: str) -> Path:
-    """Create ``path`` (and its parents); a ConfigError naming ``chosen_by`` when it cannot be
-    created or written."""
-    hint = f"set {ENV_OUTPUT} (or fedrepro.settings.configure(output_root=...)) to a writable folder"
+def ensure_writable(path: Path, chosen_by: str, what: str = "outputs", hint: str | None = None) -> Path:
+    """Create ``path`` (and its parents); a ConfigError naming ``chosen_by`` (and ``hint``, what to do)
+    when it cannot be created or written. ``what``: what goes there, for the message."""
+    hint = hint or f"set {ENV_OUTPUT} (or fedrepro.settings.configure(output_root=...)) to a writable folder"
+    where = f"cannot write {what} to {str(path)!r}, chosen by {chosen_by}"
     try:
         path.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as e:
-        raise ConfigError(f"cannot write outputs to {str(path)!r}, chosen by {chosen_by}: "
-                          f"{e.filename or path} is a file; {hint}") from e
+        raise ConfigError(f"{where}: {e.filename or path} is a file; {hint}") from e
     except OSError as e:
-        raise ConfigError(f"cannot write outputs to {str(path)!r}, chosen by {chosen_by}: "
-                          f"{e.strerror or e}; {hint}") from e
+        raise ConfigError(f"{where}: {e.strerror or e}; {hint}") from e
     if not os.access(path, os.W_OK | os.X_OK):
-        raise ConfigError(f"cannot write outputs to {str(path)!r}, chosen by {chosen_by}: the folder is not "
-                          f"writable; {hint}")
+        raise ConfigError(f"{where}: the folder is not writable; {hint}")
     return path
 
 
@@ -184,12 +182,7 @@ def for_children() -> Iterator[None]:
     if SETTINGS.tensorboard is None:
         yield
         return
-    before = os.environ.get(ENV_TENSORBOARD)
-    os.environ[ENV_TENSORBOARD] = str(SETTINGS.tensorboard)
-    try:
+    from .host import environ_kept
+
+    with environ_kept(ENV_TENSORBOARD, str(SETTINGS.tensorboard)):
         yield
-    finally:
-        if before is None:
-            os.environ.pop(ENV_TENSORBOARD, None)
-        else:
-            os.environ[ENV_TENSORBOARD] = before

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import importlib
 import math
-import os
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from .errors import ConfigError
-from .settings import ENV_TENSORBOARD, tensorboard_dir
+from .settings import ENV_TENSORBOARD, ensure_writable, tensorboard_dir
 
 TENSORBOARD_PIN = "2.21.0"  # requirements.txt's pin (tests/test_tensorboard.py checks they agree)
 
@@ -53,18 +52,7 @@ def check(root: Path, by: str) -> Path:
         raise ConfigError(f"TensorBoard logging is on ({by} = {str(root)!r}) but the tensorboard package is not "
                           f"installed: pip install tensorboard=={TENSORBOARD_PIN}, or unset {by} to log "
                           f"nothing") from None
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError) as e:
-        raise ConfigError(f"cannot write TensorBoard logs to {str(root)!r}, chosen by {by}: "
-                          f"{e.filename or root} is a file; {hint}") from None
-    except OSError as e:
-        raise ConfigError(f"cannot write TensorBoard logs to {str(root)!r}, chosen by {by}: "
-                          f"{e.strerror or e}; {hint}") from None
-    if not os.access(root, os.W_OK | os.X_OK):
-        raise ConfigError(f"cannot write TensorBoard logs to {str(root)!r}, chosen by {by}: the folder is not "
-                          f"writable; {hint}")
-    return root
+    return ensure_writable(root, by, what="TensorBoard logs", hint=hint)
 
 
 class RoundLogger:

@@ -7,7 +7,6 @@ that introduce each paper are written here.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,14 +68,10 @@ def cell(text) -> str:
 def collect(claims_dir: Path) -> list[ClaimRow]:
     """Every registered claim with the verdict the notebooks recorded in ``claims_dir`` (NOT RUN for a
     claim no notebook has checked)."""
-    from ..claims.core import CLAIMS, registered
+    from ..claims.core import CLAIMS, recorded_claims, registered
 
     registered()
-    checked = {}
-    for f in sorted(claims_dir.glob("*.json")) if claims_dir.is_dir() else []:
-        record = json.loads(f.read_text())
-        for row in record["claims"]:
-            checked[row["claim_id"]] = {**row, "notebook": record["notebook"]}
+    checked = recorded_claims(claims_dir)
     rows = []
     for name in CLAIMS.names():
         c = CLAIMS.get(name)

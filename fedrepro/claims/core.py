@@ -354,20 +354,29 @@ def save_claims(table: pd.DataFrame, notebook: str, profile: str):
     return path
 
 
+def recorded_claims(folder) -> dict[str, dict]:
+    """The claims the notebooks recorded in ``folder`` (:func:`save_claims`), by claim id, each with
+    the notebook that checked it; empty when the folder does not exist."""
+    import json
+    from pathlib import Path
+
+    folder = Path(folder)
+    checked = {}
+    for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        record = json.loads(f.read_text())
+        for row in record["claims"]:
+            checked[row["claim_id"]] = {**row, "notebook": record["notebook"]}
+    return checked
+
+
 def collect_claims(profile: str, root=None) -> pd.DataFrame:
     """Every claim of every paper, with the verdict recorded by the notebook that checked it (under
     the output root ``root``, default :func:`fedrepro.settings.output_root`).
 
     Registered claims that no notebook has checked yet at this profile appear as NOT RUN.
     """
-    import json
-
     registered()
-    checked = {}
-    for f in sorted(claims_dir(profile, root).glob("*.json")):
-        record = json.loads(f.read_text())
-        for row in record["claims"]:
-            checked[row["claim_id"]] = {**row, "notebook": record["notebook"]}
+    checked = recorded_claims(claims_dir(profile, root))
     rows = []
     for name in CLAIMS.names():
         c = CLAIMS.get(name)

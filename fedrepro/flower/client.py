@@ -138,15 +138,20 @@ def query(message: Message, context: Context) -> Message:
     return Message(reply, reply_to=message)
 
 
-@app.train()
-def train(message: Message, context: Context) -> Message:
-    """``client_update`` of each client the task names, in order, with the in-process engine's seeds."""
+def _round_task(message: Message, context: Context):
+    """What a train or evaluate message carries for this node: its runtime, the clients it holds
+    (their first states installed), the task, its round and the shared state."""
     rt, held = _node(message, context)
     _install_initial_states(message, context, held)
     task = _task(message)
-    seed, rnd = rt.cfg.seed, int(task["round"])
-    shared = get_state(message.content, "shared", rt.device)
-    reply = RecordDict()
+    return rt, held, task, int(task["round"]), get_state(message.content, "shared", rt.device)
+
+
+@app.train()
+def train(message: Message, context: Context) -> Message:
+    """``client_update`` of each client the task names, in order, with the in-process engine's seeds."""
+    rt, _, task, rnd, shared = _round_task(message, context)
+    seed, reply = rt.cfg.seed, RecordDict()
     with torch_threads(rt.cfg.threads):
         for cid in json.loads(str(task["cids"])):
             state = _client_state(context, cid, rt.device)
@@ -168,12 +173,8 @@ def train(message: Message, context: Context) -> Message:
 def evaluate(message: Message, context: Context) -> Message:
     """Every held client's ``evaluate`` of its personalised model on its own test split (and, at the
     last round, its state: one message fewer than a separate ``states`` query)."""
-    rt, held = _node(message, context)
-    _install_initial_states(message, context, held)
-    task = _task(message)
-    seed, rnd = rt.cfg.seed, int(task["round"])
-    shared = get_state(message.content, "shared", rt.device)
-    reply = RecordDict()
+    rt, held, task, rnd, shared = _round_task(message, context)
+    seed, reply = rt.cfg.seed, RecordDict()
     with torch_threads(rt.cfg.threads):
         for cid in held:
             state = _client_state(context, cid, rt.device)

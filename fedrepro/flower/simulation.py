@@ -10,12 +10,11 @@ the flwr and Ray versions and each node's clients, host and device.
 """
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import logging
 import os
 import sys
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
@@ -24,6 +23,7 @@ from ..data import ImageDataset
 from ..data.partition import Partition
 from ..errors import FederationError, TrainingDivergedError
 from ..fl.client_data import ClientData
+from ..host import environ_kept
 from ..store import RunResult, RunStore
 from . import require_flwr
 
@@ -35,19 +35,6 @@ def _version(name: str) -> str | None:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-@contextlib.contextmanager
-def _kept_env(name: str) -> Iterator[None]:
-    """Flower's Ray backend appends the driver's sys.path to PYTHONPATH for good; restore it."""
-    before = os.environ.get(name)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = before
 
 
 def _start_ray(address: str | None, cpus: int | None, device: torch.device, attempts: int = 3) -> None:
@@ -153,7 +140,7 @@ def train(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part: 
             outcome["error"] = e
 
     backend = {"client_resources": {"num_cpus": cfg.threads, "num_gpus": gpus_per_node}}
-    with _kept_env("PYTHONPATH"):
+    with environ_kept("PYTHONPATH"):
         _start_ray(ray_address, cpus, device)  # Flower's backend uses it (and shuts it down at the end)
         run_simulation(server_app=server_app, client_app=client_app, num_supernodes=n_nodes, backend_config=backend)
     if "error" in outcome:
