@@ -9,7 +9,7 @@ evidence for the laptop profile's round budget, not as a claim."""
 import pandas as pd
 
 import fedrepro
-from fedrepro.analysis.by_round import FLAT_WINDOW, at_round
+from fedrepro.analysis.by_round import at_round, window_change
 from fedrepro.papers import setup
 
 CUTS = (20, 30, 40, 50, 60)
@@ -24,7 +24,7 @@ if __name__ == "__main__":
             acc = fedrepro.RunResult(x["path"]).rounds["acc_mean"].dropna().to_numpy()[:r]
             rows.append({"round": r, "method": x["method.name"], "alpha": x["data.partition_args.alpha"],
                          "best": 100 * x["best"], "final": 100 * x["final"],
-                         "last_change": 100 * (acc[-FLAT_WINDOW:].mean() - acc[-2 * FLAT_WINDOW:-FLAT_WINDOW].mean())})
+                         "last_change": 100 * window_change(acc)})
     df = pd.DataFrame(rows)
     pd.set_option("display.width", 160)
     for value in ("best", "final", "last_change"):

@@ -34,14 +34,18 @@ def _evaluated(path, rounds_of: RoundsOf = stored_rounds) -> pd.DataFrame:
     return rounds[rounds["acc_mean"].notna()] if "acc_mean" in rounds else rounds.iloc[0:0]
 
 
+def window_change(acc, window: int = FLAT_WINDOW) -> float:
+    """The mean of the last ``window`` values of ``acc`` (a run's evaluated accuracies, in round
+    order) minus the mean of the ``window`` before; NaN when there are fewer than ``2 * window``."""
+    if len(acc) < 2 * window:
+        return float("nan")
+    return float(acc[-window:].mean() - acc[-2 * window:-window].mean())
+
+
 def flatness(table: pd.DataFrame, window: int = FLAT_WINDOW, tol: float = FLAT_TOLERANCE) -> pd.DataFrame:
     """``table`` with ``last_change`` (mean of the last ``window`` evaluated rounds minus the mean of
     the ``window`` before) and ``flat`` (|last_change| < ``tol``; False when there are too few rounds)."""
-    changes = []
-    for path in table["path"]:
-        acc = _evaluated(path)["acc_mean"].to_numpy()
-        changes.append(float(acc[-window:].mean() - acc[-2 * window:-window].mean())
-                       if len(acc) >= 2 * window else float("nan"))
+    changes = [window_change(_evaluated(path)["acc_mean"].to_numpy(), window) for path in table["path"]]
     out = table.copy()
     out["last_change"] = changes
     out["flat"] = out["last_change"].abs() < tol

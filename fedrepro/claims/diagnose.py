@@ -19,13 +19,14 @@ convergence notebooks save with :func:`save_by_round`.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from ..analysis.by_round import FLAT_TOLERANCE, FLAT_WINDOW
+from ..analysis.by_round import FLAT_TOLERANCE, FLAT_WINDOW, window_change
 
 LATE_SHARE = 0.25  # a verdict that changed in the last quarter of the rounds has not settled
 
@@ -56,11 +57,9 @@ def movement(hashes, runs_dir: Path) -> Movement:
             rounds = RunResult(folder).rounds
         except Exception:  # an unfinished or unreadable run says nothing about convergence
             continue
-        if "acc_mean" not in rounds:
-            continue
-        acc = rounds["acc_mean"].dropna().to_numpy()
-        if len(acc) >= 2 * FLAT_WINDOW:
-            changes.append(float(acc[-FLAT_WINDOW:].mean() - acc[-2 * FLAT_WINDOW:-FLAT_WINDOW].mean()))
+        change = window_change(rounds["acc_mean"].dropna().to_numpy()) if "acc_mean" in rounds else math.nan
+        if not math.isnan(change):
+            changes.append(change)
     moving = sum(abs(c) >= FLAT_TOLERANCE for c in changes)
     return Movement(len(changes), moving, max((abs(c) for c in changes), default=0.0))
 
