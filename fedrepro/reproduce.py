@@ -19,7 +19,6 @@ every task's time, the CPU time over wall time × cores, and the peak memory of 
 from __future__ import annotations
 
 import json
-import os
 import resource
 import threading
 import time
@@ -313,7 +312,7 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     report_nbs = []
     for nb in notebooks:
         rel = str(nb.relative_to(nb_root))
-        events = trace.read(trace_dir / (rel.replace("/", "__") + ".jsonl"))
+        events = trace.read(trace_dir / trace.notebook_file(rel))
         read = [e["hash"] for e in events if e["event"] == "run"]
         unplanned = sorted({e["hash"] for e in events if e["event"] == "run" and e["trained"]})
         hashes = the_plan.readers.get(rel, [])
@@ -364,13 +363,14 @@ def _render_tasks(notebooks: list[Path], nb_root: Path, out_dir: Path, trace_dir
                   the_plan, pending: set[str]) -> list:
     """One pool task per notebook, after its runs and analyses; ``99_*`` after all the others."""
     from .pool import Task
+    from .trace import notebook_file
 
     def render(nb: Path, rel: str):
         def call() -> float:
             target = out_dir / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            flat = rel.replace("/", "__")
-            seconds = _render(nb, target, profile, kernel, trace_dir / f"{flat}.jsonl", trace_dir / f"{flat}.log")
+            file = trace_dir / notebook_file(rel)
+            seconds = _render(nb, target, profile, kernel, file, file.with_suffix(".log"))
             print(f"[reproduce] {rel}: {seconds:.1f} s", flush=True)
             return seconds
         return call

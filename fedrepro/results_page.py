@@ -52,16 +52,9 @@ def notebook_paper(notebook: str) -> str | None:
 
 
 def _notebook_label(name: str | None) -> str:
-    """The claims record's notebook name as the notebook's path (``fedotp_01_label_shift`` ->
-    ``fedotp/01_label_shift``): the notebooks save their claims under their path with ``/`` as ``_``."""
-    from .papers import PAPERS
+    from .claims.core import notebook_path
 
-    if not isinstance(name, str) or not name:  # NOT RUN: no notebook (None, or NaN from pandas)
-        return ""
-    for paper in PAPERS:
-        if name.startswith(paper + "_"):
-            return f"{paper}/{name[len(paper) + 1:]}"
-    return name
+    return notebook_path(name)
 
 
 def _verdict_counts(claims):

@@ -15,6 +15,12 @@ from pathlib import Path
 ENV = "FEDREPRO_TRACE"
 
 
+def notebook_file(notebook: str) -> str:
+    """The name of the trace file ``reproduce`` gives the notebook at ``notebook`` (its path under
+    ``notebooks/``): ``"pfedcspc/01_x.ipynb"`` → ``"pfedcspc__01_x.ipynb.jsonl"``."""
+    return notebook.replace("/", "__") + ".jsonl"
+
+
 def record(event: str, **fields) -> None:
     path = os.environ.get(ENV)
     if not path:

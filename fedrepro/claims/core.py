@@ -354,6 +354,20 @@ def save_claims(table: pd.DataFrame, notebook: str, profile: str):
     return path
 
 
+def notebook_path(name: str | None) -> str:
+    """The claims record's notebook name as the notebook's path under ``notebooks/``, without
+    ``.ipynb`` (``fedotp_01_label_shift`` -> ``fedotp/01_label_shift``, ``00_tour`` -> ``00_tour``): the
+    notebooks save their claims under their path with ``/`` as ``_``; "" for none (NOT RUN)."""
+    from ..papers import PAPERS
+
+    if not isinstance(name, str) or not name:  # NOT RUN: no notebook (None, or NaN from pandas)
+        return ""
+    for paper in PAPERS:
+        if name.startswith(paper + "_"):
+            return f"{paper}/{name[len(paper) + 1:]}"
+    return name
+
+
 def recorded_claims(folder) -> dict[str, dict]:
     """The claims the notebooks recorded in ``folder`` (:func:`save_claims`), by claim id, each with
     the notebook that checked it; empty when the folder does not exist."""

@@ -155,5 +155,7 @@ def _trace_name(notebook: str) -> str:
     """The trace file of the notebook whose claims are saved as ``notebook``:
     ``"pfedcspc_01_global_and_personalized"`` → ``"pfedcspc__01_global_and_personalized.ipynb.jsonl"``,
     ``"00_tour"`` → ``"00_tour.ipynb.jsonl"``."""
-    m = re.match(r"^(.+?)_(\d\d_.*)$", notebook)
-    return f"{m.group(1)}__{m.group(2)}.ipynb.jsonl" if m else f"{notebook}.ipynb.jsonl"
+    from .. import trace
+    from .core import notebook_path
+
+    return trace.notebook_file(notebook_path(notebook) + ".ipynb")
