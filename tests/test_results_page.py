@@ -8,7 +8,6 @@ import json
 import pandas as pd
 import pytest
 
-import fedrepro.figures
 from fedrepro.claims import registered, save_claims
 from fedrepro.cli import main
 from fedrepro.errors import ConfigError

@@ -12,7 +12,6 @@ import contextlib
 import logging
 import math
 import threading
-import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, ClassVar
