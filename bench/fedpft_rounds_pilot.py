@@ -4,12 +4,15 @@ run depends on its round budget).
 
     FEDREPRO_OUTPUT=/tmp/pilot .venv/bin/python bench/fedpft_rounds_pilot.py > bench/fedpft_rounds_pilot.txt
 
+"noise" is the standard error of last_change from round-to-round noise and "flat" (1/0) the
+flatness rule of fedrepro.analysis.by_round (|last_change| < max(0.5, 2 × noise)).
+
 One seed: it says which runs still move and how the FedPFT − FedAvg gap moves with the budget, as
 evidence for the laptop profile's round budget, not as a claim."""
 import pandas as pd
 
 import fedrepro
-from fedrepro.analysis.by_round import at_round, window_change
+from fedrepro.analysis.by_round import at_round, is_flat, window_change, window_noise
 from fedrepro.papers import setup
 
 CUTS = (20, 30, 40, 50, 60)
@@ -24,10 +27,11 @@ if __name__ == "__main__":
             acc = fedrepro.RunResult(x["path"]).rounds["acc_mean"].dropna().to_numpy()[:r]
             rows.append({"round": r, "method": x["method.name"], "alpha": x["data.partition_args.alpha"],
                          "best": 100 * x["best"], "final": 100 * x["final"],
-                         "last_change": 100 * window_change(acc)})
+                         "last_change": 100 * window_change(acc), "noise": 100 * window_noise(acc),
+                         "flat": int(is_flat(window_change(acc), window_noise(acc)))})
     df = pd.DataFrame(rows)
     pd.set_option("display.width", 160)
-    for value in ("best", "final", "last_change"):
+    for value in ("best", "final", "last_change", "noise", "flat"):
         print(f"{value} (mean client accuracy, points) by round budget:")
         print(df.pivot_table(index=["alpha", "method"], columns="round", values=value).round(2), "\n")
     gap = df.pivot_table(index=["alpha", "round"], columns="method", values="best")

@@ -2,8 +2,11 @@
 
 - :func:`flatness`: per run of a ``run_grid`` table, how much the mean client accuracy still moves:
   the mean over the last ``window`` evaluated rounds against the mean over the ``window`` before.
-  The stated rule (:data:`FLAT_TOLERANCE`): a run has flattened when that change is below half a
-  point.
+  The stated rule (:func:`is_flat`): a run has flattened when that change is below half a point
+  (:data:`FLAT_TOLERANCE`) or below twice its own round-to-round noise (:func:`window_noise`,
+  :data:`FLAT_Z`), whichever is larger. The noise allowance matters for methods whose evaluated
+  accuracy jumps by a point or more from round to round without a trend: their window means never
+  agree to half a point, however long they train.
 - :func:`at_round`: the table as it would read had every run stopped at round ``r`` (best round and
   final round up to ``r``), from the stored per-round metrics: no training.
 - :func:`verdicts_by_round`: each claim's verdict on :func:`at_round` tables for a list of rounds,
@@ -13,12 +16,14 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Sequence
 
+import numpy as np
 import pandas as pd
 
 from ..store import RunResult
 
 FLAT_WINDOW = 5
 FLAT_TOLERANCE = 0.005  # half a point of mean client accuracy
+FLAT_Z = 2.0  # a change within two standard errors of the noise is not evidence of movement
 
 
 RoundsOf = Callable[[str], pd.DataFrame]
@@ -42,13 +47,38 @@ def window_change(acc, window: int = FLAT_WINDOW) -> float:
     return float(acc[-window:].mean() - acc[-2 * window:-window].mean())
 
 
-def flatness(table: pd.DataFrame, window: int = FLAT_WINDOW, tol: float = FLAT_TOLERANCE) -> pd.DataFrame:
+def window_noise(acc, window: int = FLAT_WINDOW) -> float:
+    """The standard error of :func:`window_change` that round-to-round noise alone would give.
+
+    The noise σ of one evaluation is read off the first differences of the last ``2 * window``
+    values (std of the differences / √2: a slow trend barely moves them); the difference of two
+    means of ``window`` values then has standard error σ·√(2 / window). NaN when there are fewer
+    than ``2 * window`` values."""
+    if len(acc) < 2 * window:
+        return float("nan")
+    sigma = float(np.std(np.diff(np.asarray(acc[-2 * window:], dtype=float)), ddof=1)) / np.sqrt(2)
+    return sigma * float(np.sqrt(2 / window))
+
+
+def is_flat(change: float, noise: float, tol: float = FLAT_TOLERANCE, z: float = FLAT_Z) -> bool:
+    """The flatness rule: |change| < max(``tol``, ``z`` · ``noise``); False when ``change`` is NaN
+    (too few rounds to judge)."""
+    if np.isnan(change):
+        return False
+    allowance = tol if np.isnan(noise) else max(tol, z * noise)
+    return bool(abs(change) < allowance)
+
+
+def flatness(table: pd.DataFrame, window: int = FLAT_WINDOW, tol: float = FLAT_TOLERANCE,
+             z: float = FLAT_Z) -> pd.DataFrame:
     """``table`` with ``last_change`` (mean of the last ``window`` evaluated rounds minus the mean of
-    the ``window`` before) and ``flat`` (|last_change| < ``tol``; False when there are too few rounds)."""
-    changes = [window_change(_evaluated(path)["acc_mean"].to_numpy(), window) for path in table["path"]]
+    the ``window`` before), ``noise`` (its standard error from round-to-round noise,
+    :func:`window_noise`) and ``flat`` (:func:`is_flat`; False when there are too few rounds)."""
+    accs = [_evaluated(path)["acc_mean"].to_numpy() for path in table["path"]]
     out = table.copy()
-    out["last_change"] = changes
-    out["flat"] = out["last_change"].abs() < tol
+    out["last_change"] = [window_change(a, window) for a in accs]
+    out["noise"] = [window_noise(a, window) for a in accs]
+    out["flat"] = [is_flat(c, n, tol, z) for c, n in zip(out["last_change"], out["noise"])]
     return out
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..analysis.by_round import FLAT_TOLERANCE, FLAT_WINDOW, window_change
+from ..analysis.by_round import FLAT_TOLERANCE, FLAT_WINDOW, FLAT_Z, is_flat, window_change, window_noise
 
 LATE_SHARE = 0.25  # a verdict that changed in the last quarter of the rounds has not settled
 
@@ -35,20 +35,20 @@ LATE_SHARE = 0.25  # a verdict that changed in the last quarter of the rounds ha
 class Movement:
     """How much the runs a notebook read still moved over their last rounds."""
     runs: int          # runs with enough evaluated rounds to judge (2 windows)
-    moving: int        # of those, runs whose last window moved by FLAT_TOLERANCE or more
+    moving: int        # of those, runs that are not flat by the rule of fedrepro.analysis.by_round
     largest: float     # the largest |change| in accuracy (fraction), 0 when no run qualifies
 
     def text(self) -> str:
-        return (f"{self.moving} of {self.runs} runs its notebook read still moved by ≥ "
-                f"{100 * FLAT_TOLERANCE:.1f} points over their last {FLAT_WINDOW} rounds "
-                f"(largest {100 * self.largest:.1f})")
+        return (f"{self.moving} of {self.runs} runs its notebook read still moved over their last "
+                f"{FLAT_WINDOW} rounds by more than {100 * FLAT_TOLERANCE:.1f} points and {FLAT_Z:g}× "
+                f"their round-to-round noise (largest move {100 * self.largest:.1f})")
 
 
 def movement(hashes, runs_dir: Path) -> Movement:
     """:class:`Movement` of the stored runs ``hashes`` (missing or too short runs are skipped)."""
     from ..store import RunResult
 
-    changes = []
+    changes, moving = [], 0
     for h in sorted(set(hashes)):
         folder = Path(runs_dir) / h
         if not (folder / "config.json").is_file():
@@ -57,10 +57,11 @@ def movement(hashes, runs_dir: Path) -> Movement:
             rounds = RunResult(folder).rounds
         except Exception:  # an unfinished or unreadable run says nothing about convergence
             continue
-        change = window_change(rounds["acc_mean"].dropna().to_numpy()) if "acc_mean" in rounds else math.nan
+        acc = rounds["acc_mean"].dropna().to_numpy() if "acc_mean" in rounds else []
+        change = window_change(acc)
         if not math.isnan(change):
             changes.append(change)
-    moving = sum(abs(c) >= FLAT_TOLERANCE for c in changes)
+            moving += not is_flat(change, window_noise(acc))
     return Movement(len(changes), moving, max((abs(c) for c in changes), default=0.0))
 
 

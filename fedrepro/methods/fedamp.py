@@ -46,7 +46,7 @@ The α floor. ``alpha_floor="step"`` holds α_k ≥ λ·lr, so that the proximal
 at most its whole distance to u_i in one plain SGD step (lr·λ/α_k ≤ 1), well inside momentum SGD's
 stability bound 2(1 + momentum). Fling's decay is kept until it reaches the floor (round 150 at
 lr 0.1) and stops there. The FedPFT tables use it at the paper profile (1000 rounds); at the laptop
-profile's 20 rounds the decay never gets near it and the default ("none") stands. Our choice: the
+profile's 50 rounds the decay never gets near it and the default ("none") stands. Our choice: the
 FedAMP paper's analysis assumes α_k small enough for its bound, not a schedule that runs to zero.
 
 Other named options and choices:

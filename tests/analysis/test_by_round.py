@@ -1,10 +1,12 @@
 """Verdicts by round: tables recomputed from the stored rounds, and the flatness rule."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
+import pytest
 
 import fedrepro
-from fedrepro.analysis.by_round import at_round, flatness, verdicts_by_round
+from fedrepro.analysis.by_round import at_round, flatness, is_flat, verdicts_by_round, window_change, window_noise
 
 
 def _grid(tiny, rounds=6):
@@ -41,3 +43,24 @@ def test_verdicts_by_round_evaluates_each_cut(tiny):
     from fedrepro.claims import evaluate_claims
 
     assert out["verdict"].iloc[1] == evaluate_claims(table, ids=["tour.local_beats_fedavg_skewed"])["verdict"].item()
+
+
+def test_window_noise_is_the_standard_error_of_the_window_change():
+    rng = np.random.default_rng(0)
+    sigma = 0.02
+    # Pure noise around a constant: the change of many such series has the stated standard error.
+    changes = [window_change(0.8 + sigma * rng.standard_normal(10), 5) for _ in range(4000)]
+    noises = [window_noise(0.8 + sigma * rng.standard_normal(10), 5) for _ in range(4000)]
+    assert np.std(changes) == pytest.approx(sigma * np.sqrt(2 / 5), rel=0.08)
+    assert np.mean(noises) == pytest.approx(sigma * np.sqrt(2 / 5), rel=0.15)
+    assert np.isnan(window_noise(np.ones(9), 5))
+
+
+def test_is_flat_allows_for_noise_but_not_for_a_trend():
+    steady = np.array([0.80, 0.82, 0.79, 0.81, 0.80, 0.82, 0.79, 0.81, 0.80, 0.83])
+    climbing = np.linspace(0.70, 0.80, 10)
+    assert is_flat(window_change(steady), window_noise(steady), tol=0.001)  # only the noise allowance
+    assert not is_flat(window_change(steady), window_noise(steady), tol=0.001, z=0.0)
+    assert not is_flat(window_change(climbing), window_noise(climbing))  # a trend has tiny differences' spread
+    assert is_flat(0.004, float("nan")) and not is_flat(0.006, float("nan"))  # tol alone without noise
+    assert not is_flat(float("nan"), 0.1)

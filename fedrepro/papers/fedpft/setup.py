@@ -17,7 +17,12 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
     for every method, SGD lr 0.1 (0.05 at the laptop's smaller batch), best and final round reported.
 
     Laptop: Fashion-MNIST stands in for CIFAR-10 (10 classes), 10 clients × 200/100 images, a
-    width-8 ResNet-8 (m = 32) and 20 rounds, so that one run takes about 20-50 s on one core.
+    width-8 ResNet-8 (m = 32) and 50 rounds (about 30-60 s per run on one core). 50 is the smallest
+    budget at which FedAvg's mean-client curve is flat at every α in a 60-round pilot
+    (bench/fedpft_rounds_pilot.txt; rule of :mod:`fedrepro.analysis.by_round`). FedPFT's best round
+    barely moves from 40 to 60 rounds, but its curve swings by 1-1.5 points from one 5-round window
+    to the next at α = 1.0, so some FedPFT runs stay "not flat" at any budget the laptop can
+    afford; notebook 17 shows which verdicts that touches.
 
     Variants (ICLR §4.1, App. D.1): ``cifar100`` / ``tiny_imagenet`` (paper: ResNet-10, Table 2; the laptop
     has no stand-in and keeps Fashion-MNIST), ``pathological`` (2 classes per client; the 20/40
@@ -40,7 +45,7 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
         base = {"data": {"dataset": "fashion_mnist", "partition": "fixed_dirichlet", "num_clients": 10,
                          "partition_args": {"alpha": 0.5, "train_per_client": 200, "test_per_client": 100}},
                 "model": {"name": "resnet8", "args": {"width": 8}},
-                "train": {"rounds": 20, "local_epochs": 5, "batch_size": 50, "lr": 0.05}}
+                "train": {"rounds": 50, "local_epochs": 5, "batch_size": 50, "lr": 0.05}}
     else:
         base = {"train": {"local_epochs": 2}}
     width = 64 if paper else 8
@@ -64,11 +69,9 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
     elif variant == "100_clients":
         counts = {"alpha": 0.5, "train_per_client": 500, "test_per_client": 100} if paper else \
             {"alpha": 0.5, "train_per_client": 40, "test_per_client": 40}
-        # Laptop: 100 clients × 40 images is twice the base run's images per round; 15 rounds keep it
-        # near 2 base runs.
+        # Laptop: the base budget, as every table a claim reads (100 clients × 40 images is twice the
+        # base run's images per round).
         extra = {"data": {"num_clients": 100, "partition_args": counts}}
-        if profile == "laptop":
-            extra["train"] = {"rounds": 15}
         if profile == "smoke":
             extra = {"data": {"num_clients": 8}}
     elif variant == "tsne" and paper:
@@ -79,6 +82,4 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
         extra = {"data": {"num_clients": 10, "partition_args": {"train_per_client": 1000, "test_per_client": 500}}}
     elif variant == "resnet18":
         extra = {"model": {"name": "resnet18", "args": {"width": width}}}
-        if profile == "laptop":
-            extra["train"] = {"rounds": 15}  # about 2.5× the ResNet-8 cost per image
     return [base, extra]
