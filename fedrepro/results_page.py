@@ -181,6 +181,7 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
         if c["verdict"] != "PASS":
             lines.append(f"- reason: {_reason(c)}")
         lines += [f"- evidence: {c['evidence']}", ""]
+    lines += _against_paper(paper, profile)
     lines += ["## Timings", ""]
     rows = _timing_rows(timings, lambda nb: notebook_paper(nb) == paper)
     if rows:
@@ -190,6 +191,31 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
     else:
         lines.append("No timings for this paper's notebooks in this pass's report.")
     return "\n".join(lines) + "\n"
+
+
+def _against_paper(paper: str, profile: str) -> list[str]:
+    """The paper's default setup at ``profile`` beside the paper profile's (read off the configs),
+    and what the profile leaves open, with the reasons (:mod:`fedrepro.papers.differences`)."""
+    from .papers import differences, paper as package
+
+    if not hasattr(package(paper), "layers"):
+        return []
+    lines = ["## This profile against the paper", ""]
+    if profile != "paper":
+        lines += [f"The default setup of the paper's notebooks at the {profile} profile beside the paper profile's "
+                  "(the paper's own setup), read off the configs; **bold**: differs. Tables and variants change "
+                  "some of these (their notebooks say which).", "",
+                  f"| setting | paper profile | {profile} |", "|---|---|---|"]
+        for label, theirs, mine in differences.setup_rows(paper, profile):
+            shown = f"**{_cell(mine)}**" if mine != theirs else _cell(mine)
+            lines.append(f"| {label} | {_cell(theirs)} | {shown} |")
+        lines.append("")
+    items = differences.left_open(paper, profile)
+    if items:
+        lines += ["What this profile does not match, and why:", ""]
+        lines += [f"- **{_cell(o.item)}**: {o.reason}" for o in items]
+        lines.append("")
+    return lines
 
 
 def _anchor(claim_id: str) -> str:

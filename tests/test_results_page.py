@@ -126,3 +126,24 @@ def test_cli_writes_the_pages(stored, monkeypatch, capsys):
     assert f"written: {stored / 'docs' / 'results' / 'laptop' / 'index.md'}" in out
     assert "commit `0ther00`" in (stored / "docs" / "results" / "laptop" / "fedotp.md").read_text()
     assert main(["results", "--profile", "laptop", "--timings", str(stored / "nope.json")]) == 2
+
+
+def test_each_page_sets_the_profile_beside_the_paper_and_lists_what_it_leaves_open(stored):
+    from fedrepro.papers import differences, paper, setup
+
+    pages = write_pages("laptop", stored)
+    fedpft = pages["fedpft"].read_text().split("## This profile against the paper")[1].split("## Timings")[0]
+    laptop, theirs = setup("fedpft", "laptop"), setup("fedpft", "paper")
+    # Read off the configs: a difference in bold, an equal setting plain.
+    assert f"| rounds | {theirs.train.rounds} | **{laptop.train.rounds}** |" in fedpft
+    assert f"| local epochs | {theirs.train.local_epochs} | {laptop.train.local_epochs} |" in fedpft
+    for item in paper("fedpft").LEFT_OPEN:
+        assert f"- **{item.item}**: {item.reason}" in fedpft
+    # The tour has no setup of its own, so no such section.
+    assert "This profile against the paper" not in pages["tour"].read_text()
+    # The paper profile has no comparison table, and only the items that concern it.
+    assert [o.item for o in differences.left_open("pfedcspc", "paper")] == \
+        [o.item for o in paper("pfedcspc").LEFT_OPEN if "paper" in o.profiles]
+    assert all("laptop" in o.profiles for o in differences.left_open("fedpft", "laptop"))
+    assert differences.setup_rows("pfedcspc", "laptop")[-1] == ("seeds", "3 (claim rows) / 3 (other rows)",
+                                                               "3 (claim rows) / 1 (other rows)")

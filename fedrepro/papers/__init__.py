@@ -13,7 +13,9 @@ A paper package exposes:
 - ``TABLES``: its :class:`~fedrepro.papers.tables.TableDef` entries (rows, columns, the runs that fill
   them, the paper's numbers to show beside ours);
 - ``reference.TABLES``: the paper's reported numbers;
-- ``claims``: its claims, registered on import.
+- ``claims``: its claims, registered on import;
+- ``LEFT_OPEN`` (optional): what its profiles do not match of the paper, and why, for the results
+  pages (:mod:`fedrepro.papers.differences`).
 """
 from __future__ import annotations
 

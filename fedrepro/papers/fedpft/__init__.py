@@ -3,9 +3,10 @@ Federated Learning" (Wu et al.; ICLR 2024 version and arXiv version), with FedPF
 from . import claims  # noqa: F401  (registers the claims)
 from .notebooks import BY_ROUND, NOTEBOOKS
 from .setup import VARIANTS, layers
+from .left_open import LEFT_OPEN
 from .tables import TABLES
 from .variants import ABLATION_SETTINGS, FIGURE_VARIANTS, overrides
 
 TITLE = "FedPFT (Wu et al.): prompt-tuned feature transformation for generalised and personalised FL"
 
-__all__ = ["BY_ROUND", "NOTEBOOKS", "TABLES", "ABLATION_SETTINGS", "FIGURE_VARIANTS", "TITLE", "VARIANTS", "layers", "overrides"]
+__all__ = ["LEFT_OPEN", "BY_ROUND", "NOTEBOOKS", "TABLES", "ABLATION_SETTINGS", "FIGURE_VARIANTS", "TITLE", "VARIANTS", "layers", "overrides"]
