@@ -41,6 +41,20 @@ PAPER_COLUMN = "paper_column"
 DATASET_PROFILES = ("paper",)
 
 
+def by_paper_column(results: pd.DataFrame) -> list[tuple[str | None, pd.DataFrame]]:
+    """``[(paper column, its rows)]`` in the results' order, or ``[(None, results)]`` where they name
+    none (the smoke and laptop profiles): for a notebook's own step per dataset (a target accuracy)."""
+    if PAPER_COLUMN not in results.columns:
+        return [(None, results)]
+    return [(None if pd.isna(k) else k, rows) for k, rows in results.groupby(PAPER_COLUMN, sort=False, dropna=False)]
+
+
+def with_paper_column(keys: Sequence[str], results: pd.DataFrame) -> list[str]:
+    """``keys`` led by :data:`PAPER_COLUMN` where ``results`` name paper columns, so that a notebook's
+    own group-by keeps the datasets apart (``keys`` alone at the smoke and laptop profiles)."""
+    return [PAPER_COLUMN, *keys] if PAPER_COLUMN in results.columns else list(keys)
+
+
 @dataclass(frozen=True)
 class Rows:
     """One group of a table's rows, run over the same seeds.

@@ -199,3 +199,16 @@ def test_a_claims_paper_columns_are_columns_of_its_papers_tables(claim_id):
     claim = registered().get(claim_id)
     labels = {k for t in paper(claim.paper).TABLES.values() for k in (t.datasets or {})}
     assert set(claim.paper_columns) <= labels
+
+
+def test_a_notebooks_own_steps_keep_the_datasets_apart_and_change_nothing_without_them():
+    from fedrepro.papers.tables import by_paper_column, with_paper_column
+
+    tagged = pd.DataFrame(_rows("C10", 0.8, 0.5) + _rows("C100", 0.4, 0.5))
+    assert [c for c, _ in by_paper_column(tagged)] == ["C10", "C100"]
+    assert with_paper_column(["m"], tagged) == [PAPER_COLUMN, "m"]
+    plain = pd.DataFrame(_rows(None, 0.8, 0.5))
+    ((column, rows),) = by_paper_column(plain)
+    assert column is None and rows is plain
+    assert with_paper_column(["m"], plain) == ["m"]
+    assert paper("fedpft").TABLES["linear"].first_column(plain) is plain
