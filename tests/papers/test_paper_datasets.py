@@ -80,15 +80,27 @@ def _value(cfg, dotted: str):
 
 
 def test_fedpft_pathological_gives_each_dataset_its_classes_and_tiny_clients_200_test_images():
+    import numpy as np
+
+    from fedrepro.data.partition import PARTITIONERS
+
     # ICLR App. D.1: 2, 20 and 40 classes per client; §4.1: 500 training images per client, 100
-    # test images (200 on Tiny-ImageNet).
+    # test images (200 on Tiny-ImageNet). Partitioned here on labels shaped as each dataset's
+    # (classes × images a class), as the run subsamples them: no images are loaded.
     want = {"CIFAR-10": (2, 100), "CIFAR-100": (20, 100), "Tiny-ImageNet": (40, 200)}
+    shape = {"CIFAR-10": (10, 5000, 1000), "CIFAR-100": (100, 500, 100), "Tiny-ImageNet": (200, 500, 50)}
     for label, configs in _table(("fedpft", "pathological")).configs_by_column("paper").items():
-        for c in configs:
-            d = c.data
-            assert d.partition == "pathological"
-            assert (d.partition_args["classes_per_client"], d.max_test // d.num_clients) == want[label]
-            assert d.max_train // d.num_clients == 500
+        d = configs[0].data
+        assert {repr(c.data) for c in configs} == {repr(d)}  # one split per column
+        classes, n_train, n_test = shape[label]
+        y_tr, y_te = np.repeat(np.arange(classes), n_train), np.repeat(np.arange(classes), n_test)
+        if d.max_train is not None:  # the subsample the run takes first (stratified: equal per class)
+            y_tr = np.repeat(np.arange(classes), d.max_train // classes)
+            y_te = np.repeat(np.arange(classes), d.max_test // classes)
+        part = PARTITIONERS.get(d.partition)(y_tr, y_te, d.num_clients, np.random.default_rng(0), **d.partition_args)
+        k, test = want[label]
+        assert {len(ix) for ix in part.train} == {500} and {len(ix) for ix in part.test} == {test}, label
+        assert {len(np.unique(y_tr[ix])) for ix in part.train} == {k}, label
 
 
 def test_fedpft_feature_shift_gives_each_domain_1000_and_500_images():

@@ -13,7 +13,8 @@ VARIANTS = ("default", "cifar100", "tiny_imagenet", "pathological", "pathologica
 # FedPFT (ICLR) §4.1: every client holds 500 training images and 100 test images, 200 on Tiny-ImageNet.
 TEST_PER_CLIENT = {"cifar10": 100, "cifar100": 100, "tiny_imagenet": 200}
 # FedPFT (ICLR) App. D.1: the pathological split gives each client 2, 20 and 40 classes of CIFAR-10,
-# CIFAR-100 and Tiny-ImageNet; the variant names its dataset at the paper profile.
+# CIFAR-100 and Tiny-ImageNet ("equal data volume per class"); the variant names its dataset at the
+# paper profile.
 PATHOLOGICAL = {"pathological": "cifar10", "pathological_cifar100": "cifar100",
                 "pathological_tiny_imagenet": "tiny_imagenet"}
 CLASSES_PER_CLIENT = {"cifar10": 2, "cifar100": 20, "tiny_imagenet": 40}
@@ -80,10 +81,14 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
     extra: dict = {}
     if variant in ("cifar100", "tiny_imagenet") and paper:
         extra = _resnet10_on(variant)
+    elif variant in PATHOLOGICAL and dataset != "cifar10" and paper:
+        # 20 / 40 classes hold 25 / 12.5 of a client's 500 training images each: fixed_dirichlet's
+        # pathological mode (no α) rounds them so that every client keeps exactly 500 training and
+        # 100 / 200 test images (ICLR §4.1), which splitting each class among its holders cannot.
+        extra = {"data": {"partition_args": {"alpha": None, "classes_per_client": CLASSES_PER_CLIENT[dataset]}}}
     elif variant in PATHOLOGICAL:
         # The partitioner splits each class among its holders; subsampling fixes the per-client count.
-        classes = CLASSES_PER_CLIENT[dataset] if paper else 2
-        extra = {"data": {"partition": "pathological", "partition_args": {"classes_per_client": classes},
+        extra = {"data": {"partition": "pathological", "partition_args": {"classes_per_client": 2},
                           "max_train": n * per["train_per_client"], "max_test": n * per["test_per_client"]}}
     elif variant in FEATURE_SHIFT:
         counts = {"train_per_client": 1000, "test_per_client": 500} if paper else \
