@@ -169,9 +169,10 @@ class TableDef:
     def configs(self, profile: str, seeds: Sequence[int] | None = None, table_seeds: Sequence[int] | None = None,
                 variant: str | None = None, base: RunConfig | None = None, tuned: bool = True,
                 **overrides: Any) -> list[RunConfig]:
-        """Every run the table needs (without running any), in table order. ``base`` replaces the
-        paper's setup (to run the table's rows on another config); keyword overrides (``a__b=v``)
-        apply to either. With ``tune``, each row at its chosen learning rate; raises
+        """Every run the table needs (without running any), in table order: at the paper profile, every
+        paper column of ``datasets`` in turn. ``variant`` or ``base`` replaces the paper's setup (to
+        run the table's rows on another config, one column); keyword overrides (``a__b=v``) apply to
+        each. With ``tune``, each row at its chosen learning rate; raises
         :class:`~fedrepro.tuning.TuningPending` (naming the search runs) until the search is stored.
         ``tuned=False``: every row at its setup's rate, as the search starts from it."""
         out = self._untuned(profile, seeds, table_seeds, variant, base, overrides)
