@@ -14,6 +14,11 @@ The interval is Student's t over the per-seed effects (:data:`INTERVAL`): 90% tw
 end is a one-sided 95% bound, the test a one-sided claim ("A beats B by more than m") calls for.
 With 3 seeds t is 2.92, so an effect must clear its bound by about 1.7 seed standard deviations
 to pass. Thresholds live in the claim, in plain sight.
+
+A table that runs the paper's dataset columns (``fedrepro.papers.tables.TableDef.datasets``, at the
+paper profile) names each row's column in :data:`PAPER_COLUMN`. A claim reads the columns it names
+(:attr:`Claim.paper_columns`), each on its own, and must hold in every one of them; it never mixes
+the runs of two datasets.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..papers.tables import PAPER_COLUMN
 from ..registry import Registry
 
 
@@ -175,16 +181,41 @@ class Claim:
     # What our own analysis points to when this claim does not pass here (a hypothesis with the
     # measurement behind it, not a verdict); the results pages print "no cause recorded" without one.
     likely_cause: str = ""
+    # The paper columns (PAPER_COLUMN values, e.g. "C10") whose rows the claim reads where results
+    # name them: the claim is checked in each present column on its own and must hold in all. Rows
+    # that name no column (the smoke and laptop runs, tables without datasets) are read in each.
+    paper_columns: tuple[str, ...] = ()
+
+    def _column_rows(self, results: pd.DataFrame) -> list[tuple[str | None, pd.DataFrame]]:
+        """The result rows each check reads: ``[(paper column, rows)]``, or ``[(None, results)]`` where
+        no row names a paper column."""
+        if PAPER_COLUMN not in results.columns or results[PAPER_COLUMN].isna().all():
+            return [(None, results)]
+        named, plain = results[PAPER_COLUMN], results[PAPER_COLUMN].isna()
+        present = [c for c in self.paper_columns if (named == c).any()]
+        if present:
+            return [(c, results[plain | (named == c)]) for c in present]
+        if self.paper_columns or not plain.any():
+            names = ", ".join(map(str, dict.fromkeys(named.dropna())))
+            wanted = ", ".join(self.paper_columns) or "none"
+            raise MissingResults(f"the results' paper columns are {names}; the claim reads {wanted}")
+        return [(None, results[plain])]
 
     def evaluate(self, results: pd.DataFrame) -> ClaimResult:
         try:
-            outcome, evidence = self.check(results)
+            parts = [(column, self.check(rows)) for column, rows in self._column_rows(results)]
         except MissingResults as e:
             return ClaimResult(self.id, self.paper, self.source, self.statement, "NOT RUN", "", f"not checked: {e}")
-        tests = [outcome] if isinstance(outcome, Test) else list(outcome) if isinstance(outcome, (list, tuple)) else []
-        if not tests or not all(isinstance(t, Test) for t in tests):
-            raise TypeError(f"claim {self.id}: its check must return (Test or list of Tests, evidence), "
-                            f"got {type(outcome).__name__}")
+        tests: list[Test] = []
+        for _, (outcome, _) in parts:
+            got = [outcome] if isinstance(outcome, Test) else \
+                list(outcome) if isinstance(outcome, (list, tuple)) else []
+            if not got or not all(isinstance(t, Test) for t in got):
+                raise TypeError(f"claim {self.id}: its check must return (Test or list of Tests, evidence), "
+                                f"got {type(outcome).__name__}")
+            tests += got
+        evidence = parts[0][1][1] if parts[0][0] is None else \
+            " || ".join(f"[{column}] {ev}" for column, (_, ev) in parts)
         decider = deciding(tests)
         interval = decider.interval_text if len(tests) == 1 else f"{decider.name}: {decider.interval_text}"
         return ClaimResult(self.id, self.paper, self.source, self.statement, combined(tests), interval, evidence)

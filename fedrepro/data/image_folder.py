@@ -1,4 +1,4 @@
-"""Generic multi-domain image-folder loader (DomainNet / Office-Caltech10 layout).
+"""Generic multi-domain image-folder loader (DomainNet / Office-Caltech10 / PACS layout).
 
 Layout: ``<path>/<domain>/<class>/*.{jpg,jpeg,png}``, or with a ready-made split
 ``<path>/<domain>/{train,test}/<class>/...``. Without a ready-made split, each
@@ -25,12 +25,17 @@ from .registry import DATASETS
 from .root import data_not_found
 
 CACHE_VERSION = 1
+# Datasets whose archive nests the domain folders one level down: PACS's images sit in kfold/.
+_NESTED = {"pacs": "kfold"}
 
 _MANUAL = {
     "domainnet": "download DomainNet from https://ai.bu.edu/M3SDA/ and extract it so that "
     "{folder}/<domain>/<class>/*.jpg (domains clipart, infograph, painting, quickdraw, real, sketch)",
     "office_caltech10": "arrange Office-Caltech10 as {folder}/<domain>/<class>/*.jpg "
     "(domains amazon, caltech, dslr, webcam)",
+    "pacs": "download PACS (Li et al., ICCV 2017) and extract its image folders so that "
+    "{folder}/<domain>/<class>/*.jpg, or {folder}/kfold/<domain>/<class>/*.jpg as the archive has them "
+    "(domains art_painting, cartoon, photo, sketch; classes dog, elephant, giraffe, guitar, horse, house, person)",
     "image_folder": "put images at {folder}/<domain>/<class>/*.jpg|png, or pass path=... to load_dataset",
 }
 
@@ -177,6 +182,8 @@ def _make_loader(name: str) -> Callable[..., ImageDataset]:
     ) -> ImageDataset:
         # No download: these sets have no stable, licence-free URL; the error says how to get them.
         folder = Path(path).expanduser() if path is not None else root / name
+        if name in _NESTED and (folder / _NESTED[name]).is_dir():
+            folder = folder / _NESTED[name]
         return load_image_folder_at(name, folder, image_size, test_fraction, seed, domains)
 
     loader.__name__ = f"load_{name}"
@@ -187,5 +194,5 @@ def _make_loader(name: str) -> Callable[..., ImageDataset]:
     return loader
 
 
-for _name in ("image_folder", "domainnet", "office_caltech10"):
+for _name in ("image_folder", "domainnet", "office_caltech10", "pacs"):
     DATASETS.register(_name)(_make_loader(_name))

@@ -12,6 +12,13 @@ spans the table (e.g. Dirichlet α) and the quoted table to show beside it. A no
 Row groups may depend on the profile (a laptop budget thins the rows no claim reads), so ``rows`` is
 a list or a function of the profile. :meth:`TableDef.configs` lists every run a table needs
 without running any, so a planner can gather the runs of many tables first.
+
+A table whose paper prints one column per dataset (FedPFT (ICLR) Table 9: CIFAR-10 and CIFAR-100)
+names them in ``datasets``: each paper column's label and the setup its runs start from
+(:class:`DataColumn`). At the paper profile the table runs every column, and its results name each
+row's column in :data:`PAPER_COLUMN`; :meth:`TableDef.show` then labels our columns as the paper's
+(``"C100 α=0.1"``), beside its numbers. The smoke and laptop profiles run the table's ``setup``
+alone, which stands in for the first column.
 """
 from __future__ import annotations
 
@@ -27,6 +34,25 @@ if TYPE_CHECKING:
     from ..tuning import LrSearch
 
 SEED_KINDS = ("claim", "table")
+# The results column naming each row's paper column (a key of ``TableDef.datasets``).
+PAPER_COLUMN = "paper_column"
+# The profiles that run a table's ``datasets``; the others run its ``setup`` alone (their small
+# data stands in for the first column).
+DATASET_PROFILES = ("paper",)
+
+
+def by_paper_column(results: pd.DataFrame) -> list[tuple[str | None, pd.DataFrame]]:
+    """``[(paper column, its rows)]`` in the results' order, or ``[(None, results)]`` where they name
+    none (the smoke and laptop profiles): for a notebook's own step per dataset (a target accuracy)."""
+    if PAPER_COLUMN not in results.columns:
+        return [(None, results)]
+    return [(None if pd.isna(k) else k, rows) for k, rows in results.groupby(PAPER_COLUMN, sort=False, dropna=False)]
+
+
+def with_paper_column(keys: Sequence[str], results: pd.DataFrame) -> list[str]:
+    """``keys`` led by :data:`PAPER_COLUMN` where ``results`` name paper columns, so that a notebook's
+    own group-by keeps the datasets apart (``keys`` alone at the smoke and laptop profiles)."""
+    return [PAPER_COLUMN, *keys] if PAPER_COLUMN in results.columns else list(keys)
 
 
 @dataclass(frozen=True)
@@ -48,6 +74,18 @@ class Rows:
     def __post_init__(self) -> None:
         if self.seeds not in SEED_KINDS:
             raise ConfigError(f"Rows(seeds={self.seeds!r}); valid: {', '.join(SEED_KINDS)}")
+
+
+@dataclass(frozen=True)
+class DataColumn:
+    """One of the paper's columns of a table: the setup variant its runs start from and the config
+    overrides on it (dotted keys, e.g. pFedCSPC (TNNLS) Table IV's ``{"train.participation": 0.5}``).
+    ``rows`` replaces the table's row groups for this column where they depend on the dataset
+    (e.g. MOON's μ); a list or a function of the profile, as :attr:`TableDef.rows`."""
+
+    setup: str = "default"
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    rows: Sequence[Rows] | Callable[[str], Sequence[Rows]] | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +117,17 @@ class TableDef:
     # Each row's learning rate chosen on validation data, the same search for every row
     # (:class:`fedrepro.tuning.LrSearch`; a function of the profile, None where it does not apply).
     tune: Callable[[str], "LrSearch | None"] | None = None
+    # The paper's columns, each a dataset (or a dataset and a setting): the label the paper prints ->
+    # the setup its runs start from (a setup variant, or a DataColumn). Run at DATASET_PROFILES, in
+    # this order; elsewhere ``setup`` alone stands in for the first.
+    datasets: Mapping[str, DataColumn | str] | None = None
+
+    def paper_columns(self, profile: str) -> dict[str, DataColumn] | None:
+        """The paper columns the table runs at ``profile`` (label -> :class:`DataColumn`); None where
+        it runs its ``setup`` alone."""
+        if not self.datasets or profile not in DATASET_PROFILES:
+            return None
+        return {k: v if isinstance(v, DataColumn) else DataColumn(v) for k, v in self.datasets.items()}
 
     def search(self, profile: str) -> "LrSearch | None":
         return None if self.tune is None else self.tune(profile)
@@ -91,22 +140,39 @@ class TableDef:
 
         return setup(self.paper, profile, variant or self.setup, **overrides)
 
+    def _columns(self, profile: str, variant, base) -> dict[str | None, DataColumn | None]:
+        """The paper columns to run (label -> column), or ``{None: None}``: the table's own setup (or the
+        caller's ``variant`` or ``base``, which run as asked)."""
+        columns = self.paper_columns(profile) if variant is None and base is None else None
+        return {None: None} if columns is None else dict(columns)
+
     def _groups(self, profile: str, seeds, table_seeds, variant, overrides, base):
+        """``(paper column label or None, group base config, row group, seeds)`` of every row group."""
         from . import table_seeds as default_table_seeds
 
         seeds = list(seeds or default_seeds(profile))
         table_seeds = list(table_seeds or default_table_seeds(profile))
-        base = self._base(profile, variant, overrides) if base is None else base.replace(
-            **{k.replace("__", "."): v for k, v in overrides.items()})
-        for g in self.row_groups(profile):
-            yield (base.replace(**dict(g.base)) if g.base else base), g, seeds if g.seeds == "claim" else table_seeds
+        for label, column in self._columns(profile, variant, base).items():
+            if column is not None:
+                # The caller's overrides win over the column's own.
+                start = self._base(profile, column.setup, {**column.overrides, **overrides})
+                groups = self.row_groups(profile) if column.rows is None else \
+                    list(column.rows(profile) if callable(column.rows) else column.rows)
+            else:
+                start = self._base(profile, variant, overrides) if base is None else base.replace(
+                    **{k.replace("__", "."): v for k, v in overrides.items()})
+                groups = self.row_groups(profile)
+            for g in groups:
+                yield (label, start.replace(**dict(g.base)) if g.base else start, g,
+                       seeds if g.seeds == "claim" else table_seeds)
 
     def configs(self, profile: str, seeds: Sequence[int] | None = None, table_seeds: Sequence[int] | None = None,
                 variant: str | None = None, base: RunConfig | None = None, tuned: bool = True,
                 **overrides: Any) -> list[RunConfig]:
-        """Every run the table needs (without running any), in table order. ``base`` replaces the
-        paper's setup (to run the table's rows on another config); keyword overrides (``a__b=v``)
-        apply to either. With ``tune``, each row at its chosen learning rate; raises
+        """Every run the table needs (without running any), in table order: at the paper profile, every
+        paper column of ``datasets`` in turn. ``variant`` or ``base`` replaces the paper's setup (to
+        run the table's rows on another config, one column); keyword overrides (``a__b=v``) apply to
+        each. With ``tune``, each row at its chosen learning rate; raises
         :class:`~fedrepro.tuning.TuningPending` (naming the search runs) until the search is stored.
         ``tuned=False``: every row at its setup's rate, as the search starts from it."""
         out = self._untuned(profile, seeds, table_seeds, variant, base, overrides)
@@ -127,12 +193,27 @@ class TableDef:
         return tuned
 
     def _untuned(self, profile, seeds, table_seeds, variant, base, overrides) -> list[RunConfig]:
+        return [cfg for _, cfg in self._labelled(profile, seeds, table_seeds, variant, base, overrides)]
+
+    def _labelled(self, profile, seeds, table_seeds, variant, base, overrides) -> list[tuple[str | None, RunConfig]]:
+        """``(paper column label or None, run)`` of every row, in table order, before any search."""
         from ..experiment import grid_points
 
         out = []
-        for group_base, g, s in self._groups(profile, seeds, table_seeds, variant, overrides, base):
+        for label, group_base, g, s in self._groups(profile, seeds, table_seeds, variant, overrides, base):
             bases = [group_base] if g.variants is None else [group_base.replace(**dict(v)) for v in g.variants.values()]
-            out += [b.replace(**point, seed=int(seed)) for b in bases for point, seed in grid_points(g.grid or None, s)]
+            out += [(label, b.replace(**point, seed=int(seed))) for b in bases
+                    for point, seed in grid_points(g.grid or None, s)]
+        return out
+
+    def configs_by_column(self, profile: str, seeds: Sequence[int] | None = None,
+                          table_seeds: Sequence[int] | None = None,
+                          **overrides: Any) -> dict[str | None, list[RunConfig]]:
+        """The table's runs (before any learning-rate search) by paper column: ``{label: runs}`` in
+        ``datasets`` order, or ``{None: runs}`` where the profile runs the table's ``setup`` alone."""
+        out: dict[str | None, list[RunConfig]] = {}
+        for label, cfg in self._labelled(profile, seeds, table_seeds, None, None, overrides):
+            out.setdefault(label, []).append(cfg)
         return out
 
     def search_configs(self, profile: str, seeds: Sequence[int] | None = None,
@@ -160,8 +241,9 @@ class TableDef:
     def run(self, profile: str, seeds: Sequence[int] | None = None, table_seeds: Sequence[int] | None = None,
             variant: str | None = None, progress: bool = True, base: RunConfig | None = None,
             executor: Any = None, **overrides: Any) -> pd.DataFrame:
-        """Train what is missing and return the tidy results table (one row per run). ``executor``:
-        where the missing runs train (see :func:`fedrepro.run_grid`)."""
+        """Train what is missing and return the tidy results table (one row per run; with the paper's
+        columns, :data:`PAPER_COLUMN` names each row's). ``executor``: where the missing runs train
+        (see :func:`fedrepro.run_grid`)."""
         from ..experiment import run, run_grid, train_pending
 
         # The search first: the rows' learning rates are unknown until its runs are stored (with one
@@ -174,9 +256,11 @@ class TableDef:
         train_pending(self.configs(profile, seeds, table_seeds, variant, base, **overrides), progress=progress,
                       executor=executor)
         search = self.search(profile)
-        parts = [run_grid(base, g.grid or None, seeds=s, variants=g.variants, variant_col=self.variant_col,
-                          progress=progress, workers=1, transform=None if search is None else search.choose)
-                 for base, g, s in self._groups(profile, seeds, table_seeds, variant, overrides, base)]
+        parts = []
+        for label, start, g, s in self._groups(profile, seeds, table_seeds, variant, overrides, base):
+            part = run_grid(start, g.grid or None, seeds=s, variants=g.variants, variant_col=self.variant_col,
+                            progress=progress, workers=1, transform=None if search is None else search.choose)
+            parts.append(part if label is None else part.assign(**{PAPER_COLUMN: label}))
         table = pd.concat(parts, ignore_index=True)
         order = self._row_order(profile)
         if order and self.variant_col in table:
@@ -189,20 +273,54 @@ class TableDef:
         if self.order is not None:
             return list(self.order)
         names: list[str] = []
-        for g in self.row_groups(profile):
-            names += [k for k in (g.variants or {}) if k not in names]
+        columns = (self.paper_columns(profile) or {}).values()
+        for rows in [self.rows, *(c.rows for c in columns if c.rows is not None)]:
+            for g in rows(profile) if callable(rows) else rows:
+                names += [k for k in (g.variants or {}) if k not in names]
         return names
 
+    def first_column(self, results: pd.DataFrame) -> pd.DataFrame:
+        """The rows of the table's first paper column (every row where the results name no column):
+        the setting the smoke and laptop profiles run, which a notebook's own figures read."""
+        if PAPER_COLUMN not in results.columns or not self.datasets:
+            return results
+        first = next(iter(self.datasets))
+        return results[results[PAPER_COLUMN].isna() | (results[PAPER_COLUMN] == first)]
+
+    def column_label(self, value: Any, column: str | None = None) -> Any:
+        """The label of our column for ``columns`` value ``value``: ``label(value)``, and in a table
+        with ``datasets`` and ``columns`` prefixed by paper column ``column`` (default: the first,
+        which the smoke and laptop data stand in for), ``"C100 α=0.1"`` as the paper prints it."""
+        text = self.label(value) if self.label is not None else value
+        if not self.datasets or self.columns is None:
+            return text
+        return f"{column if column is not None else next(iter(self.datasets))} {text}"
+
+    def _pivot_columns(self, table: pd.DataFrame) -> tuple[pd.DataFrame, str | None, Callable[[Any], str] | None]:
+        """``(table, column key, label)`` of :meth:`ours`: with the paper's columns, each cell under
+        its paper column's label (and the ``columns`` value's, combined)."""
+        if PAPER_COLUMN not in table.columns or not self.datasets:
+            label = (lambda v: self.column_label(v)) if self.datasets and self.columns is not None else self.label
+            return table, self.columns, label
+        named = table[PAPER_COLUMN].fillna(next(iter(self.datasets)))
+        if self.columns is None:
+            return table.assign(**{PAPER_COLUMN: named}), PAPER_COLUMN, None
+        combined = [self.column_label(v, c) for v, c in zip(table[self.columns], named)]
+        return table.assign(**{PAPER_COLUMN: combined}), PAPER_COLUMN, None
+
     def ours(self, table: pd.DataFrame, metric: str | None = None, name: str | None = None) -> pd.DataFrame:
-        """Our ``"mean ± std"`` table (one-seed cells marked ¹); a table without ``columns`` has one
+        """Our ``"mean ± std"`` table (one-seed cells marked ¹), columns labelled as the paper's. Results
+        over the paper's columns (:data:`PAPER_COLUMN`) have one column per paper column (with
+        ``columns``, per paper column and value); otherwise a table without ``columns`` has one
         column, named ``name`` (default: the metric)."""
         from ..experiment import pivot_mean_std
 
         metric = metric or self.metric
-        out = pivot_mean_std(table, self.index, self.columns, metric, label=self.label)
+        table, columns, label = self._pivot_columns(table)
+        out = pivot_mean_std(table, self.index, columns, metric, label=label)
         if self.row_label is not None:
             out = out.rename(index=self.row_label)
-        return out.rename(columns={metric: name}) if self.columns is None and name else out
+        return out.rename(columns={metric: name}) if columns is None and name else out
 
     def paper_numbers(self) -> pd.DataFrame | None:
         """The quoted table, restricted to ``reference_columns``; None when the paper has none."""
@@ -216,10 +334,11 @@ class TableDef:
         return ref if self.reference_view is None else self.reference_view(ref)
 
     def paper_lookup(self, column: str | None = None) -> Callable[[Any, Any], float | None]:
-        """``lookup(row, col)``: the paper's number (%) for our row (an ``index`` value) and column (a
-        ``columns`` value), under the labels :meth:`show` gives them (``row_label``, ``label``); None
-        where the paper quotes none. ``column`` names the paper's column outright (a table without
-        ``columns``, or one whose paper columns are datasets). For a figure beside ours."""
+        """``lookup(row, col, dataset=None)``: the paper's number (%) for our row (an ``index`` value)
+        and column (a ``columns`` value) in paper column ``dataset`` (default: the first of
+        ``datasets``), under the labels :meth:`show` gives them (``row_label``, :meth:`column_label`);
+        None where the paper quotes none. ``column`` names the paper's column outright (a table
+        without ``columns``, or one whose paper columns are datasets). For a figure beside ours."""
         ref = self.paper_numbers()
         if ref is None:
             raise ConfigError(f"{self.paper} table {self.name!r} quotes no paper table (reference=None)")
@@ -227,9 +346,9 @@ class TableDef:
             raise ConfigError(f"paper_lookup(column={column!r}) for {self.paper} table {self.name!r}; "
                               f"valid: {', '.join(map(str, ref.columns))}")
 
-        def lookup(row: Any, col: Any = None) -> float | None:
+        def lookup(row: Any, col: Any = None, dataset: str | None = None) -> float | None:
             r = self.row_label(row) if self.row_label is not None else row
-            c = column if column is not None else (self.label(col) if self.label is not None else col)
+            c = column if column is not None else self.column_label(col, dataset)
             r = r if r in ref.index else str(r)
             if r not in ref.index or c not in ref.columns:
                 return None

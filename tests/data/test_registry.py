@@ -17,7 +17,7 @@ pytestmark = pytest.mark.usefixtures("_clean_env")
 def test_all_loaders_registered() -> None:
     assert set(list_datasets()) >= {
         "fashion_mnist", "cifar10", "cifar100", "tiny_imagenet", "image_folder",
-        "domainnet", "office_caltech10", "synthetic", "fashion_mnist_domains",
+        "domainnet", "office_caltech10", "pacs", "synthetic", "fashion_mnist_domains",
     }
     assert list_datasets() == sorted(list_datasets())
     assert "synthetic" in DATASETS

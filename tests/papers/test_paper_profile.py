@@ -46,6 +46,32 @@ PINNED = {
     # Table VI and Table VII (β = 0.1) run their claim rows over the claim seeds since the pin.
     "table:pfedcspc:orthogonality:laptop": "9c7a83e3c1ec3ed9",  # with the FedASAM pair, as at smoke
     "table:pfedcspc:rounds_beta0.1:laptop": "3ee603f8669682e9",
+    # The tables that run the paper's dataset columns at the paper profile (test_paper_datasets.py):
+    # their smoke and laptop runs before the columns were added.
+    "table:fedpft:linear:smoke": "827f7261223f2e2b",
+    "table:fedpft:linear:laptop": "eb00a05504fe043f",
+    "table:fedpft:linear_probe:smoke": "a8134a7d02753dee",
+    "table:fedpft:linear_probe:laptop": "9aaf5fb051c23021",
+    "table:fedpft:prompt_effect:smoke": "362e6a321deefd68",
+    "table:fedpft:prompt_effect:laptop": "04947dcf4be5225d",
+    "table:fedpft:pathological:smoke": "26061a707b299d44",
+    "table:fedpft:pathological:laptop": "b454929aeeeb3749",
+    "table:fedpft:feature_shift:smoke": "c19137c8f92bbcbf",
+    "table:fedpft:feature_shift:laptop": "79c98e18c859a843",
+    "table:fedpft:partial_participation:smoke": "95e911fca0653dcf",
+    "table:fedpft:partial_participation:laptop": "4eaa2e8ba5a695ba",
+    "table:fedpft:n_kappa:smoke": "749c7313c9bf9ab4",
+    "table:fedpft:n_kappa:laptop": "8d57fcab46202701",
+    "table:fedpft:n_rho:smoke": "e88cd4dd08b26115",
+    "table:fedpft:n_rho:laptop": "26f65291fb81649a",
+    "table:fedpft:time:smoke": "8d02e2e1067abd06",
+    "table:fedpft:time:laptop": "9f7264894e8bebb3",
+    "table:pfedcspc:ablation_global:smoke": "d7df56a6f4c7b12b",
+    "table:pfedcspc:ablation_global:laptop": "c52a535aad611804",
+    "table:pfedcspc:ablation_personal:smoke": "83c371bb0b7dcde5",
+    "table:pfedcspc:ablation_personal:laptop": "d58d51c5797a7463",
+    "table:pfedcspc:rounds_default:smoke": "72784e3ba0a1a689",
+    "table:pfedcspc:rounds_default:laptop": "fe09ae07561ae937",
 }
 
 

@@ -8,8 +8,29 @@ from __future__ import annotations
 from ...config import make_config
 
 
-VARIANTS = ("default", "cifar100", "tiny_imagenet", "pathological", "feature_shift", "100_clients",
-            "resnet18", "tsne")
+VARIANTS = ("default", "cifar100", "tiny_imagenet", "pathological", "pathological_cifar100",
+            "pathological_tiny_imagenet", "feature_shift", "feature_shift_pacs", "100_clients", "resnet18", "tsne")
+# FedPFT (ICLR) §4.1: every client holds 500 training images and 100 test images, 200 on Tiny-ImageNet.
+TEST_PER_CLIENT = {"cifar10": 100, "cifar100": 100, "tiny_imagenet": 200}
+# FedPFT (ICLR) App. D.1: the pathological split gives each client 2, 20 and 40 classes of CIFAR-10,
+# CIFAR-100 and Tiny-ImageNet ("equal data volume per class"); the variant names its dataset at the
+# paper profile.
+PATHOLOGICAL = {"pathological": "cifar10", "pathological_cifar100": "cifar100",
+                "pathological_tiny_imagenet": "tiny_imagenet"}
+CLASSES_PER_CLIENT = {"cifar10": 2, "cifar100": 20, "tiny_imagenet": 40}
+# FedPFT (ICLR) App. I, Table 10: one client per domain, PACS's 4 and DomainNet's 6.
+FEATURE_SHIFT = {"feature_shift": ("domainnet", 6), "feature_shift_pacs": ("pacs", 4)}
+# PACS (Li et al. 2017) has no test split, and its smallest domain (photo, 1,670 images) must give
+# 1000 training and 500 test images: a third of each class is held out (the loader's default fifth
+# would leave about 330).
+PACS_TEST_FRACTION = 0.33
+
+
+def _resnet10_on(dataset: str) -> dict:
+    """FedPFT (ICLR) §4.1: ResNet-10 on CIFAR-100 and Tiny-ImageNet, with their per-client counts."""
+    return {"data": {"dataset": dataset, "partition_args": {
+                "alpha": 0.5, "train_per_client": 500, "test_per_client": TEST_PER_CLIENT[dataset]}},
+            "model": {"name": "resnet10", "args": {"width": 64}}}
 
 
 def layers(profile: str, variant: str = "default") -> list[dict]:
@@ -25,11 +46,13 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
     afford; notebook 17 shows which verdicts that touches.
 
     Variants (ICLR §4.1, App. D.1): ``cifar100`` / ``tiny_imagenet`` (paper: ResNet-10, Table 2; the laptop
-    has no stand-in and keeps Fashion-MNIST), ``pathological`` (2 classes per client; the 20/40
-    classes of C100/Tiny follow from the dataset at the paper profile via overrides),
-    ``feature_shift`` (ICLR App. I, one domain per client: DomainNet's 6 at paper, the 6
-    Fashion-MNIST styles at laptop), ``100_clients`` and ``resnet18`` (ICLR App. J), ``tsne`` (the
-    t-SNE figures' 10 clients × 1000/500 images at the paper profile, ICLR §4.4).
+    has no stand-in and keeps Fashion-MNIST), ``pathological`` (2 classes per client) and at the
+    paper profile ``pathological_cifar100`` / ``pathological_tiny_imagenet`` (20 / 40 classes per
+    client on ResNet-10, Table 7; the laptop's are its ``pathological``), ``feature_shift`` (ICLR
+    App. I, one domain per client: DomainNet's 6 at paper, the 6 Fashion-MNIST styles at laptop) and
+    ``feature_shift_pacs`` (PACS's 4 at paper; the laptop's is its ``feature_shift``),
+    ``100_clients`` and ``resnet18`` (ICLR App. J), ``tsne`` (the t-SNE figures' 10 clients ×
+    1000/500 images at the paper profile, ICLR §4.4).
     """
     if variant not in VARIANTS:
         from ...errors import ConfigError
@@ -49,23 +72,32 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
     else:
         base = {"train": {"local_epochs": 2}}
     width = 64 if paper else 8
+    dataset = PATHOLOGICAL.get(variant, "cifar10")
+    if paper and dataset != "cifar10":
+        layer = _resnet10_on(dataset)
+        base = {**base, "data": {**base["data"], **layer["data"]}, "model": layer["model"]}
     resolved = make_config(profile, overrides=base).data  # the smoke profile's own sizes
     n, per = resolved.num_clients, resolved.partition_args
     extra: dict = {}
     if variant in ("cifar100", "tiny_imagenet") and paper:
-        extra = {"data": {"dataset": variant, "partition_args": {
-                     "alpha": 0.5, "train_per_client": 500, "test_per_client": 100 if variant == "cifar100" else 200}},
-                 "model": {"name": "resnet10", "args": {"width": 64}}}
-    elif variant == "pathological":
+        extra = _resnet10_on(variant)
+    elif variant in PATHOLOGICAL and dataset != "cifar10" and paper:
+        # 20 / 40 classes hold 25 / 12.5 of a client's 500 training images each: fixed_dirichlet's
+        # pathological mode (no α) rounds them so that every client keeps exactly 500 training and
+        # 100 / 200 test images (ICLR §4.1), which splitting each class among its holders cannot.
+        extra = {"data": {"partition_args": {"alpha": None, "classes_per_client": CLASSES_PER_CLIENT[dataset]}}}
+    elif variant in PATHOLOGICAL:
         # The partitioner splits each class among its holders; subsampling fixes the per-client count.
         extra = {"data": {"partition": "pathological", "partition_args": {"classes_per_client": 2},
                           "max_train": n * per["train_per_client"], "max_test": n * per["test_per_client"]}}
-    elif variant == "feature_shift":
+    elif variant in FEATURE_SHIFT:
         counts = {"train_per_client": 1000, "test_per_client": 500} if paper else \
             {k: per[k] for k in ("train_per_client", "test_per_client")}
-        extra = {"data": {"dataset": "domainnet" if paper else "fashion_mnist_domains", "partition": "domain",
-                          "num_clients": 6, "partition_args": counts},
-                 "model": {"name": "resnet10" if paper else "resnet8", "args": {"width": width}}}
+        name, domains = FEATURE_SHIFT[variant] if paper else ("fashion_mnist_domains", 6)
+        data = {"dataset": name, "partition": "domain", "num_clients": domains, "partition_args": counts}
+        if name == "pacs":
+            data["dataset_args"] = {"test_fraction": PACS_TEST_FRACTION}
+        extra = {"data": data, "model": {"name": "resnet10" if paper else "resnet8", "args": {"width": width}}}
     elif variant == "100_clients":
         counts = {"alpha": 0.5, "train_per_client": 500, "test_per_client": 100} if paper else \
             {"alpha": 0.5, "train_per_client": 40, "test_per_client": 40}

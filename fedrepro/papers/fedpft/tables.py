@@ -13,6 +13,11 @@ from .variants import ABLATION_SETTINGS, FIGURE_VARIANTS, overrides
 
 A, M = "data.partition_args.alpha", "method.name"
 ALPHAS = (0.1, 0.5, 1.0)
+# The paper's dataset columns as its tables label them, and their setups (ResNet-8 on CIFAR-10,
+# ResNet-10 on CIFAR-100 and Tiny-ImageNet, FedPFT (ICLR) §4.1); run at the paper profile, where the
+# laptop's Fashion-MNIST stands in for the first.
+C10_C100 = {"C10": "default", "C100": "cifar100"}
+C10_C100_TINY = {**C10_C100, "Tiny": "tiny_imagenet"}
 # FedAvg and FedPFT, which most claims compare.
 CLAIM_METHODS = ("fedavg", "fedpft")
 # The main table's other rows that a claim reads (Local vs FedAvg, FedPer's drop over α, FedPFT
@@ -121,6 +126,19 @@ def _two_stage_rows(profile: str) -> list[Rows]:
             Rows({M: ("fedpft_two_stage",), A: (0.5,)}, base={"train.rounds": 2 * rounds})]
 
 
+def _time_rows(profile: str) -> list[Rows]:
+    """ICLR App. M: "We run each method for 100 rounds and calculate their average runtime per
+    round" (the paper profile; the smaller profiles keep their setup's rounds)."""
+    base = {A: 0.5, **({"train.rounds": 100} if profile == "paper" else {})}
+    return [Rows({M: CLAIM_METHODS}, base=base),
+            Rows({M: ("fedper", "fedbn", "fedrod", "fedcac")}, seeds="table", base=base)]
+
+
+def _participation_view(ref):
+    """ICLR Table 13 with the participation rates as rows and the datasets as columns, as ours."""
+    return ref.T.rename_axis("train.participation")
+
+
 def _n_rho_rows(profile: str) -> list[Rows]:
     n_rho = [5, 20] if profile == "laptop" else [5, 20, 40]  # FedPFT+Con is costly at laptop
     return [Rows({"method.args.n_rho": n_rho}, base={M: "fedpft_con", A: 0.1})]
@@ -131,9 +149,11 @@ TABLES = {
     "main_default": _main("default", "T-C10", ""),
     "main_cifar100": _main("cifar100", "T2", "C100 "),
     "main_tiny_imagenet": _main("tiny_imagenet", "T2", "Tiny "),
-    # Pathological label skew (2 classes per client).
+    # ICLR Table 7: pathological label skew (2 / 20 / 40 classes per client).
     "pathological": TableDef("fedpft", "pathological", "Pathological label skew", _path_rows,
-                             setup="pathological", reference="T-Path"),
+                             setup="pathological", reference="T-Path",
+                             datasets={"CIFAR-10": "pathological", "CIFAR-100": "pathological_cifar100",
+                                       "Tiny-ImageNet": "pathological_tiny_imagenet"}),
     # ICLR Table 4 (settings I-VI) and the personal-classifier variant. Table 4 is on CIFAR-100
     # (ResNet-10) at the paper profile; the laptop's cifar100 setup is its default (Fashion-MNIST).
     "ablation": TableDef("fedpft", "ablation", "Ablation (Table 4 settings)", _ablation_rows, index="setting",
@@ -143,7 +163,7 @@ TABLES = {
     "linear": TableDef("fedpft", "linear", "FedAvg+Linear (Table 9)",
                        [Rows({M: (*CLAIM_METHODS, "fedavg_linear"), A: ALPHAS}),
                         Rows({M: ("local", "fedpft_con"), A: ALPHAS}, seeds="table")],
-                       columns=A, reference="T9", label=lambda a: f"C10 α={a}",
+                       columns=A, reference="T9", label=lambda a: f"α={a}", datasets=C10_C100,
                        reference_columns=lambda c: c.startswith("C10")),
     # ICLR Table 1: Probe / Origin / Match (the probes come from analysis.grid.probe_grid).
     "probe": TableDef("fedpft", "probe", "Mismatch probe (Table 1)",
@@ -163,35 +183,40 @@ TABLES = {
                              [Rows({M: CLAIM_METHODS, A: ALPHAS}),
                               Rows({M: ("fedper", "fedbn", "fedcac", "fedrod", "pfedsd", "fedpft_con"), A: ALPHAS},
                                    seeds="table")],
-                             columns=A, metric="probe", reference="T-Probe", label=lambda a: f"C10 α={a}",
-                             reference_columns=lambda c: c.startswith("C10")),
+                             columns=A, metric="probe", reference="T-Probe", label=lambda a: f"α={a}",
+                             datasets=C10_C100, reference_columns=lambda c: c.startswith("C10")),
     # ICLR Table 6: FedPFT+Con probed before and after each prompt set.
     "prompt_effect": TableDef("fedpft", "prompt_effect", "Effect of the prompts (Table 6)",
                               [Rows({M: ("fedpft", "fedpft_con"), A: ALPHAS})],
                               index="point", columns=A, metric="acc", reference="T-Prompt",
-                              label=lambda a: f"C10 α={a}", reference_columns=lambda c: c.startswith("C10")),
-    # ICLR Table 10: feature shift, one style domain per client.
+                              label=lambda a: f"α={a}", datasets=C10_C100,
+                              reference_columns=lambda c: c.startswith("C10")),
+    # ICLR Table 10: feature shift, one domain per client (PACS and DomainNet).
     "feature_shift": TableDef("fedpft", "feature_shift", "Feature shift (Table 10)",
                               [Rows({M: (*CLAIM_METHODS, "fedper", "fedbn", "fedcac")})],  # the claims read all
-                              setup="feature_shift", reference="T10"),
+                              setup="feature_shift", reference="T10",
+                              datasets={"PACS": "feature_shift_pacs", "DomainNet": "feature_shift"}),
     # ICLR Tables 11 and 12: 100 clients, and ResNet-18.
     "100_clients": _by_alpha("100_clients", "100 clients (Table 11)", "T11"),
     "resnet18": _by_alpha("resnet18", "ResNet-18 (Table 12)", "T12"),
-    # ICLR Table 13: partial participation.
+    # ICLR Table 13: partial participation, one column per dataset.
     "partial_participation": TableDef("fedpft", "partial_participation", "Partial participation (Table 13)",
                                       [Rows({M: ("fedpft",), "train.participation": (1.0, 0.9, 0.7, 0.5)},
                                             base={A: 0.5})],
-                                      index="train.participation", reference="T13"),
-    # ICLR Figs. 11-12: R_f (with R_a = 5 − R_f), n_κ and n_ρ at α = 0.1.
+                                      index="train.participation", reference="T13",
+                                      reference_view=_participation_view, row_label=lambda p: f"{round(100 * p)}%",
+                                      datasets={"CIFAR-10": "default", "CIFAR-100": "cifar100",
+                                                "Tiny": "tiny_imagenet"}),
+    # R_f (with R_a = 5 − R_f), n_κ and n_ρ at α = 0.1: ICLR Fig. 12 (CIFAR-10, CIFAR-100, Tiny), ICLR
+    # Fig. 11 / arXiv Fig. 7 and arXiv Fig. 8 (CIFAR-10, CIFAR-100).
     "r_f": TableDef("fedpft", "r_f", "R_f sweep",
                     [Rows([{"method.args.r_f": [r], "method.args.r_a": [5 - r]} for r in range(6)],
-                          base={M: "fedpft", A: 0.1})], index="method.args.r_f"),
+                          base={M: "fedpft", A: 0.1})], index="method.args.r_f", datasets=C10_C100_TINY),
     "n_kappa": TableDef("fedpft", "n_kappa", "Number of prompts p_κ",
                         [Rows({"method.args.n_prompts": (1, 5, 10, 20)}, base={M: "fedpft", A: 0.1})],
-                        index="method.args.n_prompts"),
-    "n_rho": TableDef("fedpft", "n_rho", "Number of prompts p_ρ (FedPFT+Con)", _n_rho_rows, index="method.args.n_rho"),
-    # ICLR Table 14: training time per round.
-    "time": TableDef("fedpft", "time", "Time per round (Table 14)",
-                     [Rows({M: CLAIM_METHODS}, base={A: 0.5}),
-                      Rows({M: ("fedper", "fedbn", "fedrod", "fedcac")}, seeds="table", base={A: 0.5})]),
+                        index="method.args.n_prompts", datasets=C10_C100),
+    "n_rho": TableDef("fedpft", "n_rho", "Number of prompts p_ρ (FedPFT+Con)", _n_rho_rows, index="method.args.n_rho",
+                      datasets=C10_C100),
+    # ICLR Table 14: training time per round, on CIFAR-100 with ResNet-10 (App. M).
+    "time": TableDef("fedpft", "time", "Time per round (Table 14)", _time_rows, setup="cifar100"),
 }
