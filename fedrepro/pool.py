@@ -142,10 +142,16 @@ class _Calibration:
         self.by_kind[task.kind].append(seconds / task.cost)
 
     def seconds(self, task: Task) -> float:
-        ratios = self.by_kind.get(task.kind)
-        if not ratios:  # the median of its sort, else the first guess
-            ratios = [r for k, v in self.by_kind.items() if _sort(k) == _sort(task.kind) for r in v]
-        return task.cost * (statistics.median(ratios) if ratios else _FIRST_GUESS[_sort(task.kind)])
+        # The nearest finished kind: the same kind; else, for a run, the same method (its cost per
+        # image is mostly the method's: FedPFT+Con's contrastive branch costs several FedAvg steps,
+        # which the config's size cannot see); else the same sort; else the first guess.
+        kind = task.kind
+        ratios = self.by_kind.get(kind)
+        if not ratios and _sort(kind) == "run":
+            ratios = [r for k, v in self.by_kind.items() if _sort(k) == "run" and k[0] == kind[0] for r in v]
+        if not ratios:
+            ratios = [r for k, v in self.by_kind.items() if _sort(k) == _sort(kind) for r in v]
+        return task.cost * (statistics.median(ratios) if ratios else _FIRST_GUESS[_sort(kind)])
 
 
 # Configs as a list, or keyed by their hashes (a plan's ``runs``); analyses as ``(name, config)``

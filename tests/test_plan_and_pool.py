@@ -252,3 +252,16 @@ def test_reproduce_plans_a_tuned_tables_search_first_and_says_which_notebooks_wa
     assert report["waiting_for_searches"] == ["pfedcspc/01_global_and_personalized.ipynb"]
     # Before its search is stored the notebook's plan holds the search runs only.
     assert report["runs"] == len(paper("pfedcspc").TABLES["main_default"].search_configs("smoke")) > 0
+
+
+def test_an_unseen_kind_of_run_is_timed_like_its_own_method_first(tiny):
+    from fedrepro.pool import Task, _Calibration
+
+    cal = _Calibration()
+    cheap, costly = tiny(**{"method.name": "fedavg"}), tiny(**{"method.name": "fedpft_con"})
+    cal.add(Task("a", cheap, cost=100.0), 1.0)     # 0.01 s per unit
+    cal.add(Task("b", costly, cost=100.0), 30.0)   # 0.3 s per unit
+    longer = costly.replace(**{"train.rounds": costly.train.rounds + 1})  # a kind not seen yet
+    assert cal.seconds(Task("c", longer, cost=10.0)) == pytest.approx(3.0)  # its method's rate
+    other = tiny(**{"method.name": "fedper"})  # no run of its method yet: the median of all runs
+    assert cal.seconds(Task("d", other, cost=10.0)) == pytest.approx(10.0 * (0.01 + 0.3) / 2)
