@@ -34,9 +34,9 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
     global test split, B = 32 (for more SGD steps per epoch on the small splits), E = 3, lr 0.01 as
     at the paper profile (at lr 0.05 pFedCSPC's local training diverges; Tables II and III search
     each method's rate on validation data) and 20 server calibration epochs instead of the official
-    code's 100. 40 rounds: by the flatness rule of ``fedrepro.analysis.by_round`` (the mean of the
-    last 5 rounds within 0.5 points of the 5 before) FedAvg's and pFedCSPC's global accuracy were
-    still rising at 20 rounds (+12.7 and +1.1 points), and a 40-round pilot flattens both.
+    code's 100. 40 rounds: by the flatness rule of ``fedrepro.analysis.by_round`` FedAvg's and
+    pFedCSPC's global accuracy were still rising at 20 rounds (their last 5 rounds +12.7 and +1.1
+    points above the 5 before), and a 40-round pilot flattens both.
 
     Variants: ``beta0.1`` (Table VII's second setting), and at the paper profile ``cifar100``
     (ResNet-18, whose 512-d output is E, with the stem of :data:`RESNET_STEMS` and the 2-layer
