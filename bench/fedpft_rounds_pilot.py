@@ -12,7 +12,7 @@ evidence for the laptop profile's round budget, not as a claim."""
 import pandas as pd
 
 import fedrepro
-from fedrepro.analysis.by_round import at_round, is_flat, window_change, window_noise
+from fedrepro.analysis.by_round import at_round, judge
 from fedrepro.papers import setup
 
 CUTS = (20, 30, 40, 50, 60)
@@ -24,11 +24,10 @@ if __name__ == "__main__":
     rows = []
     for r in CUTS:
         for _, x in at_round(grid, r).iterrows():
-            acc = fedrepro.RunResult(x["path"]).rounds["acc_mean"].dropna().to_numpy()[:r]
+            change, noise, flat = judge(fedrepro.RunResult(x["path"]).rounds["acc_mean"].dropna().to_numpy()[:r])
             rows.append({"round": r, "method": x["method.name"], "alpha": x["data.partition_args.alpha"],
                          "best": 100 * x["best"], "final": 100 * x["final"],
-                         "last_change": 100 * window_change(acc), "noise": 100 * window_noise(acc),
-                         "flat": int(is_flat(window_change(acc), window_noise(acc)))})
+                         "last_change": 100 * change, "noise": 100 * noise, "flat": int(flat)})
     df = pd.DataFrame(rows)
     pd.set_option("display.width", 160)
     for value in ("best", "final", "last_change", "noise", "flat"):

@@ -69,16 +69,22 @@ def is_flat(change: float, noise: float, tol: float = FLAT_TOLERANCE, z: float =
     return bool(abs(change) < allowance)
 
 
+def judge(acc, window: int = FLAT_WINDOW, tol: float = FLAT_TOLERANCE,
+          z: float = FLAT_Z) -> tuple[float, float, bool]:
+    """One run's evaluated accuracies (in round order) under the rule: ``(last_change, noise,
+    flat)`` (:func:`window_change`, :func:`window_noise`, :func:`is_flat`)."""
+    change, noise = window_change(acc, window), window_noise(acc, window)
+    return change, noise, is_flat(change, noise, tol, z)
+
+
 def flatness(table: pd.DataFrame, window: int = FLAT_WINDOW, tol: float = FLAT_TOLERANCE,
              z: float = FLAT_Z) -> pd.DataFrame:
     """``table`` with ``last_change`` (mean of the last ``window`` evaluated rounds minus the mean of
     the ``window`` before), ``noise`` (its standard error from round-to-round noise,
     :func:`window_noise`) and ``flat`` (:func:`is_flat`; False when there are too few rounds)."""
-    accs = [_evaluated(path)["acc_mean"].to_numpy() for path in table["path"]]
+    judged = [judge(_evaluated(path)["acc_mean"].to_numpy(), window, tol, z) for path in table["path"]]
     out = table.copy()
-    out["last_change"] = [window_change(a, window) for a in accs]
-    out["noise"] = [window_noise(a, window) for a in accs]
-    out["flat"] = [is_flat(c, n, tol, z) for c, n in zip(out["last_change"], out["noise"])]
+    out["last_change"], out["noise"], out["flat"] = ([j[i] for j in judged] for i in range(3))
     return out
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..analysis.by_round import FLAT_TOLERANCE, FLAT_WINDOW, FLAT_Z, is_flat, window_change, window_noise
+from ..analysis.by_round import FLAT_TOLERANCE, FLAT_WINDOW, FLAT_Z, judge
 
 LATE_SHARE = 0.25  # a verdict that changed in the last quarter of the rounds has not settled
 
@@ -57,11 +57,10 @@ def movement(hashes, runs_dir: Path) -> Movement:
             rounds = RunResult(folder).rounds
         except Exception:  # an unfinished or unreadable run says nothing about convergence
             continue
-        acc = rounds["acc_mean"].dropna().to_numpy() if "acc_mean" in rounds else []
-        change = window_change(acc)
+        change, _, flat = judge(rounds["acc_mean"].dropna().to_numpy() if "acc_mean" in rounds else [])
         if not math.isnan(change):
             changes.append(change)
-            moving += not is_flat(change, window_noise(acc))
+            moving += not flat
     return Movement(len(changes), moving, max((abs(c) for c in changes), default=0.0))
 
 
