@@ -147,3 +147,12 @@ def test_each_page_sets_the_profile_beside_the_paper_and_lists_what_it_leaves_op
     assert all("laptop" in o.profiles for o in differences.left_open("fedpft", "laptop"))
     assert differences.setup_rows("pfedcspc", "laptop")[-1] == ("seeds", "3 (claim rows) / 3 (other rows)",
                                                                "3 (claim rows) / 1 (other rows)")
+
+
+def test_a_paper_page_has_no_empty_against_the_paper_section():
+    from fedrepro.papers import differences
+    from fedrepro.results_page import _against_paper
+
+    for name in ("fedpft", "pfedcspc", "pep_fedpt", "fedotp"):
+        section = _against_paper(name, "paper")
+        assert bool(section) == bool(differences.left_open(name, "paper"))

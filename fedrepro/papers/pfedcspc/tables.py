@@ -155,9 +155,7 @@ def rounds_target(column: str | None, fedavg_global: float, fraction: float = TA
     else ``fraction`` of ``fedavg_global``, FedAvg's final global accuracy (mean over its seeds)."""
     from .reference import TABLE_VII_TARGETS
 
-    if column is not None and column in TABLE_VII_TARGETS:
-        return TABLE_VII_TARGETS[column]
-    return fraction * fedavg_global
+    return TABLE_VII_TARGETS.get(column, fraction * fedavg_global)
 
 
 def _rounds_columns(variant: str) -> dict[str, DataColumn]:
