@@ -42,6 +42,26 @@ def gradcam_runs(profile: str, seed: int = 0) -> dict[str, RunConfig]:
     return {"w/o Align": runs["pFedCSPC w/o Align"], "pFedCSPC": runs["pFedCSPC"]}
 
 
+# Notebook 09: the claims whose verdict can be recomputed on runs cut after round r, grouped by the
+# tables they read (every score they compare is logged each round).
+BY_ROUND: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("main_default",): ("pfedcspc.both_objectives",),
+    ("ablation_global",): ("pfedcspc.calibration_raises_global", "pfedcspc.clusters_beat_one_mean",
+                           "pfedcspc.ablation_adds_up"),
+    ("ablation_personal",): ("pfedcspc.cspc_chain_beats_fedavg_chain", "pfedcspc.personalisation_chain"),
+    ("orthogonality",): ("pfedcspc.plug_and_play",),
+    ("sensitivity",): ("pfedcspc.more_prototypes_help",),
+}
+# The other claims, and why a cut after round r says nothing about them.
+NOT_BY_ROUND: dict[str, str] = {
+    "pfedcspc.fewer_rounds": "its measure is already a number of rounds (the first round at the target)",
+    "pfedcspc.fewer_rounds_beta_0.1": "its measure is already a number of rounds (the first round at the target)",
+    "pfedcspc.pmi_starts_better": "scored on the final round's stored state (both initial models before local training), not each round",
+    "pfedcspc.pmi_lower_early_loss": "scored on the final round's stored state (one epoch of local training from each initial model), not each round",
+    "pfedcspc.pmi_weights_follow_labels": "reads the final round's PMI weights, not a per-round score",
+    "pfedcspc.features_align": "scored on the final models' features (an analysis of the stored checkpoints), not each round",
+}
+
 _PAPER = ("paper",)
 NOTEBOOKS: dict[str, list[Need]] = {
     "01_global_and_personalized": [Need("main_default"), Need("main_cifar100", profiles=_PAPER),
@@ -54,5 +74,5 @@ NOTEBOOKS: dict[str, list[Need]] = {
                 Need(runs=lambda p: calibration_runs(p).values())],
     "07_pmi": [Need("pmi_tau_p_validation"), Need("pmi_tau_p")],
     "08_gradcam": [Need(runs=lambda p: gradcam_runs(p).values())],
-    "09_convergence": [Need("main_default")],
+    "09_convergence": [Need(t) for tables in BY_ROUND for t in tables],
 }
