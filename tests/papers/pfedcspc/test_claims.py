@@ -140,3 +140,17 @@ def test_plug_and_play_without_the_fedasam_pair_is_not_run():
     rows = [{"method": m, "seed": s, "final_global_acc": 0.6}
             for m in ("fedprox", "fedprox+pfedcspc", "moon", "moon+pfedcspc") for s in range(3)]
     assert _verdicts(pd.DataFrame(rows), ["pfedcspc.plug_and_play"]) == ["NOT RUN"]
+
+
+def test_more_prototypes_claim_compares_n_repeat_5_with_1_at_the_default_n_aug():
+    cid = "pfedcspc.more_prototypes_help"
+
+    def sweep(cells):  # {(n_repeat, n_aug): accuracy at seed 0}, a point higher at each later seed
+        return pd.DataFrame([{"method.args.n_repeat": r, "method.args.n_aug": a, "seed": s,
+                              "final_global_acc": g + 0.01 * s} for (r, a), g in cells.items() for s in range(3)])
+
+    assert _verdicts(sweep({(5, 5): 0.66, (1, 5): 0.64, (5, 1): 0.10}), [cid]) == ["PASS"]
+    assert _verdicts(sweep({(5, 5): 0.62, (1, 5): 0.64, (1, 1): 0.90}), [cid]) == ["FAIL"]
+    # Only the n_aug = 5 pair is read: without it there is nothing to judge.
+    res = evaluate_claims(sweep({(5, 1): 0.66, (1, 1): 0.64}), ids=[cid])
+    assert res["verdict"].item() == "NOT RUN" and "n_aug': 5" in res["evidence"].item()
