@@ -11,10 +11,13 @@
   final round up to ``r``), from the stored per-round metrics: no training.
 - :func:`verdicts_by_round`: each claim's verdict on :func:`at_round` tables for a list of rounds,
   so a reader sees which verdicts settle and which still flip when the budget ends.
+- :func:`run_groups`, :func:`flatness_by_group`, :func:`verdicts_by_group`, :func:`verdict_changes`:
+  the same for a paper's ``BY_ROUND`` (groups of tables → the claims that read them together), the
+  convergence notebooks' whole loop.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -131,3 +134,45 @@ def verdicts_by_round(table: pd.DataFrame, claim_ids: Sequence[str], rounds: Ite
         claims = evaluate_claims(at_round(table, r, cached), ids=list(claim_ids))
         out.append(claims.assign(round=r)[["round", "claim_id", "verdict", "interval", "evidence"]])
     return pd.concat(out, ignore_index=True)
+
+
+Groups = Mapping[tuple[str, ...], Sequence[str]]
+
+
+def run_groups(tables: Mapping[str, Any], by_round: Groups, profile: str, seeds=None,
+               table_seeds=None) -> dict[tuple[str, ...], pd.DataFrame]:
+    """Each group of ``by_round`` as one table: its tables (``TableDef`` by id in ``tables``) run or
+    loaded at ``profile`` and concatenated, a run shared by two of them once."""
+    return {group: pd.concat([tables[k].run(profile, seeds, table_seeds) for k in group]).drop_duplicates("path")
+            for group in by_round}
+
+
+def flatness_by_group(groups: Mapping[tuple[str, ...], pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`flatness` of every run of every group (``tables`` names its group), and per group the
+    mean and largest last change (points) with the share of flat runs."""
+    flat = pd.concat([flatness(t).assign(tables="+".join(k)) for k, t in groups.items()], ignore_index=True)
+    by = flat.groupby("tables", sort=False)
+    summary = by["last_change"].agg(["mean", "max"]).mul(100).round(2)
+    summary["flat runs"] = by["flat"].mean().map("{:.0%}".format)
+    return flat, summary
+
+
+def verdicts_by_group(groups: Mapping[tuple[str, ...], pd.DataFrame], by_round: Groups,
+                      rounds_of: RoundsOf = stored_rounds) -> pd.DataFrame:
+    """:func:`verdicts_by_round` of each group's claims on its runs, cut after every round up to its
+    longest run's last."""
+    frames = []
+    for group, claim_ids in by_round.items():
+        t = groups[group]
+        last = max(int(RunResult(p).summary["rounds"]) for p in t["path"].unique())
+        frames.append(verdicts_by_round(t, claim_ids, range(1, last + 1), rounds_of))
+    return pd.concat(frames, ignore_index=True)
+
+
+def verdict_changes(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Per claim of :func:`verdicts_by_group`: its last cut's round and verdict, and how many times
+    the verdict changed from one cut to the next."""
+    ends = verdicts.groupby("claim_id", sort=False)["round"].transform("max")
+    final = verdicts[verdicts["round"] == ends].set_index("claim_id")
+    flips = verdicts.groupby("claim_id", sort=False)["verdict"].apply(lambda v: int((v != v.shift()).sum() - 1))
+    return final[["round", "verdict"]].assign(changes_of_verdict=flips)

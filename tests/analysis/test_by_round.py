@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 import fedrepro
-from fedrepro.analysis.by_round import at_round, flatness, is_flat, verdicts_by_round, window_change, window_noise
+from fedrepro.analysis.by_round import (at_round, flatness, flatness_by_group, is_flat, verdict_changes, verdicts_by_group,
+                                        verdicts_by_round, window_change, window_noise)
 
 
 def _grid(tiny, rounds=6):
@@ -64,3 +65,22 @@ def test_is_flat_allows_for_noise_but_not_for_a_trend():
     assert not is_flat(window_change(climbing), window_noise(climbing))  # a trend has tiny differences' spread
     assert is_flat(0.004, float("nan")) and not is_flat(0.006, float("nan"))  # tol alone without noise
     assert not is_flat(float("nan"), 0.1)
+
+
+def test_groups_cut_each_group_at_every_round_of_its_runs(tiny):
+    short = _grid(tiny, rounds=4).assign(**{"data.partition_args.alpha": 0.1})
+    long = _grid(tiny, rounds=6).assign(**{"data.partition_args.alpha": 0.1})
+    groups = {("short",): short, ("long",): long}
+    by_round = {("short",): ["tour.local_beats_fedavg_skewed"], ("long",): ["tour.local_beats_fedavg_skewed"]}
+    out = verdicts_by_group(groups, by_round)
+    assert out["round"].tolist() == [1, 2, 3, 4, 1, 2, 3, 4, 5, 6]
+    flat, summary = flatness_by_group(groups)
+    assert list(summary.index) == ["short", "long"] and len(flat) == len(short) + len(long)
+    assert summary.loc["long", "flat runs"] == f"{flatness(long)['flat'].mean():.0%}"
+
+
+def test_verdict_changes_counts_each_flip_and_keeps_the_last_cut():
+    verdicts = pd.DataFrame({"round": [1, 2, 3, 4, 1, 2], "claim_id": ["a"] * 4 + ["b"] * 2,
+                             "verdict": ["FAIL", "PASS", "FAIL", "FAIL", "PASS", "PASS"]})
+    out = verdict_changes(verdicts)
+    assert out.loc["a"].tolist() == [4, "FAIL", 2] and out.loc["b"].tolist() == [2, "PASS", 0]
