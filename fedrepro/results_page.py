@@ -90,9 +90,13 @@ def _pass_lines(profile: str, timings: dict | None, commit: str) -> list[str]:
     if timings is None:
         return lines + ["No timings report was found for this profile, so the notebooks' times are not shown.", ""]
     minutes = timings["wall_s"] / 60
+    reused = timings["runs_planned"] - timings["runs_trained"]
     return lines + [
         f"The pass: {_count(len(timings['notebooks']), 'notebook')}, {timings['runs_trained']} runs trained of "
-        f"{timings['runs_planned']} planned, {minutes:.1f} min of wall time at {100 * timings['cpu_use']:.1f}% CPU "
+        f"{timings['runs_planned']} planned"
+        + (f" (the other {reused} were stored already and reused, so its time is not that of a pass from an "
+           f"empty store)" if reused else "")
+        + f", {minutes:.1f} min of wall time at {100 * timings['cpu_use']:.1f}% CPU "
         f"use of {timings['cores']} cores"
         + (f" ({timings['cpu']}, allocator {timings['allocator']})" if "cpu" in timings else "")
         + f"; peak memory {timings['peak_memory_mib']:,} MiB.", ""]
