@@ -23,7 +23,10 @@ the runs of two datasets.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -168,6 +171,9 @@ class ClaimResult:
     verdict: str        # one of VERDICTS
     interval: str       # the deciding test's effect and interval (empty when NOT RUN)
     evidence: str
+    # The stored runs (hashes) whose rows the check selected, where the results name them (a
+    # ``path`` column): what the likely causes inspect (fedrepro.claims.diagnose).
+    runs: tuple[str, ...] = field(default=())
 
 
 @dataclass(frozen=True)
@@ -203,7 +209,8 @@ class Claim:
 
     def evaluate(self, results: pd.DataFrame) -> ClaimResult:
         try:
-            parts = [(column, self.check(rows)) for column, rows in self._column_rows(results)]
+            with _reading() as read:
+                parts = [(column, self.check(rows)) for column, rows in self._column_rows(results)]
         except MissingResults as e:
             return ClaimResult(self.id, self.paper, self.source, self.statement, "NOT RUN", "", f"not checked: {e}")
         tests: list[Test] = []
@@ -218,7 +225,8 @@ class Claim:
             " || ".join(f"[{column}] {ev}" for column, (_, ev) in parts)
         decider = deciding(tests)
         interval = decider.interval_text if len(tests) == 1 else f"{decider.name}: {decider.interval_text}"
-        return ClaimResult(self.id, self.paper, self.source, self.statement, combined(tests), interval, evidence)
+        return ClaimResult(self.id, self.paper, self.source, self.statement, combined(tests), interval, evidence,
+                           tuple(sorted(read)))
 
 
 class MissingResults(LookupError):
@@ -251,11 +259,32 @@ def evaluate_claims(results: pd.DataFrame, paper: str | None = None,
     """Evaluate claims (all of a paper's, or the given ids) into a display table."""
     chosen = [registered().get(i) for i in ids] if ids is not None else claims_for(paper or "")
     rows = [c.evaluate(results).__dict__ for c in chosen]
-    return pd.DataFrame(rows, columns=["claim_id", "paper", "source", "statement", "verdict", "interval", "evidence"])
+    return pd.DataFrame(rows, columns=["claim_id", "paper", "source", "statement", "verdict", "interval", "evidence",
+                                       "runs"])
 
 
 # ---------------------------------------------------------------------------------------------
 # Building blocks for checks
+
+# The run hashes the check being evaluated has selected (None outside Claim.evaluate).
+_READ: ContextVar[set[str] | None] = ContextVar("claim_runs_read", default=None)
+
+
+@contextmanager
+def _reading():
+    read: set[str] = set()
+    token = _READ.set(read)
+    try:
+        yield read
+    finally:
+        _READ.reset(token)
+
+
+def _note_read(rows: pd.DataFrame) -> None:
+    read = _READ.get()
+    if read is not None and "path" in rows.columns:
+        read.update(Path(str(p)).name for p in rows["path"].dropna())
+
 
 def select(results: pd.DataFrame, where: Mapping[str, object], metric: str) -> pd.Series:
     """Per-seed values of ``metric`` for rows matching ``where``, indexed by seed."""
@@ -267,6 +296,7 @@ def select(results: pd.DataFrame, where: Mapping[str, object], metric: str) -> p
     rows = results[mask]
     if rows.empty:
         raise MissingResults(f"no runs with {dict(where)}")
+    _note_read(rows)
     return rows.set_index("seed")[metric].sort_index()
 
 
@@ -427,8 +457,8 @@ def collect_claims(profile: str, root=None) -> pd.DataFrame:
         c = CLAIMS.get(name)
         rows.append(checked.get(name, {"claim_id": c.id, "paper": c.paper, "source": c.source,
                                        "statement": c.statement, "evidence": "no notebook has checked it yet",
-                                       "verdict": "NOT RUN", "interval": "", "notebook": None}))
-    cols = ["paper", "claim_id", "source", "statement", "verdict", "interval", "evidence", "notebook"]
+                                       "verdict": "NOT RUN", "interval": "", "notebook": None, "runs": []}))
+    cols = ["paper", "claim_id", "source", "statement", "verdict", "interval", "evidence", "notebook", "runs"]
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -2,10 +2,11 @@
 
 A verdict other than PASS has three common causes, and the store can tell them apart:
 
-- **budget**: the runs the claim's notebook read were still moving when they stopped (by the
-  flatness rule of :mod:`fedrepro.analysis.by_round`), or the claim's verdict changed in the last
-  quarter of the rounds when the convergence notebooks cut the runs short. More rounds could
-  change it either way.
+- **budget**: the runs the claim compares were still moving when they stopped (by the flatness
+  rule of :mod:`fedrepro.analysis.by_round`), or the claim's verdict changed in the last quarter of
+  the rounds when the convergence notebooks cut the runs short. More rounds could change it either
+  way. The runs are those the claim's check selected (recorded with its verdict); for a check on
+  rows that name no run (a derived table), all the runs its notebook read.
 - **seeds**: an INCONCLUSIVE verdict on runs that have flattened: the per-seed effects disagree
   about the bound, so more seeds (not more rounds) would decide it. A claim on one seed has no
   interval at all.
@@ -37,14 +38,15 @@ class Movement:
     runs: int          # runs with enough evaluated rounds to judge (2 windows)
     moving: int        # of those, runs that are not flat by the rule of fedrepro.analysis.by_round
     largest: float     # the largest |change| in accuracy (fraction), 0 when no run qualifies
+    whose: str = "its notebook read"  # which runs: those the claim compares, or its notebook's
 
     def text(self) -> str:
-        return (f"{self.moving} of {self.runs} runs its notebook read still moved over their last "
+        return (f"{self.moving} of {self.runs} runs {self.whose} still moved over their last "
                 f"{FLAT_WINDOW} rounds by more than {100 * FLAT_TOLERANCE:.1f} points and {FLAT_Z:g}× "
                 f"their round-to-round noise (largest move {100 * self.largest:.1f})")
 
 
-def movement(hashes, runs_dir: Path) -> Movement:
+def movement(hashes, runs_dir: Path, whose: str = "its notebook read") -> Movement:
     """:class:`Movement` of the stored runs ``hashes`` (missing or too short runs are skipped)."""
     from ..store import RunResult
 
@@ -61,7 +63,7 @@ def movement(hashes, runs_dir: Path) -> Movement:
         if not math.isnan(change):
             changes.append(change)
             moving += not flat
-    return Movement(len(changes), moving, max((abs(c) for c in changes), default=0.0))
+    return Movement(len(changes), moving, max((abs(c) for c in changes), default=0.0), whose)
 
 
 def _by_round_dir(claims_dir: Path) -> Path:
@@ -112,7 +114,7 @@ def likely_cause(verdict: str, evidence: str, moved: Movement | None,
     if _one_seed(evidence):
         return "seeds: it rests on one seed, so there is no interval"
     settled = " and the verdict settled" if changed else ""
-    flat = f"the {moved.runs} runs its notebook read are flat{settled}" if moved and moved.runs else None
+    flat = f"the {moved.runs} runs {moved.whose} are flat{settled}" if moved and moved.runs else None
     if verdict == "INCONCLUSIVE":
         return "seeds: the per-seed effects straddle the bound" + (f" ({flat})" if flat else "")
     if flat:
@@ -142,12 +144,17 @@ def causes(profile: str, claims: pd.DataFrame, runs_dir: Path | None = None,
     for i, row in claims.iterrows():
         nb = row.get("notebook") if isinstance(row.get("notebook"), str) else None
         evidence = row.get("evidence") if isinstance(row.get("evidence"), str) else ""
-        if nb and nb not in moved:
-            # claims record "<paper>_<NN>_<name>"; traces are named after the notebook's path
-            events = trace.read(trace_dir / _trace_name(nb))
-            hashes = [e["hash"] for e in events if e.get("event") == "run"]
-            moved[nb] = movement(hashes, runs_dir) if hashes else None
-        out[i] = likely_cause(row["verdict"], evidence, moved.get(nb), changed.get(row["claim_id"]))
+        own = row.get("runs") if isinstance(row.get("runs"), (list, tuple)) else []
+        if own:
+            here = movement(own, runs_dir, whose="it compares")
+        else:
+            if nb and nb not in moved:
+                # claims record "<paper>_<NN>_<name>"; traces are named after the notebook's path
+                events = trace.read(trace_dir / _trace_name(nb))
+                hashes = [e["hash"] for e in events if e.get("event") == "run"]
+                moved[nb] = movement(hashes, runs_dir) if hashes else None
+            here = moved.get(nb)
+        out[i] = likely_cause(row["verdict"], evidence, here, changed.get(row["claim_id"]))
     return pd.Series(out, dtype=object)
 
 

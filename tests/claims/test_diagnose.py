@@ -61,3 +61,30 @@ def test_causes_join_traces_and_verdicts_by_round(tmp_path, monkeypatch):
     assert "changed at round 10 of 10" in out[0]
     assert out[1] == ""
     assert out[2] == ""
+
+
+def test_a_claim_records_the_runs_it_compares_and_its_cause_reads_only_those(tmp_path):
+    from fedrepro.claims import evaluate_claims
+
+    # Local vs FedAvg at α = 0.1 and α = 1.0 (the tour's claims); a third method's rows are not read.
+    rows = [{"method.name": m, "data.partition_args.alpha": a, "seed": s, "best": 0.5, "final": 0.5,
+             "path": f"/somewhere/runs/{m[:4]}{a}{s}"} for m in ("local", "fedavg", "fedprox")
+            for a in (0.1, 1.0) for s in range(3)]
+    out = evaluate_claims(pd.DataFrame(rows), ids=["tour.local_beats_fedavg_skewed"])
+    runs = set(out["runs"].item())
+    assert runs == {f"{m[:4]}0.1{s}" for m in ("local", "fedavg") for s in range(3)}
+    # A results table without run paths records none (the cause then reads the notebook's runs).
+    assert evaluate_claims(pd.DataFrame(rows).drop(columns="path"), ids=["tour.local_beats_fedavg_skewed"])["runs"].item() == ()
+
+    # The cause names the runs the claim compares, not all those its notebook read.
+    flat_cfg = tiny_config(tmp_path, **{"train.rounds": 2 * FLAT_WINDOW})
+    fedrepro.run(flat_cfg)
+    trace = tmp_path / "output" / "laptop" / "trace"
+    trace.mkdir(parents=True)
+    (trace / "fedpft__02_x.ipynb.jsonl").write_text(json.dumps({"event": "run", "hash": flat_cfg.hash()}) + "\n")
+    m = movement([flat_cfg.hash()], tmp_path / "runs", whose="it compares")
+    table = pd.DataFrame([{"claim_id": "c1", "verdict": "FAIL", "evidence": "seeds [0, 1, 2]", "notebook": "fedpft_02_x",
+                           "runs": [flat_cfg.hash()]}])
+    out = causes("laptop", table, runs_dir=tmp_path / "runs", root=tmp_path)
+    assert ("runs it compares" in out[0]) and "its notebook read" not in out[0]
+    assert out[0].startswith("budget: 1 of 1 runs it compares") == bool(m.moving)
