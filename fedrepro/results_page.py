@@ -137,8 +137,15 @@ def _timing_rows(timings: dict | None, keep) -> list[dict]:
     return [nb for nb in (timings or {}).get("notebooks", []) if keep(nb["notebook"])]
 
 
-def _timings_table(rows: list[dict]) -> list[str]:
-    lines = ["| notebook | render (s) | runs it reads | training time of its runs (s) |", "|---|---|---|---|"]
+def _trained_here(timings: dict | None) -> str:
+    """The training-time column's name: a pass that reused stored runs timed only those it trained."""
+    t = timings or {}
+    return " in this pass" if t.get("runs_trained", 0) < t.get("runs_planned", 0) else ""
+
+
+def _timings_table(rows: list[dict], timings: dict | None = None) -> list[str]:
+    lines = [f"| notebook | render (s) | runs it reads | training time of its runs{_trained_here(timings)} (s) |",
+             "|---|---|---|---|"]
     for nb in rows:
         lines.append(f"| `{nb['notebook']}` | {nb['render_s']:.1f} | {nb.get('runs_read', nb.get('runs', 0))} | "
                      f"{nb.get('train_s_of_its_runs', 0):,.0f} |")
@@ -191,7 +198,7 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
     if rows:
         lines += ["Render time of each notebook, and the training time of the runs it reads (a run two notebooks "
                   "share counts in both; the pool trains every run once, before the notebooks render).", "",
-                  *_timings_table(rows)]
+                  *_timings_table(rows, timings)]
     else:
         lines.append("No timings for this paper's notebooks in this pass's report.")
     return "\n".join(lines) + "\n"
@@ -235,7 +242,7 @@ def index_page(profile: str, claims, timings: dict | None, commit: str) -> str:
 
     counts = _verdict_counts(claims)
     lines = [f"# Results at the {profile} profile", "", *_pass_lines(profile, timings, commit), *_verdict_rule(),
-             "| paper | claims | " + " | ".join(VERDICTS) + " | notebooks | render (s) | training of their runs (s) |",
+             "| paper | claims | " + " | ".join(VERDICTS) + f" | notebooks | render (s) | training of their runs{_trained_here(timings)} (s) |",
              "|---|---|" + "---|" * len(VERDICTS) + "---|---|---|"]
     for paper in _papers(claims):
         row = counts.loc[paper]
@@ -248,7 +255,7 @@ def index_page(profile: str, claims, timings: dict | None, commit: str) -> str:
     lines.append(f"| all | {int(total.sum())} | " + " | ".join(str(int(total[v])) for v in VERDICTS) + " | | | |")
     other = _timing_rows(timings, lambda nb: notebook_paper(nb) is None)
     if other:
-        lines += ["", "## Notebooks of no paper", "", *_timings_table(other)]
+        lines += ["", "## Notebooks of no paper", "", *_timings_table(other, timings)]
     return "\n".join(lines) + "\n"
 
 

@@ -55,6 +55,7 @@ def test_each_paper_gets_a_page_with_its_claims_reasons_and_timings(stored):
     tour = pages["tour"].read_text()
     assert "commit `f00ba12`" in tour and "30.0 min" in tour and "Some CPU" in tour
     assert "5 runs trained of 5 planned, 30.0 min" in tour  # a pass from an empty store
+    assert "| training time of its runs (s) |" in tour
     assert ("| [`tour.local_beats_fedavg_skewed`](#tourlocal_beats_fedavg_skewed) | "
             f"{CLAIMS.get('tour.local_beats_fedavg_skewed').source} | **FAIL** | "
             "-1.00 pts [-2.00, -0.10], required > +5.00 pts | 00_tour |") in tour
@@ -164,3 +165,4 @@ def test_a_resumed_pass_says_its_time_is_not_a_whole_pass(stored):
         json.dumps({**TIMINGS, "runs_trained": 2, "runs_planned": 5}))
     tour = write_pages("laptop", stored)["tour"].read_text()
     assert "2 runs trained of 5 planned (the other 3 were stored already and reused" in tour
+    assert "| training time of its runs in this pass (s) |" in tour
