@@ -105,10 +105,16 @@ def likely_cause(verdict: str, evidence: str, moved: Movement | None,
     if verdict in ("PASS", "NOT RUN"):
         return ""
     reasons = []
-    if changed and changed[0] > (1 - LATE_SHARE) * changed[1]:
+    late = bool(changed and changed[0] > (1 - LATE_SHARE) * changed[1])
+    if late:
         reasons.append(f"budget: the verdict changed at round {changed[0]} of {changed[1]}")
     if moved and moved.moving:
-        reasons.append(f"budget: {moved.text()}")
+        # Runs that still move do not say the verdict would move with them: where the convergence
+        # notebook cut the runs, say how long the verdict has held.
+        held = ("" if late or not changed else
+                f", though its verdict has been the same at every cut since round {changed[0]} of {changed[1]}"
+                if changed[0] else f", though its verdict was the same at every cut of rounds 1 to {changed[1]}")
+        reasons.append(f"budget: {moved.text()}{held}")
     if reasons:
         return "; ".join(reasons)
     if _one_seed(evidence):

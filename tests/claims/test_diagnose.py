@@ -26,6 +26,12 @@ def test_causes_by_rule():
     assert likely_cause("PASS", "", moving) == ""
     assert likely_cause("FAIL", "seeds [0, 1, 2]", moving).startswith("budget: 2 of 6 runs")
     assert "changed at round 19 of 20" in likely_cause("FAIL", "seeds [0, 1, 2]", flat, (19, 20))
+    # Moving runs under a verdict that held over the last cuts: both are said.
+    assert likely_cause("FAIL", "seeds [0, 1, 2]", moving, (8, 20)).endswith(
+        ", though its verdict has been the same at every cut since round 8 of 20")
+    assert likely_cause("FAIL", "seeds [0, 1, 2]", moving, (0, 20)).endswith(
+        ", though its verdict was the same at every cut of rounds 1 to 20")
+    assert "though" not in likely_cause("FAIL", "seeds [0, 1, 2]", moving, (19, 20))
     assert likely_cause("FAIL", "seeds [0, 1, 2]", flat, (5, 20)).startswith("not a budget artefact")
     assert likely_cause("INCONCLUSIVE", "seeds [0, 1, 2]", flat).startswith("seeds: the per-seed effects")
     assert likely_cause("INCONCLUSIVE", "(per seed +1.0; seeds [0])", flat).startswith("seeds: it rests on one seed")
