@@ -280,7 +280,9 @@ def _reading():
         _READ.reset(token)
 
 
-def _note_read(rows: pd.DataFrame) -> None:
+def note_runs(rows: pd.DataFrame) -> None:
+    """Record ``rows``' runs (their ``path`` column) as read by the claim being evaluated: for a check
+    that reads rows itself rather than through :func:`select`."""
     read = _READ.get()
     if read is not None and "path" in rows.columns:
         read.update(Path(str(p)).name for p in rows["path"].dropna())
@@ -296,7 +298,7 @@ def select(results: pd.DataFrame, where: Mapping[str, object], metric: str) -> p
     rows = results[mask]
     if rows.empty:
         raise MissingResults(f"no runs with {dict(where)}")
-    _note_read(rows)
+    note_runs(rows)
     return rows.set_index("seed")[metric].sort_index()
 
 

@@ -14,7 +14,7 @@ import math
 
 import pandas as pd
 
-from ...claims.core import Claim, MissingResults, Test, compare, exceeds, paired, register_claim
+from ...claims.core import Claim, MissingResults, Test, compare, exceeds, note_runs, paired, register_claim
 
 S = "setting"
 M = "method.name"
@@ -230,10 +230,16 @@ def _pmi_follows_labels(r: pd.DataFrame):
     # distributions; the per-seed effect is the Pearson r of the final weights with label similarity.
     _require(r, "weight_label_corr")
     tau = _tau_p(r)
+    note_runs(r)
     per_seed = r.groupby("seed")["weight_label_corr"].mean()
     test = exceeds("r(PMI weight, label similarity)", per_seed, per_seed.index, PMI_CORR_MIN, scale=1.0, unit="")
+    source = ""
+    if "weight_source_share" in r:
+        shares = r.groupby("seed")["weight_source_share"].mean()
+        source = ("; share of the weights' variance that lies between source clients k' (the same weight from "
+                  f"every client k), per seed {', '.join(f'{100 * v:.0f}%' for v in shares)}")
     return test, (f"{tau}: correlation of PMI weights with label-histogram similarity, per seed "
-                  f"{', '.join(f'{v:.3f}' for v in per_seed)}; {test.text()}")
+                  f"{', '.join(f'{v:.3f}' for v in per_seed)}; {test.text()}{source}")
 
 
 register_claim(Claim(

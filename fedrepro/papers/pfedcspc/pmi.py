@@ -65,23 +65,46 @@ def pmi_finetune(result, epochs: int | None = None, seed: int = 0) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
-def pmi_weight_correlation(result) -> float:
-    """Pearson correlation, over ordered client pairs k ≠ k', of the final round's PMI weight
-    p_k^k' with the cosine similarity of the two clients' label histograms."""
+def pmi_weight_stats(result) -> dict[str, float]:
+    """Two readings of the final round's PMI weights p_k^k' over ordered client pairs k ≠ k':
+
+    - ``weight_label_corr``: their Pearson correlation with the cosine similarity of the two
+      clients' label histograms (what Fig. 9 shows);
+    - ``weight_source_share``: the share of their variance that lies between source clients k'
+      (the column means): near 1 when a client's head draws the same weight from every client,
+      whoever k is, so the weights rank heads rather than match label distributions."""
     from ...experiment import restore
 
     _, clients, state = restore(result, "cpu")
     w = state["server_state"]["pmi_weights"].double()
     order = state["server_state"]["pmi_clients"].tolist()
-    sim = label_similarity(clients)[order][:, order]
-    off = ~torch.eye(len(order), dtype=torch.bool)
-    return float(torch.corrcoef(torch.stack([w[off], sim[off]]))[0, 1])
+    return weight_stats(w, label_similarity(clients)[order][:, order].double())
+
+
+def weight_stats(w: torch.Tensor, sim: torch.Tensor) -> dict[str, float]:
+    """:func:`pmi_weight_stats` of a weight matrix ``w`` (row k: client k's weights over k') and the
+    label similarity ``sim`` of the same clients in the same order."""
+    n = len(w)
+    off = ~torch.eye(n, dtype=torch.bool)
+    values = w[off]
+    source = torch.arange(n).expand(n, -1)[off]  # k' of each off-diagonal entry
+    means = torch.zeros(n, dtype=w.dtype).index_add_(0, source, values) / (n - 1)
+    total = float(((values - values.mean()) ** 2).sum())
+    between = float(((means[source] - values.mean()) ** 2).sum())
+    return {"weight_label_corr": float(torch.corrcoef(torch.stack([values, sim[off].to(w.dtype)]))[0, 1]),
+            "weight_source_share": between / total if total > 0 else float("nan")}
+
+
+def pmi_weight_correlation(result) -> float:
+    """Pearson correlation, over ordered client pairs k ≠ k', of the final round's PMI weight
+    p_k^k' with the cosine similarity of the two clients' label histograms."""
+    return pmi_weight_stats(result)["weight_label_corr"]
 
 
 def pmi_start_table(table: pd.DataFrame) -> pd.DataFrame:
     """Per run of a grid table (pFedCSPC runs): mean over clients of both inits' accuracy, the
     share of clients for which PMI starts higher, both inits' mean training loss in the first
-    local epoch (Fig. 10c's start), and the PMI weights' correlation with label similarity."""
+    local epoch (Fig. 10c's start), and the PMI weights' readings (:func:`pmi_weight_stats`)."""
     rows = []
     for _, row in table.iterrows():
         df = pmi_start(row["path"])
@@ -91,8 +114,7 @@ def pmi_start_table(table: pd.DataFrame) -> pd.DataFrame:
                      "global_init_acc": float(df["global_init_acc"].mean()),
                      "pmi_better_share": float((df["pmi_init_acc"] > df["global_init_acc"]).mean()),
                      "pmi_first_epoch_loss": float(first["pmi"]), "global_first_epoch_loss": float(first["global"]),
-                     "weight_label_corr": pmi_weight_correlation(row["path"]),
-                     "path": row["path"]})
+                     **pmi_weight_stats(row["path"]), "path": row["path"]})
     return pd.DataFrame(rows)
 
 

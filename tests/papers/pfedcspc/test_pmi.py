@@ -78,3 +78,19 @@ def test_calibration_runs_are_planned_and_reuse_the_main_run_at_laptop():
     assert calibration_runs("paper")["round 25"].train.rounds == 25
     planned = {c.hash() for need in NOTEBOOKS["06_tsne"] for c in need.configs("pfedcspc", "laptop")}
     assert {c.hash() for c in runs.values()} <= planned
+
+
+def test_weight_stats_tell_weights_that_follow_labels_from_weights_that_rank_heads():
+    import torch
+
+    from fedrepro.papers.pfedcspc.pmi import weight_stats
+
+    gen = torch.Generator().manual_seed(0)
+    sim = torch.rand(6, 6, generator=gen, dtype=torch.float64)
+    sim = (sim + sim.T) / 2
+    # Weights that are the label similarity: r = 1; every column has its own mix, so a small share.
+    follows = weight_stats(sim.clone(), sim)
+    assert abs(follows["weight_label_corr"] - 1) < 1e-12 and follows["weight_source_share"] < 0.6
+    # Weights that depend only on the source client k' (one column, one value): the share is 1.
+    ranks = weight_stats(torch.arange(6, dtype=torch.float64).expand(6, -1).clone(), sim)
+    assert abs(ranks["weight_source_share"] - 1) < 1e-12
