@@ -131,11 +131,14 @@ def test_site_in_chromium(smoke_site):
         assert r.remote == [], r.url
         assert r.has_claims_table(), r.url
         assert r.screenshot.is_file() and r.screenshot.stat().st_size > 10_000
+        assert r.overflow_px <= 0, f"{r.url} runs {r.overflow_px} px past the window's width"
     index, tour, _ = reports
     assert tour.images >= 3  # the partitions, the accuracy bars, the curves, the per-client spread
     page = (smoke_site / "notebooks" / "00_tour.html").read_text()
     assert "How this page was made" in page and "smoke" in page
     assert "Try it" in page
+    assert 'class="claims-table"' in page and "fedrepro.css" in page  # the evidence column keeps its width
+    assert "table.claims-table" in (smoke_site / "_static" / "fedrepro.css").read_text()
 
 
 def test_api_reference_from_docstrings(tmp_path, monkeypatch):

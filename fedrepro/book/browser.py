@@ -18,6 +18,7 @@ return {
   tables: Array.from(document.querySelectorAll('table')).map(
       t => Array.from(t.querySelectorAll('th')).map(h => h.textContent.trim())),
   height: Math.max(document.body.scrollHeight, document.documentElement.scrollHeight),
+  overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
 };
 """
 
@@ -41,6 +42,7 @@ class PageReport:
     remote: list[str] = field(default_factory=list)
     table_headers: list[list[str]] = field(default_factory=list)
     screenshot: Path | None = None
+    overflow_px: int = 0  # how far the page runs past the window's width (a reader scrolls sideways)
 
     def has_claims_table(self) -> bool:
         """A table with a verdict column (a claims table) or the verdict counts (PASS, FAIL, ...)."""
@@ -78,6 +80,7 @@ def open_pages(pages: list[Path], shots: Path, width: int = 1280, max_height: in
                 state = driver.execute_script(_PAGE_STATE)
                 if min(max_height, int(state["height"])) <= height:
                     break
+            overflow = int(state["overflow"])
             shot = shots / f"{len(reports):02d}_{page.parent.name}__{page.stem}.png"
             driver.save_screenshot(str(shot))
             driver.set_window_size(width, 1000)
@@ -86,7 +89,7 @@ def open_pages(pages: list[Path], shots: Path, width: int = 1280, max_height: in
                 url=url, console_errors=errors, images=len(state["images"]),
                 broken_images=[i["src"] for i in state["images"] if not i["ok"]],
                 remote=[r for r in state["resources"] if not r.startswith("file:")],
-                table_headers=state["tables"], screenshot=shot))
+                table_headers=state["tables"], screenshot=shot, overflow_px=overflow))
     finally:
         driver.quit()
     return reports

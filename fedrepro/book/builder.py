@@ -39,10 +39,23 @@ SPHINX_CONFIG = {
     "exclude_patterns": ["_build", "**.ipynb_checkpoints"],
     "suppress_warnings": ["myst.xref_missing", "myst.header", "mystnb.unknown_mime_type", "misc.highlighting_failure",
                           "toc.not_included", "autosummary", "ref.doc", "ref.python"],
+    # The site's own stylesheet (SITE_CSS), served from the site itself.
+    "html_static_path": ["_static"],
+    "html_css_files": ["fedrepro.css"],
     "html_show_sourcelink": False,
     "html_copy_source": False,
     "html_last_updated_fmt": None,
 }
+
+
+# A wide output (a claims table with its evidence, a results table) scrolls inside its cell rather
+# than pushing the whole page sideways. Cells align at the top, so a long evidence cell does not
+# push its row's verdict out of sight, and a claims table's evidence column (the class that
+# fedrepro.claims.claims_table_style sets) keeps a readable width rather than a few words per line.
+SITE_CSS = """div.cell_output { overflow-x: auto; }
+div.cell_output table td { vertical-align: top; }
+table.claims-table td:last-child { min-width: 28em; }
+"""
 
 
 def output_root() -> Path:
@@ -116,6 +129,8 @@ def stage(profile: str, notebooks_dir: Path, claims_dir: Path, src: Path, root: 
         raise FedreproError(f"no executed notebooks under {notebooks_dir}; run `make reproduce PROFILE={profile}` "
                             "(or `make smoke`) first")
     report = read_pass(notebooks_dir)
+    (src / "_static").mkdir(parents=True, exist_ok=True)
+    (src / "_static" / "fedrepro.css").write_text(SITE_CSS)
     docs = []
     for nb in executed:
         rel = nb.relative_to(notebooks_dir).as_posix()

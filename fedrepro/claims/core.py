@@ -469,4 +469,6 @@ def claims_table_style(table: pd.DataFrame):
     colours = {"PASS": "background-color: #d4f4dd", "FAIL": "background-color: #f8d7da",
                "INCONCLUSIVE": "background-color: #fff3cd", "NOT RUN": "background-color: #eeeeee"}
     cols = ["claim_id", "source", "statement", "verdict", "interval", "evidence"]
-    return table[cols].style.map(lambda v: colours.get(v, ""), subset=["verdict"]).hide(axis="index")
+    # The class lets the teaching site keep the evidence column readable (fedrepro.book.builder.SITE_CSS).
+    return (table[cols].style.map(lambda v: colours.get(v, ""), subset=["verdict"]).hide(axis="index")
+            .set_table_attributes('class="claims-table"'))
