@@ -432,8 +432,20 @@ def pivot_mean_std(table: pd.DataFrame, index: str, columns: str | None = None, 
     (e.g. ``lambda a: f"α={a}"``, the paper tables' column names)."""
     keys = [index] if columns is None else [index, columns]
     ms = mean_std(table, keys, [metric])
-    text = [f"{scale * m:.2f} ± {scale * sd:.2f}" if n > 1 else f"{scale * m:.2f}¹"
-            for m, sd, n in zip(ms[f"{metric}_mean"], ms[f"{metric}_std"], ms["seeds"])]
+    # A run that diverged has no final value: its cell says so instead of showing a number (or the
+    # mean of the seeds that did not diverge, with how many did).
+    diverged = (table["diverged_round"].notna() if "diverged_round" in table
+                else pd.Series(False, index=table.index)).groupby([table[k] for k in keys], sort=False).sum()
+    missing = table[metric].isna().groupby([table[k] for k in keys], sort=False).sum()
+
+    def cell(m, sd, n, lost, gone):
+        if lost == n:
+            return "diverged" if gone else "n/a"
+        text = f"{scale * m:.2f} ± {scale * sd:.2f}" if n - lost > 1 else f"{scale * m:.2f}¹"
+        return text + (f" ({lost} of {n} {'diverged' if gone else 'n/a'})" if lost else "")
+
+    text = [cell(m, sd, n, int(lost), int(gone)) for m, sd, n, lost, gone in
+            zip(ms[f"{metric}_mean"], ms[f"{metric}_std"], ms["seeds"], missing.to_numpy(), diverged.to_numpy())]
     if columns is None:
         return pd.DataFrame({metric: text}, index=pd.Index(ms[index], name=index))
     cells = dict(zip(zip(ms[index], ms[columns]), text))
@@ -452,9 +464,13 @@ def results_by(table: pd.DataFrame, by: str | Sequence[str]) -> dict[Any, list[R
 
 
 def mean_std(table: pd.DataFrame, by: Sequence[str], cols: Sequence[str] = ("best", "final")) -> pd.DataFrame:
-    """Mean ± std over seeds (sample std, ddof=1; 0 for a single seed), one row per group."""
+    """Mean ± std over seeds (sample std, ddof=1; 0 for a single seed), one row per group; NaN values
+    (a diverged run's) are left out of both, and a group without any value has a NaN mean."""
     g = table.groupby(list(by), sort=False)
-    out = g[list(cols)].agg(["mean", "std"]).fillna(0.0)
+    out = g[list(cols)].agg(["mean", "std"])
+    # One seed has no spread (std 0); a group with no value at all (its runs diverged) keeps a NaN mean.
+    stds = [c for c in out.columns if c[1] == "std"]
+    out[stds] = out[stds].fillna(0.0)
     out.columns = [f"{c}_{s}" for c, s in out.columns]
     out["seeds"] = g.size()
     return out.reset_index()

@@ -91,6 +91,20 @@ def test_pivot_mean_std_marks_single_seed_cells():
     assert both.loc["local", ("ours", "α=0.1")] == ""
 
 
+def test_pivot_mean_std_says_diverged_instead_of_a_number():
+    nan = float("nan")
+    t = pd.DataFrame([{"m": m, "seed": s, "final": v, "diverged_round": d} for m, s, v, d in [
+        ("ok", 0, 0.8, nan), ("ok", 1, 0.9, nan),
+        ("gone", 0, nan, 12), ("gone", 1, nan, 30),
+        ("half", 0, 0.7, nan), ("half", 1, nan, 9), ("half", 2, 0.8, nan)]])
+    p = fedrepro.pivot_mean_std(t, "m", metric="final")["final"]
+    assert p["ok"] == "85.00 ± 7.07" and p["gone"] == "diverged"
+    assert p["half"] == "75.00 ± 7.07 (1 of 3 diverged)"  # the mean of the seeds that did not
+    assert fedrepro.pivot_mean_std(t.drop(columns="diverged_round"), "m", metric="final")["final"]["gone"] == "n/a"
+    ms = fedrepro.mean_std(t, ["m"], ["final"]).set_index("m")
+    assert ms.loc["gone", "final_std"] == 0 and ms.loc["gone", "final_mean"] != ms.loc["gone", "final_mean"]
+
+
 def test_a_diverged_run_is_stored_as_a_result_and_reused(tiny, monkeypatch):
     restore = poison_fedavg(monkeypatch)
     cfg = tiny(**{"method.name": "fedavg", "train.rounds": 3})

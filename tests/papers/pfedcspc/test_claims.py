@@ -154,3 +154,13 @@ def test_more_prototypes_claim_compares_n_repeat_5_with_1_at_the_default_n_aug()
     # Only the n_aug = 5 pair is read: without it there is nothing to judge.
     res = evaluate_claims(sweep({(5, 1): 0.66, (1, 1): 0.64}), ids=[cid])
     assert res["verdict"].item() == "NOT RUN" and "n_aug': 5" in res["evidence"].item()
+
+
+def test_both_objectives_reads_the_fedavg_row_of_table_ii_for_both_scores():
+    # Table II's FedAvg row is the FedAvg-FT run (global model before fine-tuning, and after); the
+    # separately tuned FedAvg run of Table III is not what the Global test reads.
+    rows = [{"method.name": m, "seed": s, "final_global_acc": g + 0.01 * s, "final_i_local_mean": loc + 0.01 * s}
+            for s in range(3) for m, g, loc in (("pfedcspc", 0.78, 0.77), ("fedavg_ft", 0.79, 0.75),
+                                                ("fedavg", 0.70, 0.60))]
+    res = evaluate_claims(pd.DataFrame(rows), ids=["pfedcspc.both_objectives"])
+    assert res["verdict"].item() == "FAIL" and "FedAvg Global 80.00" in res["evidence"].item()
