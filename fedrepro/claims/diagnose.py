@@ -7,6 +7,8 @@ A verdict other than PASS has three common causes, and the store can tell them a
   the rounds when the convergence notebooks cut the runs short. More rounds could change it either
   way. The runs are those the claim's check selected (recorded with its verdict); for a check on
   rows that name no run (a derived table), all the runs its notebook read.
+- **noise**: the verdict changed back and forth in the last quarter of the rounds (more than once):
+  each round's scores straddle the bound, so more seeds, not more rounds, would steady it.
 - **seeds**: an INCONCLUSIVE verdict on runs that have flattened: the per-seed effects disagree
   about the bound, so more seeds (not more rounds) would decide it. A claim on one seed has no
   interval at all.
@@ -84,12 +86,15 @@ def save_by_round(verdicts: pd.DataFrame, notebook: str, profile: str) -> Path:
     return path
 
 
-def last_change(verdicts: pd.DataFrame) -> dict[str, tuple[int, int]]:
-    """Per claim: (the last round at which its verdict changed, or 0, and the last round cut)."""
+def last_change(verdicts: pd.DataFrame) -> dict[str, tuple[int, int, int]]:
+    """Per claim: (the last round at which its verdict changed, or 0; the last round cut; how many
+    times it changed in the last :data:`LATE_SHARE` of the rounds)."""
     out = {}
     for cid, v in verdicts.sort_values("round").groupby("claim_id"):
         changed = v["round"][v["verdict"].ne(v["verdict"].shift()) & v["verdict"].shift().notna()]
-        out[cid] = (int(changed.iloc[-1]) if len(changed) else 0, int(v["round"].max()))
+        last = int(v["round"].max())
+        out[cid] = (int(changed.iloc[-1]) if len(changed) else 0, last,
+                    int((changed > (1 - LATE_SHARE) * last).sum()))
     return out
 
 
@@ -99,14 +104,20 @@ def _one_seed(evidence: str) -> bool:
 
 
 def likely_cause(verdict: str, evidence: str, moved: Movement | None,
-                 changed: tuple[int, int] | None = None) -> str:
+                 changed: tuple[int, ...] | None = None) -> str:
     """The likely cause of a verdict other than PASS (rules: module doc); "" for PASS, NOT RUN, and a
     claim with no stored runs to inspect."""
     if verdict in ("PASS", "NOT RUN"):
         return ""
     reasons = []
     late = bool(changed and changed[0] > (1 - LATE_SHARE) * changed[1])
-    if late:
+    flips = changed[2] if changed and len(changed) > 2 else int(late)
+    if late and flips > 1:
+        # Back and forth, not a drift: each round's final scores straddle the bound.
+        reasons.append(f"noise: the verdict changed {flips} times in the last quarter of the rounds (last at round "
+                       f"{changed[0]} of {changed[1]}), so one round's scores sit on either side of the bound; more "
+                       f"seeds, not more rounds, would steady it")
+    elif late:
         reasons.append(f"budget: the verdict changed at round {changed[0]} of {changed[1]}")
     if moved and moved.moving:
         # Runs that still move do not say the verdict would move with them: where the convergence
@@ -142,7 +153,7 @@ def causes(profile: str, claims: pd.DataFrame, runs_dir: Path | None = None,
 
     runs_dir = Path(runs_dir) if runs_dir is not None else output_path("runs", profile, root)
     trace_dir = output_path("trace", profile, root)
-    changed: dict[str, tuple[int, int]] = {}
+    changed: dict[str, tuple[int, int, int]] = {}
     for f in sorted(_by_round_dir(claims_dir(profile, root)).glob("*.json")):
         changed.update(last_change(pd.DataFrame(json.loads(f.read_text())["verdicts"])))
     moved: dict[str, Movement | None] = {}

@@ -18,7 +18,7 @@ def test_trace_names_follow_reproduce():
 def test_last_change_finds_the_last_flip():
     v = pd.DataFrame({"round": [1, 2, 3, 4, 1, 2, 3, 4], "claim_id": ["a"] * 4 + ["b"] * 4,
                       "verdict": ["FAIL", "PASS", "PASS", "FAIL", "PASS", "PASS", "PASS", "PASS"]})
-    assert last_change(v) == {"a": (4, 4), "b": (0, 4)}
+    assert last_change(v) == {"a": (4, 4, 1), "b": (0, 4, 0)}  # a: FAIL→PASS at 2, PASS→FAIL at 4
 
 
 def test_causes_by_rule():
@@ -26,6 +26,10 @@ def test_causes_by_rule():
     assert likely_cause("PASS", "", moving) == ""
     assert likely_cause("FAIL", "seeds [0, 1, 2]", moving).startswith("budget: 2 of 6 runs")
     assert "changed at round 19 of 20" in likely_cause("FAIL", "seeds [0, 1, 2]", flat, (19, 20))
+    assert likely_cause("FAIL", "seeds [0, 1, 2]", flat, (19, 20, 1)).startswith("budget: the verdict changed")
+    # Back and forth in the last quarter: noise, not a drift.
+    assert likely_cause("INCONCLUSIVE", "seeds [0, 1, 2]", flat, (19, 20, 3)).startswith(
+        "noise: the verdict changed 3 times in the last quarter of the rounds (last at round 19 of 20)")
     # Moving runs under a verdict that held over the last cuts: both are said.
     assert likely_cause("FAIL", "seeds [0, 1, 2]", moving, (8, 20)).endswith(
         ", though its verdict has been the same at every cut since round 8 of 20")
