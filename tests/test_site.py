@@ -157,3 +157,11 @@ def test_api_reference_from_docstrings(tmp_path, monkeypatch):
     api = (site / "api" / "fedrepro.book.provenance.html").read_text()
     assert "The Markdown of the note" in api  # Provenance.note's docstring
     assert "NOT RUN" in (site / "index.html").read_text()  # no claims recorded: every claim is NOT RUN
+
+
+def test_index_says_when_its_pass_reused_stored_runs():
+    report = {"commit": "abc1234", "wall_s": 600.0, "notebooks": [{}, {}], "runs_planned": 10, "runs_trained": 4}
+    text = pages.index_page("laptop", [], [], [], report, "2 cores of AMD EPYC", api=False)
+    assert "10.0 min of wall time (6 of its 10 runs were stored already and reused)." in text
+    whole = pages.index_page("laptop", [], [], [], {**report, "runs_trained": 10}, "2 cores of AMD EPYC", api=False)
+    assert "10.0 min of wall time." in whole and "reused" not in whole

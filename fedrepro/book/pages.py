@@ -125,8 +125,11 @@ def index_page(profile: str, rows: list[ClaimRow], papers: list[str], top: list[
              "each paper's page says what the paper claims and which notebook checks what.", ""]
     if report:
         n = len(report.get("notebooks", []))
+        reused = report.get("runs_planned", 0) - report.get("runs_trained", 0)
         lines += [f"The pass: {n} notebook{'s' if n != 1 else ''} at commit `{report.get('commit')}` on "
-                  f"{machine}, {report.get('wall_s', 0) / 60:.1f} min of wall time.", ""]
+                  f"{machine}, {report.get('wall_s', 0) / 60:.1f} min of wall time"
+                  + (f" ({reused} of its {report['runs_planned']} runs were stored already and reused)" if reused > 0
+                     else "") + ".", ""]
     lines += ["## Verdicts", "",
               f"Each claim measures an effect once per seed; the interval is {INTERVAL}. **PASS**: the whole "
               "interval clears the claim's bound; **FAIL**: it falls short of it; **INCONCLUSIVE**: it straddles "
