@@ -434,9 +434,9 @@ def pivot_mean_std(table: pd.DataFrame, index: str, columns: str | None = None, 
     ms = mean_std(table, keys, [metric])
     # A run that diverged has no final value: its cell says so instead of showing a number (or the
     # mean of the seeds that did not diverge, with how many did).
-    diverged = (table["diverged_round"].notna() if "diverged_round" in table
-                else pd.Series(False, index=table.index)).groupby([table[k] for k in keys], sort=False).sum()
-    missing = table[metric].isna().groupby([table[k] for k in keys], sort=False).sum()
+    flags = pd.DataFrame({"lost": table[metric].isna(),
+                          "gone": table["diverged_round"].notna() if "diverged_round" in table else False})
+    counts = flags.groupby([table[k] for k in keys], sort=False).sum()
 
     def cell(m, sd, n, lost, gone):
         if lost == n:
@@ -445,7 +445,7 @@ def pivot_mean_std(table: pd.DataFrame, index: str, columns: str | None = None, 
         return text + (f" ({lost} of {n} {'diverged' if gone else 'n/a'})" if lost else "")
 
     text = [cell(m, sd, n, int(lost), int(gone)) for m, sd, n, lost, gone in
-            zip(ms[f"{metric}_mean"], ms[f"{metric}_std"], ms["seeds"], missing.to_numpy(), diverged.to_numpy())]
+            zip(ms[f"{metric}_mean"], ms[f"{metric}_std"], ms["seeds"], counts["lost"], counts["gone"])]
     if columns is None:
         return pd.DataFrame({metric: text}, index=pd.Index(ms[index], name=index))
     cells = dict(zip(zip(ms[index], ms[columns]), text))

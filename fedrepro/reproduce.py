@@ -354,6 +354,13 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     return report
 
 
+def reused_runs(report: dict | None) -> int:
+    """How many of a pass's planned runs it found stored and did not train (its report, the
+    ``timings.json`` of :func:`reproduce`); 0 without a report."""
+    report = report or {}
+    return max(0, report.get("runs_planned", 0) - report.get("runs_trained", 0))
+
+
 def _short(path: str, root: Path) -> str:
     p = Path(path)
     return str(p.relative_to(root)) if p.is_relative_to(root) else path

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .errors import ConfigError
 from .host import git_commit, repo_root
+from .reproduce import reused_runs
 from .settings import output_path
 
 NO_CAUSE = "no cause recorded"
@@ -90,7 +91,7 @@ def _pass_lines(profile: str, timings: dict | None, commit: str) -> list[str]:
     if timings is None:
         return lines + ["No timings report was found for this profile, so the notebooks' times are not shown.", ""]
     minutes = timings["wall_s"] / 60
-    reused = timings["runs_planned"] - timings["runs_trained"]
+    reused = reused_runs(timings)
     return lines + [
         f"The pass: {_count(len(timings['notebooks']), 'notebook')}, {timings['runs_trained']} runs trained of "
         f"{timings['runs_planned']} planned"
@@ -139,8 +140,7 @@ def _timing_rows(timings: dict | None, keep) -> list[dict]:
 
 def _trained_here(timings: dict | None) -> str:
     """The training-time column's name: a pass that reused stored runs timed only those it trained."""
-    t = timings or {}
-    return " in this pass" if t.get("runs_trained", 0) < t.get("runs_planned", 0) else ""
+    return " in this pass" if reused_runs(timings) else ""
 
 
 def _timings_table(rows: list[dict], timings: dict | None = None) -> list[str]:
@@ -179,7 +179,8 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
                   "the stored runs (`fedrepro.claims.diagnose`): **budget** when the runs it compares (or, for a check "
                   "on a derived table, the runs its notebook read) were still moving at their last rounds or its "
                   "verdict changed once in the last quarter of the rounds, **noise** when it went back and forth "
-                  "there (more seeds, not more rounds, would steady it), **seeds** when flat runs give per-seed effects on both sides of the bound (or one seed), "
+                  "there (more seeds, not more rounds, would steady it), **seeds** when flat runs give per-seed "
+                  "effects on both sides of the bound (or one seed), "
                   "**not a budget artefact** when flat runs fail with a settled verdict. Where neither exists the "
                   f"page says \"{NO_CAUSE}\".", "", "| claim | verdict | reason |", "|---|---|---|"]
         for _, c in not_passed.iterrows():

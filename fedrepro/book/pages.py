@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..reproduce import reused_runs
+
 # What each paper is about, in a few sentences for a student; the claims themselves are listed
 # from the registry beneath.
 INTROS = {
@@ -125,10 +127,10 @@ def index_page(profile: str, rows: list[ClaimRow], papers: list[str], top: list[
              "each paper's page says what the paper claims and which notebook checks what.", ""]
     if report:
         n = len(report.get("notebooks", []))
-        reused = report.get("runs_planned", 0) - report.get("runs_trained", 0)
+        reused = reused_runs(report)
         lines += [f"The pass: {n} notebook{'s' if n != 1 else ''} at commit `{report.get('commit')}` on "
                   f"{machine}, {report.get('wall_s', 0) / 60:.1f} min of wall time"
-                  + (f" ({reused} of its {report['runs_planned']} runs were stored already and reused)" if reused > 0
+                  + (f" ({reused} of its {report['runs_planned']} runs were stored already and reused)" if reused
                      else "") + ".", ""]
     lines += ["## Verdicts", "",
               f"Each claim measures an effect once per seed; the interval is {INTERVAL}. **PASS**: the whole "

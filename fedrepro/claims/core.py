@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -173,7 +173,7 @@ class ClaimResult:
     evidence: str
     # The stored runs (hashes) whose rows the check selected, where the results name them (a
     # ``path`` column): what the likely causes inspect (fedrepro.claims.diagnose).
-    runs: tuple[str, ...] = field(default=())
+    runs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

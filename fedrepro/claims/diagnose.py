@@ -48,24 +48,33 @@ class Movement:
                 f"their round-to-round noise (largest move {100 * self.largest:.1f})")
 
 
-def movement(hashes, runs_dir: Path, whose: str = "its notebook read") -> Movement:
-    """:class:`Movement` of the stored runs ``hashes`` (missing or too short runs are skipped)."""
+def _judged(h: str, runs_dir: Path) -> tuple[float, bool] | None:
+    """``(last change, flat)`` of stored run ``h``; None when it is missing, unreadable or too short."""
     from ..store import RunResult
 
-    changes, moving = [], 0
+    folder = Path(runs_dir) / h
+    if not (folder / "config.json").is_file():
+        return None
+    try:
+        rounds = RunResult(folder).rounds
+    except Exception:  # an unfinished or unreadable run says nothing about convergence
+        return None
+    change, _, flat = judge(rounds["acc_mean"].dropna().to_numpy() if "acc_mean" in rounds else [])
+    return None if math.isnan(change) else (change, flat)
+
+
+def movement(hashes, runs_dir: Path, whose: str = "its notebook read", cache: dict | None = None) -> Movement:
+    """:class:`Movement` of the stored runs ``hashes`` (missing or too short runs are skipped);
+    ``cache`` keeps each run's judgement for the next call (claims share runs)."""
+    cache = {} if cache is None else cache
+    judged = []
     for h in sorted(set(hashes)):
-        folder = Path(runs_dir) / h
-        if not (folder / "config.json").is_file():
-            continue
-        try:
-            rounds = RunResult(folder).rounds
-        except Exception:  # an unfinished or unreadable run says nothing about convergence
-            continue
-        change, _, flat = judge(rounds["acc_mean"].dropna().to_numpy() if "acc_mean" in rounds else [])
-        if not math.isnan(change):
-            changes.append(change)
-            moving += not flat
-    return Movement(len(changes), moving, max((abs(c) for c in changes), default=0.0), whose)
+        if h not in cache:
+            cache[h] = _judged(h, runs_dir)
+        if cache[h] is not None:
+            judged.append(cache[h])
+    return Movement(len(judged), sum(not flat for _, flat in judged),
+                    max((abs(c) for c, _ in judged), default=0.0), whose)
 
 
 def _by_round_dir(claims_dir: Path) -> Path:
@@ -157,19 +166,20 @@ def causes(profile: str, claims: pd.DataFrame, runs_dir: Path | None = None,
     for f in sorted(_by_round_dir(claims_dir(profile, root)).glob("*.json")):
         changed.update(last_change(pd.DataFrame(json.loads(f.read_text())["verdicts"])))
     moved: dict[str, Movement | None] = {}
+    judged: dict = {}  # each run read once, however many claims compare it
     out = {}
     for i, row in claims.iterrows():
         nb = row.get("notebook") if isinstance(row.get("notebook"), str) else None
         evidence = row.get("evidence") if isinstance(row.get("evidence"), str) else ""
         own = row.get("runs") if isinstance(row.get("runs"), (list, tuple)) else []
         if own:
-            here = movement(own, runs_dir, whose="it compares")
+            here = movement(own, runs_dir, whose="it compares", cache=judged)
         else:
             if nb and nb not in moved:
                 # claims record "<paper>_<NN>_<name>"; traces are named after the notebook's path
                 events = trace.read(trace_dir / _trace_name(nb))
                 hashes = [e["hash"] for e in events if e.get("event") == "run"]
-                moved[nb] = movement(hashes, runs_dir) if hashes else None
+                moved[nb] = movement(hashes, runs_dir, cache=judged) if hashes else None
             here = moved.get(nb)
         out[i] = likely_cause(row["verdict"], evidence, here, changed.get(row["claim_id"]))
     return pd.Series(out, dtype=object)

@@ -5,8 +5,8 @@
   training (Fig. 10a);
 - :func:`pmi_finetune`: per client, E epochs of local CE training from each init, with the
   per-epoch training loss and the final local test accuracy (Fig. 10b, c);
-- :func:`pmi_weight_correlation`: how closely the final round's PMI weights follow the similarity
-  of the clients' label histograms (Fig. 9);
+- :func:`pmi_weight_stats`: how closely the final round's PMI weights follow the similarity of the
+  clients' label histograms (Fig. 9), and how much of them is which client they come from;
 - :func:`pmi_start_table`: all three summarised per run of a ``run_grid`` table, the input of the
   ``pfedcspc.pmi_*`` claims;
 - :func:`select_tau_p`: the PMI temperature chosen on the validation sweep (rule: :data:`TAU_P_RULE`),
@@ -95,12 +95,6 @@ def weight_stats(w: torch.Tensor, sim: torch.Tensor) -> dict[str, float]:
             "weight_source_share": between / total if total > 0 else float("nan")}
 
 
-def pmi_weight_correlation(result) -> float:
-    """Pearson correlation, over ordered client pairs k ≠ k', of the final round's PMI weight
-    p_k^k' with the cosine similarity of the two clients' label histograms."""
-    return pmi_weight_stats(result)["weight_label_corr"]
-
-
 def pmi_start_table(table: pd.DataFrame) -> pd.DataFrame:
     """Per run of a grid table (pFedCSPC runs): mean over clients of both inits' accuracy, the
     share of clients for which PMI starts higher, both inits' mean training loss in the first
@@ -144,7 +138,7 @@ def tau_p_sweep(validation: pd.DataFrame, test: pd.DataFrame | None = None) -> p
     columns of the test-split runs, which the choice never reads, and ``chosen`` marking the
     :func:`select_tau_p` pick."""
     def summary(t: pd.DataFrame, tag: str) -> pd.DataFrame:
-        r = t.assign(weight_label_corr=[pmi_weight_correlation(p) for p in t["path"]])
+        r = t.assign(weight_label_corr=[pmi_weight_stats(p)["weight_label_corr"] for p in t["path"]])
         cols = {VALIDATION_METRIC: f"{tag} I_local", "final_global_acc": f"{tag} ACC_global",
                 "weight_label_corr": f"{tag} r(weights, labels)"}
         return r.groupby(TAU_P)[list(cols)].mean().rename(columns=cols)
