@@ -5,15 +5,19 @@ A verdict other than PASS has three common causes, and the store can tell them a
 - **budget**: the runs the claim compares were still moving when they stopped (by the flatness
   rule of :mod:`fedrepro.analysis.by_round`), or the claim's verdict changed in the last quarter of
   the rounds when the convergence notebooks cut the runs short. More rounds could change it either
-  way. The runs are those the claim's check selected (recorded with its verdict); for a check on
+  way. Moving runs whose verdict has held over the last half of the rounds are not budget: see
+  *settled* below. The runs are those the claim's check selected (recorded with its verdict); for a check on
   rows that name no run (a derived table), all the runs its notebook read.
 - **noise**: the verdict changed back and forth in the last quarter of the rounds (more than once):
   each round's scores straddle the bound, so more seeds, not more rounds, would steady it.
 - **seeds**: an INCONCLUSIVE verdict on runs that have flattened: the per-seed effects disagree
   about the bound, so more seeds (not more rounds) would decide it. A claim on one seed has no
   interval at all.
-- **not a budget artefact**: a FAIL on flat runs with a settled verdict. The effect is absent at
-  this profile's scale; what differs from the paper (data, model, rounds) is the next suspect.
+- **not a budget artefact**: a FAIL on flat runs, or a FAIL whose verdict has held at every cut over
+  the last :data:`SETTLED_SHARE` of the rounds (settled) even if some runs still move: a gap that
+  kept its sign while the runs grew is unlikely to close in the next rounds. The effect is absent at
+  this profile's scale; what differs from the paper (data, model, rounds) is the next suspect. A
+  settled INCONCLUSIVE is **seeds**.
 
 :func:`causes` combines the notebooks' run traces (which runs each notebook read, from
 ``fedrepro reproduce``), the stored per-round metrics, and the verdicts by round that the
@@ -32,6 +36,7 @@ import pandas as pd
 from ..analysis.by_round import FLAT_TOLERANCE, FLAT_WINDOW, FLAT_Z, judge
 
 LATE_SHARE = 0.25  # a verdict that changed in the last quarter of the rounds has not settled
+SETTLED_SHARE = 0.5  # one that held over the last half has, whether or not its runs still move
 
 
 @dataclass(frozen=True)
@@ -113,38 +118,40 @@ def _one_seed(evidence: str) -> bool:
 
 
 def likely_cause(verdict: str, evidence: str, moved: Movement | None,
-                 changed: tuple[int, ...] | None = None) -> str:
+                 changed: tuple[int, int, int] | None = None) -> str:
     """The likely cause of a verdict other than PASS (rules: module doc); "" for PASS, NOT RUN, and a
-    claim with no stored runs to inspect."""
+    claim with no stored runs to inspect. ``changed`` is the claim's entry of :func:`last_change`."""
     if verdict in ("PASS", "NOT RUN"):
         return ""
-    reasons = []
-    late = bool(changed and changed[0] > (1 - LATE_SHARE) * changed[1])
-    flips = changed[2] if changed and len(changed) > 2 else int(late)
+    last_round, cuts, flips = changed if changed else (0, 0, 0)
+    late = bool(changed) and last_round > (1 - LATE_SHARE) * cuts
+    moving = bool(moved and moved.moving)
     if late and flips > 1:
         # Back and forth, not a drift: each round's final scores straddle the bound.
-        reasons.append(f"noise: the verdict changed {flips} times in the last quarter of the rounds (last at round "
-                       f"{changed[0]} of {changed[1]}), so one round's scores sit on either side of the bound; more "
-                       f"seeds, not more rounds, would steady it")
-    elif late:
-        reasons.append(f"budget: the verdict changed at round {changed[0]} of {changed[1]}")
-    if moved and moved.moving:
-        # Runs that still move do not say the verdict would move with them: where the convergence
-        # notebook cut the runs, say how long the verdict has held.
-        held = ("" if late or not changed else
-                f", though its verdict has been the same at every cut since round {changed[0]} of {changed[1]}"
-                if changed[0] else f", though its verdict was the same at every cut of rounds 1 to {changed[1]}")
-        reasons.append(f"budget: {moved.text()}{held}")
-    if reasons:
+        return (f"noise: the verdict changed {flips} times in the last quarter of the rounds (last at round "
+                f"{last_round} of {cuts}), so one round's scores sit on either side of the bound; more "
+                f"seeds, not more rounds, would steady it" + (f"; budget: {moved.text()}" if moving else ""))
+    settled = bool(changed) and last_round <= (1 - SETTLED_SHARE) * cuts
+    held = ((f"its verdict has been the same at every cut since round {last_round} of {cuts}" if last_round
+             else f"its verdict was the same at every cut of rounds 1 to {cuts}") if changed else "")
+    if moving and not settled:
+        reasons = [f"budget: the verdict changed at round {last_round} of {cuts}"] if late else []
+        reasons.append(f"budget: {moved.text()}" + (f", though {held}" if changed and not late else ""))
         return "; ".join(reasons)
+    if late:
+        return f"budget: the verdict changed at round {last_round} of {cuts}"
     if _one_seed(evidence):
         return "seeds: it rests on one seed, so there is no interval"
-    settled = " and the verdict settled" if changed else ""
-    flat = f"the {moved.runs} runs {moved.whose} are flat{settled}" if moved and moved.runs else None
+    if moving:  # settled: the runs still move, the verdict has not for half the rounds
+        why = f"{held}, though {moved.text()}"
+    elif moved and moved.runs:
+        why = f"the {moved.runs} runs {moved.whose} are flat" + (" and the verdict settled" if changed else "")
+    else:
+        why = held
     if verdict == "INCONCLUSIVE":
-        return "seeds: the per-seed effects straddle the bound" + (f" ({flat})" if flat else "")
-    if flat:
-        return (f"not a budget artefact: {flat}; the effect is absent at this profile's scale "
+        return "seeds: the per-seed effects straddle the bound" + (f" ({why})" if why else "")
+    if why:
+        return (f"not a budget artefact: {why}; the effect is absent at this profile's scale "
                 f"(data, model and rounds differ from the paper's)")
     return ""  # nothing stored to inspect: the page says so
 
