@@ -25,7 +25,8 @@ One round (client k, then the server):
    - ``L_A``: L1 distance between the in-batch angle tensors of the features and of their classes'
      prototypes, over triplets with three distinct labels [paper Eq. 6];
    - ``L_E``: |difference| of the feature and prototype distances of pairs with different labels
-     [paper Eq. 7, ℓ = L2 norm of a scalar; ``edge_pairs``, ``edge_penalty`` give the other readings].
+     [paper Eq. 7, ℓ = L2 norm of a scalar; ``edge_pairs``, ``edge_penalty`` and ``edge_scale`` give
+     the other readings, the FedCSPC code's among them].
    Weights ``align_weights`` (1, 1, 1) [paper: equal; code 1, 0.2, 0.2 and node only by default].
 3. **CPM** (§IV-C1) [paper]: encoder features of the local training set (eval mode [code]); per
    class, scikit-learn ``KMeans`` into ``clusters`` groups (Eq. 8; the paper's value is lost from
@@ -89,7 +90,8 @@ from .registry import register_method
 PROTOTYPE_MODES = ("cpm", "tpg")
 BASES = ("ce", "fedprox", "moon", "fedasam")
 EDGE_PAIRS = ("different_labels", "all")
-EDGE_PENALTIES = ("abs", "squared")
+EDGE_PENALTIES = ("abs", "squared", "smooth_l1")
+EDGE_SCALES = ("none", "mean")
 TRIPLET_DISTANCES = ("squared", "euclidean")
 EXEMPLARS = ("all", "correct")
 G = "g."  # global model entries in ``shared``
@@ -116,6 +118,7 @@ class PFedCSPCParams:
     tau_l: float = hp(0.5, gt=0)  # [paper]
     edge_pairs: str = hp("different_labels", choices=EDGE_PAIRS)  # Eq. 7's pairs; see edge_loss
     edge_penalty: str = hp("abs", choices=EDGE_PENALTIES)  # Eq. 7's ℓ of the scalar gap; see edge_loss
+    edge_scale: str = hp("none", choices=EDGE_SCALES)  # raw distances (Eq. 7) | each set over its mean [code]
     # CPM --------------------------------------------------------------------------------------
     prototypes: str = hp("cpm", choices=PROTOTYPE_MODES)  # K-means clusters | one class mean (TPG, FedProto)
     clusters: int = hp(2, ge=1)  # j, lost from the paper's text [inferred]
@@ -246,14 +249,18 @@ def angle_loss(f: Tensor, y: Tensor, protos: Tensor) -> Tensor:
 
 
 def edge_loss(f: Tensor, y: Tensor, protos: Tensor, pairs: str = "different_labels",
-              penalty: str = "abs") -> Tensor:
+              penalty: str = "abs", scale: str = "none") -> Tensor:
     """L_E (Eq. 7): the gap between two features' distance and their prototypes' distance, averaged
     over pairs i < j.
 
     Eq. 7 takes the pair (f_1, f_2) of the angle term, whose samples have "different labels", and
     ℓ, "the L_2-norm", of the scalar gap, i.e. its absolute value: ``pairs="different_labels"``,
-    ``penalty="abs"``. ``pairs="all"`` also takes same-label pairs, whose prototype distance is 0,
-    so they pull same-class features together; ``penalty="squared"`` squares the gap.
+    ``penalty="abs"``, ``scale="none"``. ``pairs="all"`` also takes same-label pairs, whose
+    prototype distance is 0, so they pull same-class features together; ``penalty="squared"``
+    squares the gap. The FedCSPC code (its relational-distillation edge term) reads it as
+    ``pairs="all", scale="mean", penalty="smooth_l1"``: each side's distances divided by their own
+    mean over the pairs at a non-zero distance, so the loss matches the shape of the prototype
+    geometry, not its size, with a smooth-L1 penalty.
     """
     n = len(y)
     iu = torch.triu_indices(n, n, 1, device=f.device)
@@ -263,9 +270,19 @@ def edge_loss(f: Tensor, y: Tensor, protos: Tensor, pairs: str = "different_labe
         return f.sum() * 0
     df = (f[iu[0]] - f[iu[1]]).norm(dim=1)
     t = protos[y]
-    dt = (t[iu[0]] - t[iu[1]]).norm(dim=1)
-    gap = df - dt.detach()
+    dt = (t[iu[0]] - t[iu[1]]).norm(dim=1).detach()
+    if scale == "mean":
+        df, dt = df / _mean_nonzero(df), dt / _mean_nonzero(dt)
+    gap = df - dt
+    if penalty == "smooth_l1":
+        return F.smooth_l1_loss(df, dt)
     return (gap.abs() if penalty == "abs" else gap ** 2).mean()
+
+
+def _mean_nonzero(d: Tensor) -> Tensor:
+    """The mean of the positive entries of ``d`` (1 when there are none, so an all-zero set stays 0)."""
+    pos = d > 0
+    return d[pos].mean() if pos.any() else d.new_ones(())
 
 
 # ------------------------------------------------------------------------------------------------
@@ -503,7 +520,7 @@ class PFedCSPC(Method):
         if wa:
             la = la + wa * angle_loss(f, y, protos)
         if we:
-            la = la + we * edge_loss(f, y, protos, p.edge_pairs, p.edge_penalty)
+            la = la + we * edge_loss(f, y, protos, p.edge_pairs, p.edge_penalty, p.edge_scale)
         return la
 
     @torch.no_grad()

@@ -191,6 +191,33 @@ def test_edge_loss_readings_of_eq_7():
     assert float(edge_loss(f[[0, 2]], y[[0, 2]], protos)) == 0.0  # one label: no pair
 
 
+def test_edge_loss_code_reading_matches_shape_not_size():
+    """The FedCSPC code's reading: all pairs, each side over its mean non-zero distance, smooth-L1."""
+    protos = torch.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 8.0]])
+    y = torch.tensor([0, 1, 2])
+    code = dict(pairs="all", penalty="smooth_l1", scale="mean")
+    # Features that are the prototypes scaled by 7 have the same shape: no loss, though Eq. 7 sees one.
+    assert float(edge_loss(7 * protos[y], y, protos, **code)) == pytest.approx(0.0, abs=1e-7)
+    assert float(edge_loss(7 * protos[y], y, protos)) > 1
+    f = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 3.0]])
+    df = torch.tensor([1.0, 3.0, 10 ** 0.5])
+    dt = torch.tensor([5.0, 8.0, 5.0])
+    expected = torch.nn.functional.smooth_l1_loss(df / df.mean(), dt / dt.mean())
+    assert float(edge_loss(f, y, protos, **code)) == pytest.approx(float(expected), rel=1e-6)
+    # A same-label pair at zero prototype distance is kept but does not enter the mean.
+    y2 = torch.tensor([0, 0, 1])
+    assert torch.isfinite(edge_loss(f, y2, protos, **code))
+
+
+def test_edge_loss_gradient_reaches_features_only():
+    protos = torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
+    f = torch.randn(6, 4, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    y = torch.tensor([0, 1, 2, 0, 1, 2])
+    p = protos.clone().requires_grad_(True)
+    edge_loss(f, y, p, pairs="all", penalty="smooth_l1", scale="mean").backward()
+    assert f.grad is not None and float(f.grad.abs().sum()) > 0 and p.grad is None
+
+
 def test_weighted_contrastive_uses_the_hard_pair_weights():
     z = torch.tensor([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0], [0.1, 1.0]])
     y = torch.tensor([0, 0, 1, 1])

@@ -40,8 +40,7 @@ def attention_runs(profile: str, alphas=(0.1, 0.5, 1.0), seed: int = 0, method: 
 
 
 # The claims notebook 17 follows as the runs get longer, keyed by the tables they read (combined as
-# their own notebooks combine them). Left out: claims on cached analyses (the probes), on time or
-# bytes, and the two-stage baseline, whose round r is not the joint method's round r.
+# their own notebooks combine them); NOT_BY_ROUND names every other FedPFT claim with the reason.
 BY_ROUND: dict[tuple[str, ...], tuple[str, ...]] = {
     ("main_default",): ("fedpft.beats_fedavg_every_alpha", "fedpft.local_vs_fedavg",
                         "fedpft.fedavg_flat_personalised_drop", "fedpft.beats_fedper_fedrep_fedbn"),
@@ -51,8 +50,29 @@ BY_ROUND: dict[tuple[str, ...], tuple[str, ...]] = {
     ("100_clients",): ("fedpft.best_with_100_clients",),
     ("resnet18",): ("fedpft.best_with_resnet18",),
     ("partial_participation",): ("fedpft.partial_participation",),
+    ("partial_participation_con",): ("fedpft.partial_participation_con",),
     ("r_f", "n_kappa", "n_rho"): ("fedpft.rf_sweep_rises", "fedpft.rf_sweep_peaks_inside",
                                   "fedpft.n_kappa_robust", "fedpft.n_rho_robust"),
+}
+
+_PROBE = "scored by the mismatch probe on the final round's stored models (a cached analysis), not each round"
+_LINEAR = "scored by linear probes trained on the final round's features (a cached analysis), not each round"
+NOT_BY_ROUND: dict[str, str] = {
+    "fedpft.fedavg_match_beats_pfl_origin": _PROBE,
+    "fedpft.fedavg_match_gt_origin": _PROBE,
+    "fedpft.fedavg_probe_beats_pfl": _PROBE,
+    "fedpft.fedpft_origin_approx_match": _PROBE,
+    "fedpft.partial_personalisation_gap": _PROBE,
+    "fedpft.probe_approx_match": _PROBE,
+    "fedpft.probe_ge_fedavg": _LINEAR,
+    "fedpft.prompts_keep_separability": _LINEAR,
+    "fedpft.feature_shift_best": _PROBE + " (Table 10 reports Origin accuracy)",
+    "fedpft.feature_shift_mismatch": _PROBE,
+    "fedpft.attention_sample_level": "reads the final round's FTM attention weights, not a per-round score",
+    "fedpft.joint_beats_two_stage": "the two-stage run's round r is not the joint run's: it spends its first "
+                                    "half on L_Con alone, with no classifier to score",
+    "fedpft.time_per_round": "its measure is wall time per round, which a cut does not change",
+    "fedpft.communication_overhead": "its measure is bytes per round, which a cut does not change",
 }
 
 NOTEBOOKS: dict[str, list[Need]] = {
@@ -73,7 +93,7 @@ NOTEBOOKS: dict[str, list[Need]] = {
     "10_feature_shift": [Need("feature_shift", analyses=("mismatch_probe",))],
     "11_100_clients": [Need("100_clients")],
     "12_resnet18": [Need("resnet18")],
-    "13_partial_participation": [Need("partial_participation")],
+    "13_partial_participation": [Need("partial_participation"), Need("partial_participation_con")],
     "14_hyperparameters": [Need("r_f"), Need("n_kappa"), Need("n_rho")],
     "15_time": [Need("time")],
     "16_communication": [],

@@ -135,7 +135,8 @@ def _time_rows(profile: str) -> list[Rows]:
 
 
 def _participation_view(ref):
-    """ICLR Table 13 with the participation rates as rows and the datasets as columns, as ours."""
+    """ICLR Table 13 (or arXiv Table 9) with the participation rates as rows and the datasets as
+    columns, as ours."""
     return ref.T.rename_axis("train.participation")
 
 
@@ -207,6 +208,16 @@ TABLES = {
                                       reference_view=_participation_view, row_label=lambda p: f"{round(100 * p)}%",
                                       datasets={"CIFAR-10": "default", "CIFAR-100": "cifar100",
                                                 "Tiny": "tiny_imagenet"}),
+    # arXiv Table 9: the same study for the arXiv version's FedPFT, which trains L_Con (ICLR's FedPFT+Con).
+    "partial_participation_con": TableDef("fedpft", "partial_participation_con",
+                                          "Partial participation, FedPFT+Con (arXiv Table 9)",
+                                          [Rows({M: ("fedpft_con",), "train.participation": (1.0, 0.9, 0.7, 0.5)},
+                                                base={A: 0.5})],
+                                          index="train.participation", reference="T9-arXiv",
+                                          reference_view=_participation_view,
+                                          row_label=lambda p: f"{round(100 * p)}%",
+                                          datasets={"CIFAR-10": "default", "CIFAR-100": "cifar100",
+                                                    "Tiny": "tiny_imagenet"}),
     # R_f (with R_a = 5 − R_f), n_κ and n_ρ at α = 0.1: ICLR Fig. 12 (CIFAR-10, CIFAR-100, Tiny), ICLR
     # Fig. 11 / arXiv Fig. 7 and arXiv Fig. 8 (CIFAR-10, CIFAR-100).
     "r_f": TableDef("fedpft", "r_f", "R_f sweep",

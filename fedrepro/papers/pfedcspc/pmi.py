@@ -132,6 +132,20 @@ def select_tau_p(validation: pd.DataFrame, metric: str = VALIDATION_METRIC) -> f
     return float(max(means.index[means == means.max()]))
 
 
+def setup_tau_p(profile: str) -> float:
+    """The τ_p that the profile's pFedCSPC runs use: the setup's (:data:`fedrepro.papers.pfedcspc.setup.TAU_P`),
+    else the method's default."""
+    from .. import setup
+
+    return float(setup("pfedcspc", profile).method.args.get("tau_p", _default_tau_p()))
+
+
+def _default_tau_p() -> float:
+    from ...methods.pfedcspc import PFedCSPCParams
+
+    return PFedCSPCParams().tau_p
+
+
 def tau_p_sweep(validation: pd.DataFrame, test: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per τ_p (mean over seeds): the validation runs' I_local and global accuracy and their PMI
     weights' correlation with label similarity; with ``test`` (the ``pmi_tau_p`` table) the same

@@ -18,6 +18,11 @@ VARIANTS = ("default", "beta0.1", "cifar100", "tiny_imagenet", "vireo172")
 # mention augmentation; the smoke and laptop profiles train without it.
 AUGMENT = {"default": "crop_flip_reflect", "cifar100": "crop_flip", "tiny_imagenet": "crop_flip", "vireo172": "flip"}
 RESNET_STEMS = {"cifar100": "cifar", "tiny_imagenet": "conv3_s2", "vireo172": "conv7_s2"}
+# PMI's temperature τ_p (Eq. 4; the paper gives none) per profile: the value that
+# fedrepro.papers.pfedcspc.pmi.TAU_P_RULE picked from the τ_p sweep's validation runs at that profile
+# (notebook pfedcspc/07, which checks that the pick still is this value). A profile that has not run
+# the sweep keeps the method's default (1.0).
+TAU_P = {"laptop": 0.1}
 
 
 def layers(profile: str, variant: str = "default") -> list[dict]:
@@ -34,7 +39,7 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
     global test split, B = 32 (for more SGD steps per epoch on the small splits), E = 3, lr 0.01 as
     at the paper profile (at lr 0.05 pFedCSPC's local training diverges; Tables II and III search
     each method's rate on validation data) and 20 server calibration epochs instead of the official
-    code's 100. 40 rounds: by the flatness rule of ``fedrepro.analysis.by_round`` FedAvg's and
+    code's 100, τ_p from :data:`TAU_P`. 40 rounds: by the flatness rule of ``fedrepro.analysis.by_round`` FedAvg's and
     pFedCSPC's global accuracy were still rising at 20 rounds (their last 5 rounds +12.7 and +1.1
     points above the 5 before), and a 40-round pilot flattens both.
 
@@ -59,7 +64,7 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
     elif profile == "laptop":
         base = {"data": {"dataset": "fashion_mnist", "partition": "dirichlet", "num_clients": 10,
                          "partition_args": part, "max_train": 2000, "max_test": 2000},
-                "model": model, "method": {"name": "pfedcspc", "args": {"server_epochs": 20}},
+                "model": model, "method": {"name": "pfedcspc", "args": {"server_epochs": 20, "tau_p": TAU_P["laptop"]}},
                 "train": {**train, "rounds": 40, "local_epochs": 3, "batch_size": 32}}
     else:
         base = {"data": {"partition": "dirichlet", "partition_args": {**part, "min_size": 5}},

@@ -195,7 +195,7 @@ def tau_p_validation_rounds(profile: str) -> int:
 def _tau_p_rows(profile: str) -> list[Rows]:
     # The PMI claims read the runs of the τ_p that the validation sweep picks
     # (:func:`~fedrepro.papers.pfedcspc.pmi.select_tau_p`), so every candidate runs over the claim
-    # seeds on the real test split; 1.0 is notebook 01's run.
+    # seeds on the real test split; the setup's τ_p (setup.TAU_P) is notebook 01's run.
     return [Rows({TAU_P: tau_p_grid(profile)})]
 
 

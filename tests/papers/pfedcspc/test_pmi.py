@@ -94,3 +94,17 @@ def test_weight_stats_tell_weights_that_follow_labels_from_weights_that_rank_hea
     # Weights that depend only on the source client k' (one column, one value): the share is 1.
     ranks = weight_stats(torch.arange(6, dtype=torch.float64).expand(6, -1).clone(), sim)
     assert abs(ranks["weight_source_share"] - 1) < 1e-12
+
+
+def test_each_profile_runs_pfedcspc_at_its_recorded_tau_p():
+    """The laptop runs use the τ_p its validation sweep picked (setup.TAU_P); a profile that has not
+    run the sweep keeps the method's default; the τ_p grid holds every recorded pick."""
+    from fedrepro.methods.pfedcspc import PFedCSPCParams
+    from fedrepro.papers.pfedcspc.pmi import setup_tau_p
+    from fedrepro.papers.pfedcspc.setup import TAU_P
+    from fedrepro.papers.pfedcspc.tables import tau_p_grid
+
+    assert setup_tau_p("laptop") == TAU_P["laptop"] == 0.1
+    assert setup_tau_p("paper") == setup_tau_p("smoke") == PFedCSPCParams().tau_p
+    for profile, tau in TAU_P.items():
+        assert tau in tau_p_grid(profile)
