@@ -112,3 +112,34 @@ class LrSearch:
             rows.append({"row": name, **{f"lr={lr:g}": scores[float(lr)] for lr in self.grid},
                          "chosen lr": float(self.choose(cfg).train.lr)})
         return pd.DataFrame(rows).set_index("row") if rows else pd.DataFrame()
+
+
+STRAW_CHANCE = 2.0  # a score below twice chance has not learned the task
+STRAW_MEDIAN = 0.5  # nor has one below half of what the table's methods typically reach in that column
+
+
+def straw_men(scores: pd.DataFrame, chance: float) -> pd.DataFrame:
+    """The straw-man cells of a table at its chosen rates: ``scores`` has a row per method and a column
+    per reported score (mean over seeds, NaN where a run diverged). A cell is one when its run
+    diverged, its score is below :data:`STRAW_CHANCE` × ``chance``, or below :data:`STRAW_MEDIAN` ×
+    the column's median over the methods: a method far below every other one in a column has not
+    learned what that column measures, whatever its other columns say.
+
+    Returns one row per straw-man cell: ``method``, ``column``, ``score`` and ``why``."""
+    if not 0 < chance < 1:
+        raise ConfigError(f"straw_men: chance={chance!r}; valid: a probability in (0, 1)")
+    rows = []
+    for col in scores.columns:
+        s = scores[col]
+        floor = max(STRAW_CHANCE * chance, STRAW_MEDIAN * float(s.median()))
+        for method, v in s.items():
+            if pd.isna(v):
+                why = "diverged"
+            elif v < STRAW_CHANCE * chance:
+                why = f"below {STRAW_CHANCE:g}× chance ({100 * STRAW_CHANCE * chance:.0f}%)"
+            elif v < floor:
+                why = f"below {STRAW_MEDIAN:g}× the column's median ({100 * floor:.1f}%)"
+            else:
+                continue
+            rows.append({"method": method, "column": col, "score": v, "why": why})
+    return pd.DataFrame(rows, columns=["method", "column", "score", "why"])

@@ -100,3 +100,22 @@ def test_a_plan_holds_only_the_search_runs_of_a_table_that_waits_and_marks_its_n
     plan.add("nb.ipynb", "pfedcspc", [need], "smoke")
     # Once stored, the notebook reads its search and its tuned rows.
     assert plan.incomplete == [] and len(plan.runs) == 4 + 4
+
+
+def test_straw_men_are_cells_that_did_not_learn_what_their_column_measures():
+    import math
+
+    from fedrepro.tuning import straw_men
+
+    scores = pd.DataFrame({"Global": [0.78, 0.75, 0.202, math.nan, 0.15],
+                           "Local": [0.80, 0.79, 0.496, 0.70, 0.81]},
+                          index=["pfedcspc", "fedavg", "feddecorr", "feddc", "weak"])
+    got = straw_men(scores, chance=0.1).set_index(["method", "column"])["why"]
+    # FedDecorr's global model is at twice chance while the others sit near 0.75: a straw man there,
+    # though its fine-tuned Local is not; FedDC diverged; "weak" is below twice chance.
+    assert got.to_dict() == {("feddecorr", "Global"): "below 0.5× the column's median (23.8%)",
+                             ("feddc", "Global"): "diverged",
+                             ("weak", "Global"): "below 2× chance (20%)"}
+    assert straw_men(scores[["Local"]], chance=0.1).empty
+    with pytest.raises(ConfigError, match="chance"):
+        straw_men(scores, chance=1.5)

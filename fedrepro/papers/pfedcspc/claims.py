@@ -248,6 +248,11 @@ register_claim(Claim(
               f"weights correlate with label-histogram similarity (r > {PMI_CORR_MIN}), at the τ_p chosen on "
               f"validation data",
     check=_pmi_follows_labels,
+    likely_cause=("the weights rank heads rather than match label distributions: Eq. 4 weighs client k' by how "
+                  "well its head classifies client k's prototypes, and where one head classifies everyone's best "
+                  "it draws a high weight from every client; the evidence gives the share of the weights' "
+                  "variance that lies between source clients k' (notebook 07), which is large when this happens "
+                  "and leaves little for label similarity to explain"),
 ))
 
 

@@ -111,6 +111,17 @@ def test_fedpft_partial_participation_claim_bounds_the_drop():
     assert verdict(table(0.797), "fedpft.partial_participation") == "PASS"
 
 
+def test_fedpft_con_partial_participation_claim_reads_only_fedpft_con():
+    """arXiv Table 9's claim: the same bound on FedPFT+Con's runs, never FedPFT's."""
+    def rows(method, b50):
+        return [{"method.name": method, "train.participation": p, "seed": s, "best": b + 0.01 * s}
+                for s in SEEDS for p, b in ((1.0, 0.80), (0.9, 0.799), (0.5, b50))]
+    cid = "fedpft.partial_participation_con"
+    both = pd.DataFrame(rows("fedpft", 0.797) + rows("fedpft_con", 0.79))
+    assert verdict(both, cid) == "FAIL" and verdict(both, "fedpft.partial_participation") == "PASS"
+    assert verdict(pd.DataFrame(rows("fedpft", 0.797)), cid) == "NOT RUN"
+
+
 def test_fedpft_partial_personalisation_claim_needs_higher_origin_and_smaller_positive_gap():
     cid = "fedpft.partial_personalisation_gap"
     # rows: (method, α, origin, probe, match)
