@@ -17,12 +17,23 @@ from fedrepro.book.provenance import provenance
 
 ROOT = Path(__file__).resolve().parent.parent
 # The tour: small at smoke, with figures, tables and a claims table.
-EXECUTE = ["00_tour.ipynb"]
+# The tour and one paper notebook (short at smoke): the index, a paper's landing page and notebook
+# pages with claims tables, built the way `make book` builds them.
+EXECUTE = ["00_tour.ipynb", "fedpft/13_partial_participation.ipynb"]
 TRY_IT = ["00_tour", "fedpft/03_main_tables", "pfedcspc/01_global_and_personalized", "pep_fedpt/01_label_heterogeneity",
           "fedotp/01_label_shift"]
 
 
 def _missing_site_tools() -> str | None:
+    """Why the site cannot be built and opened here, or None. Where $FEDREPRO_REQUIRE_BROWSER is set
+    (CI sets it), a missing tool fails the test instead of skipping it."""
+    reason = _why_missing()
+    if reason and os.environ.get("FEDREPRO_REQUIRE_BROWSER"):
+        pytest.fail(f"FEDREPRO_REQUIRE_BROWSER is set but {reason}")
+    return reason
+
+
+def _why_missing() -> str | None:
     missing = [m for m in ("sphinx", "myst_nb", "furo", "selenium", "papermill") if importlib.util.find_spec(m) is None]
     if missing:
         return f"the site's packages are not installed ({', '.join(missing)}; pip install -r requirements.txt)"
@@ -99,8 +110,9 @@ def smoke_site(tmp_path_factory):
            "FEDREPRO_RUNS": os.environ.get("FEDREPRO_RUNS") or str(ROOT / "output" / "smoke" / "runs")}
     env.pop("MPLBACKEND", None)  # the kernel's inline backend puts the figures into the notebook
     for nb in EXECUTE:
+        (executed / nb).parent.mkdir(parents=True, exist_ok=True)
         done = subprocess.run([sys.executable, "-m", "papermill", str(ROOT / "notebooks" / nb), str(executed / nb),
-                               "-p", "PROFILE", "smoke", "--cwd", str(ROOT / "notebooks"), "--no-progress-bar"],
+                               "-p", "PROFILE", "smoke", "--cwd", str((ROOT / "notebooks" / nb).parent), "--no-progress-bar"],
                               env=env, capture_output=True, text=True)
         if done.returncode:
             pytest.fail(f"papermill failed on {nb}:\n" + "\n".join((done.stdout + done.stderr).splitlines()[-30:]))
@@ -124,7 +136,8 @@ def test_site_in_chromium(smoke_site):
 
     shots = ROOT / "output" / "smoke" / "screenshots"
     reports = open_pages([smoke_site / "index.html", smoke_site / "notebooks" / "00_tour.html",
-                          smoke_site / "papers" / "tour.html"], shots)
+                          smoke_site / "papers" / "tour.html", smoke_site / "papers" / "fedpft.html",
+                          smoke_site / "notebooks" / "fedpft" / "13_partial_participation.html"], shots)
     for r in reports:
         assert r.console_errors == [], r.url
         assert r.broken_images == [], r.url
@@ -132,12 +145,15 @@ def test_site_in_chromium(smoke_site):
         assert r.has_claims_table(), r.url
         assert r.screenshot.is_file() and r.screenshot.stat().st_size > 10_000
         assert r.overflow_px <= 0, f"{r.url} runs {r.overflow_px} px past the window's width"
-    index, tour, _ = reports
+        assert r.cut_tables_px == [], f"{r.url}: claims tables cut by their box by {r.cut_tables_px} px"
+    index, tour, *_, paper_nb = reports
     assert tour.images >= 3  # the partitions, the accuracy bars, the curves, the per-client spread
     page = (smoke_site / "notebooks" / "00_tour.html").read_text()
     assert "How this page was made" in page and "smoke" in page
     assert "Try it" in page
-    assert 'class="claims-table"' in page and "fedrepro.css" in page  # the evidence column keeps its width
+    assert 'class="claims-table"' in page and "fedrepro.css" in page  # one card per claim, nothing cut
+    assert paper_nb.images >= 1 and "fedpft.partial_participation_con" in (
+        smoke_site / "notebooks" / "fedpft" / "13_partial_participation.html").read_text()
     assert "table.claims-table" in (smoke_site / "_static" / "fedrepro.css").read_text()
 
 

@@ -42,7 +42,8 @@ def _check(site, shots) -> int:
     problems = 0
     for r in open_pages([p for p in wanted if p.is_file()], shots):
         bad = {"console errors": r.console_errors, "broken images": r.broken_images, "network": r.remote,
-               "runs past the window's width (px)": r.overflow_px}
+               "runs past the window's width (px)": r.overflow_px,
+               "claims tables cut by their box (px hidden)": r.cut_tables_px}
         bad = {k: v for k, v in bad.items() if v}
         needs_claims = r.url not in no_claims
         problems += bool(bad) + (needs_claims and not r.has_claims_table())

@@ -19,6 +19,14 @@ return {
       t => Array.from(t.querySelectorAll('th')).map(h => h.textContent.trim())),
   height: Math.max(document.body.scrollHeight, document.documentElement.scrollHeight),
   overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+  // Claims tables wider than the box that would scroll them: a column a reader cannot see.
+  cut_tables: Array.from(document.querySelectorAll('table')).filter(
+      t => Array.from(t.querySelectorAll('th')).some(h => h.textContent.trim().toLowerCase() === 'verdict')
+           || t.classList.contains('claims-table')).map(t => {
+    let box = t.parentElement;
+    while (box && box.parentElement && getComputedStyle(box).overflowX === 'visible') box = box.parentElement;
+    return {width: t.scrollWidth, room: box ? box.clientWidth : t.scrollWidth};
+  }).filter(x => x.width > x.room + 2).map(x => x.width - x.room),
 };
 """
 
@@ -43,6 +51,7 @@ class PageReport:
     table_headers: list[list[str]] = field(default_factory=list)
     screenshot: Path | None = None
     overflow_px: int = 0  # how far the page runs past the window's width (a reader scrolls sideways)
+    cut_tables_px: list[int] = field(default_factory=list)  # per claims table cut by its box: how much is hidden
 
     def has_claims_table(self) -> bool:
         """A table with a verdict column (a claims table) or the verdict counts (PASS, FAIL, ...)."""
@@ -89,7 +98,8 @@ def open_pages(pages: list[Path], shots: Path, width: int = 1280, max_height: in
                 url=url, console_errors=errors, images=len(state["images"]),
                 broken_images=[i["src"] for i in state["images"] if not i["ok"]],
                 remote=[r for r in state["resources"] if not r.startswith("file:")],
-                table_headers=state["tables"], screenshot=shot, overflow_px=overflow))
+                table_headers=state["tables"], screenshot=shot, overflow_px=overflow,
+                cut_tables_px=[int(x) for x in state["cut_tables"]]))
     finally:
         driver.quit()
     return reports

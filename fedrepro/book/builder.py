@@ -48,13 +48,37 @@ SPHINX_CONFIG = {
 }
 
 
-# A wide output (a claims table with its evidence, a results table) scrolls inside its cell rather
-# than pushing the whole page sideways. Cells align at the top, so a long evidence cell does not
-# push its row's verdict out of sight, and a claims table's evidence column (the class that
-# fedrepro.claims.claims_table_style sets) keeps a readable width rather than a few words per line.
+# A wide output (a results table with many columns) scrolls inside its cell rather than pushing the
+# whole page sideways. A claims table never needs to: it would hide its evidence or notebook column
+# off to the right of a column a little over 700 px wide. The notebooks' claims tables (the class
+# that fedrepro.claims.claims_table_style sets) become one card per claim: id, statement and verdict
+# on the first line, source and interval on the second, the evidence across the whole card. The
+# landing and results pages' markdown tables wrap long tokens (a claim id, a config key) instead,
+# except in the third column, where those tables put the verdict.
+# fedrepro.book.browser reports any claims table that is still cut.
 SITE_CSS = """div.cell_output { overflow-x: auto; }
 div.cell_output table td { vertical-align: top; }
-table.claims-table td:last-child { min-width: 28em; }
+table.claims-table, table.claims-table tbody { display: block; width: 100%; }
+table.claims-table thead { display: none; }
+table.claims-table tr { display: grid; grid-template-columns: minmax(0, 2fr) minmax(0, 3fr) auto;
+  gap: 0.25em 1em; padding: 0.6em 0.2em; border-bottom: 1px solid #ccc; }
+table.claims-table td { display: block; overflow-wrap: anywhere; text-align: left; padding: 0.1em 0.3em; }
+table.claims-table td::before { display: block; font-size: 0.75em; color: #666; }
+table.claims-table td:nth-child(1) { grid-column: 1; grid-row: 1; font-family: monospace; }
+table.claims-table td:nth-child(3) { grid-column: 2; grid-row: 1; }
+table.claims-table td:nth-child(4) { grid-column: 3; grid-row: 1; font-weight: bold; }
+table.claims-table td:nth-child(2) { grid-column: 1; grid-row: 2; font-size: 0.9em; }
+table.claims-table td:nth-child(5) { grid-column: 2 / 4; grid-row: 2; }
+table.claims-table td:nth-child(6) { grid-column: 1 / 4; grid-row: 3; font-size: 0.85em; }
+table.claims-table td:nth-child(1)::before { content: "claim"; font-family: sans-serif; }
+table.claims-table td:nth-child(2)::before { content: "source"; }
+table.claims-table td:nth-child(3)::before { content: "statement"; }
+table.claims-table td:nth-child(4)::before { content: "verdict"; font-weight: normal; }
+table.claims-table td:nth-child(5)::before { content: "effect [90% interval], required"; }
+table.claims-table td:nth-child(6)::before { content: "evidence"; }
+article table.docutils td { overflow-wrap: anywhere; }
+article table.docutils td:nth-child(3) { overflow-wrap: normal; }
+article table.docutils code { white-space: normal; overflow-wrap: anywhere; }
 """
 
 
