@@ -46,7 +46,15 @@ def savefig(fig, name: str, profile: str) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     trace.record("figure", path=str(path))
-    print(f"figure saved: {path}")
+    # Relative to the output root, so an executed notebook (and the site built from it) does not
+    # carry the absolute paths of the machine that ran it.
+    from .settings import output_root
+
+    try:
+        shown = f"{path.resolve().relative_to(output_root().resolve())} (under the output root)"
+    except ValueError:
+        shown = str(path)
+    print(f"figure saved: {shown}")
     inline.show(fig)
     return path
 

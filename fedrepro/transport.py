@@ -98,7 +98,7 @@ def _check_cost(cost) -> tuple[torch.Tensor, torch.dtype]:
 # log-domain helpers
 
 def _log_mean_abs_diff(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """log(mean |e^x - e^y|) over the last dim, without forming e^x.
+    """log(mean ``|e^x - e^y|``) over the last dim, without forming e^x.
 
     The stopping rule is Algorithm 1's absolute change of the linear scaling v, but at small lam v is
     ~e^(C/lam), which overflows float32 (lam = 0.01, C = 1.5 gives e^150); comparing logs keeps the
@@ -176,7 +176,8 @@ def uot_plan(cost: torch.Tensor, gamma: float, lam: float, max_iter: int = 100, 
         gamma: prompt-side mass in (0, 1]; column sums are gamma/N, row sums at most 1/M.
         lam: entropic regularisation > 0 (K = exp(-cost/lam)).
         max_iter: at most this many (u, v) updates.
-        thresh: stop a problem once mean_n |v_n - v_prev_n| < thresh (Algorithm 1's rule, on the
+
+        thresh: stop a problem once mean_n ``|v_n - v_prev_n|`` < thresh (Algorithm 1's rule, on the
             linear scaling v; absolute, so at small lam, where v ~ e^(cost/lam), it rarely fires and
             the solve runs max_iter).
         log_domain: must be True; kept so a caller asking for the linear-domain iteration (which
@@ -211,7 +212,7 @@ def sinkhorn_plan(cost: torch.Tensor, lam: float, max_iter: int = 100, thresh: f
     """Balanced entropic OT plan (a = 1/M, b = 1/N), "Classical OT" in FedOTP Table 4.
 
     Sinkhorn from r = c = 1: r = a / (K c), c = b / (K^T r); a problem stops once
-    mean_m |r_m - r_prev_m| < thresh (the rule of the PLOT/FedOTP balanced solver), or at max_iter.
+    mean_m ``|r_m - r_prev_m|`` < thresh (the rule of the PLOT/FedOTP balanced solver), or at max_iter.
     Same batching, log domain and dtype handling as :func:`uot_plan`.
     """
     lam = _check_lam(lam)
@@ -245,7 +246,7 @@ def kl_uot_plan(cost: torch.Tensor, gamma: float, lam: float, reg_m: float = 1.0
     b = gamma/N and generalised KL, the objective of POT's ``ot.unbalanced.sinkhorn_unbalanced(a, b, C,
     reg=lam, reg_m=reg_m)`` (its default ``reg_type="kl"``). Both marginals are soft, so neither sums
     exactly to its target. Scaling iterations with exponent reg_m / (reg_m + lam), from u = v = 1;
-    a problem stops once mean_n |v_n - v_prev_n| < thresh, or at max_iter.
+    a problem stops once mean_n ``|v_n - v_prev_n|`` < thresh, or at max_iter.
     """
     gamma = _check_gamma(gamma)
     lam = _check_lam(lam)

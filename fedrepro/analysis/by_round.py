@@ -64,7 +64,7 @@ def window_noise(acc, window: int = FLAT_WINDOW) -> float:
 
 
 def is_flat(change: float, noise: float, tol: float = FLAT_TOLERANCE, z: float = FLAT_Z) -> bool:
-    """The flatness rule: |change| < max(``tol``, ``z`` · ``noise``); False when ``change`` is NaN
+    """The flatness rule: ``|change|`` < max(``tol``, ``z`` · ``noise``); False when ``change`` is NaN
     (too few rounds to judge)."""
     if np.isnan(change):
         return False

@@ -150,6 +150,7 @@ def plan_maps(method, shared, state, data: ClientData, gammas: Sequence[float] =
     Args:
         method, shared, state: a FedOTP method and the client's trained state (``state`` is the
             client's entry of ``client_states``).
+
         data: the client's data; images are taken from ``split``.
         gammas: the γ's to solve the plan at (with the trained prompts; see the module docstring).
         num_images: the first this many images of the split, unless ``indices`` picks them.

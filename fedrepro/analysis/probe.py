@@ -293,7 +293,7 @@ def summarize_probe(df: pd.DataFrame, include_held_out: bool = False) -> dict:
     ``mismatch`` = Match − Origin (the paper's mismatch degree); ``probe_minus_match`` should be
     near 0 when C ≤ m: with the classifier W ∈ R^{C×m} frozen, W·A (A ∈ R^{m×m}) can realise any
     C×m matrix when W has full row rank, so Match is as expressive as a retrained linear probe
-    (FedPFT (ICLR) Table 1: |Probe − Match| ≤ 0.6 in every row).
+    (FedPFT (ICLR) Table 1: ``|Probe − Match|`` ≤ 0.6 in every row).
     """
     part = df if include_held_out or "held_out" not in df else df[~df["held_out"].astype(bool)]
     out: dict = {"clients": int(len(part))}

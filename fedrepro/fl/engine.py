@@ -175,7 +175,7 @@ def simulate(method: Method, clients: Sequence[ClientData], *, seed: int, rounds
              progress: bool = True, desc: str = "rounds",
              on_round_end: Callable[[SimState], Any] | None = None,
              global_test: ClientData | None = None) -> SimState:
-    """Run rounds ``state.next_round .. rounds-1`` and return the final state.
+    """Run rounds ``state.next_round..rounds-1`` and return the final state.
 
     Randomness per (round, client) comes from generators derived from ``seed``, so resuming from a
     checkpoint reproduces the uninterrupted run bit for bit (tests/fl/test_engine.py checks it).

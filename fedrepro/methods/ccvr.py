@@ -11,7 +11,7 @@ Gaussian per class, estimated from statistics the clients send:
 2. server, per class (the paper's exact merge of the clients' moments):
    N_c = Σ_k N_{c,k},  μ_c = Σ_k N_{c,k} μ_{c,k} / N_c,
    Σ_c = Σ_k (N_{c,k} − 1)/(N_c − 1) Σ_{c,k} + Σ_k N_{c,k}/(N_c − 1) μ_{c,k}μ_{c,k}ᵀ
-         − N_c/(N_c − 1) μ_c μ_cᵀ;
+   − N_c/(N_c − 1) μ_c μ_cᵀ;
 3. server: draw M_c virtual features per class from N(μ_c, Σ_c) and re-train the classifier h
    (starting from the global h, φ untouched) with cross-entropy.
 

@@ -6,7 +6,7 @@ instead of SGD, so each local model, and with it the average, settles in a flatt
 loss. One local step on a batch (x, y), with w the current local weights:
 
 - g = ∇L(w) (CE on the batch);
-- ASAM's element-wise operator T_w = |w| + η; the perturbation ε = ρ·T_w²·g / ‖T_w·g‖₂ (the norm
+- ASAM's element-wise operator T_w = ``|w|`` + η; the perturbation ε = ρ·T_w²·g / ‖T_w·g‖₂ (the norm
   taken over all parameters together); ``adaptive=False`` gives plain SAM (FedSAM),
   ε = ρ·g / ‖g‖₂;
 - the sharpness-aware gradient g_SAM = ∇L(w + ε), on the same batch;
@@ -25,9 +25,9 @@ Named options and choices the paper leaves open:
   usual ρ = 0.05–0.1 fits SAM's scale. Set ``rho`` to override.
 - ``eta`` (η) = 0.2: the official scripts. Ignored by SAM.
 - ``adaptive``: ``True`` (default) = ASAM (FedASAM); ``False`` = SAM (FedSAM).
-- ``scale``: which parameters get T_w = |w| + η. ``"weights"`` (default) scales the parameters
+- ``scale``: which parameters get T_w = ``|w|`` + η. ``"weights"`` (default) scales the parameters
   named ``*weight`` (convolution, linear and normalisation weights) and uses T = 1 for biases, as
-  the official ASAM and FedSAM code do; ``"all"`` applies |w| + η to every parameter, the
+  the official ASAM and FedSAM code do; ``"all"`` applies ``|w|`` + η to every parameter, the
   operator as the ASAM paper writes it.
 - Both forward passes run in train mode, so BatchNorm running statistics are updated twice per
   step (as in the official code). A parameter without a gradient is neither perturbed nor counted
@@ -75,7 +75,7 @@ def sam_perturbation(named_params: Iterable[tuple[str, torch.nn.Parameter]], rho
                      adaptive: bool, scale: str = "weights") -> list[tuple[torch.nn.Parameter, Tensor]]:
     """(parameter, ε) pairs for every parameter with a gradient, from the gradients now in ``.grad``.
 
-    ASAM: ε = ρ·T²g/‖Tg‖ with T = |w| + η (for ``scale="weights"`` only on ``*weight`` parameters,
+    ASAM: ε = ρ·T²g/‖Tg‖ with T = ``|w|`` + η (for ``scale="weights"`` only on ``*weight`` parameters,
     T = 1 elsewhere); SAM: ε = ρ·g/‖g‖. The norm runs over all the parameters together.
     """
     pairs: list[tuple[torch.nn.Parameter, Tensor | None]] = []

@@ -122,7 +122,7 @@ def collaborators(masks: list[torch.Tensor], rnd: int, beta: int) -> list[list[i
 
 @register_method("fedcac")
 class FedCAC(ModelMethod):
-    """FedCAC: per-parameter critical masks (top-τ of |Δw ⊙ w| per tensor) personalised via
+    """FedCAC: per-parameter critical masks (top-τ of ``|Δw ⊙ w|`` per tensor) personalised via
     cautiously growing collaboration; the rest is FedAvg."""
 
     Params = FedCACParams

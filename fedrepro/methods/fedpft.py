@@ -38,7 +38,7 @@ ICLR's FedPFT+Con sentence "the learning rate for the FTM remains 0.01" can be r
   the same"); off by default, as ICLR keeps (4, 1).
 - Learning rates: τ at ``lr_ftm``; the prompts at ``lr_prompts`` (``None`` = ``train.lr``, reading
   "0.1 for other components" as covering them); everything else at ``train.lr``.
-- Prompts: i.i.d. N(0, ``prompt_init_std``²), drawn once per client from its own stream (Alg. 1
+- Prompts: i.i.d. N(0, (``prompt_init_std``)²), drawn once per client from its own stream (Alg. 1
   takes "each client's initial personalized prompts p_κ,i⁽⁰⁾") and kept in its state across rounds.
 - The FTM's shape (``ftm_heads``, ``ftm_layers``, ``ftm_residual``, ``ftm_init``): see
   :mod:`fedrepro.models.ftm`; the schedule's (``phi_bn_mode_phase1``...): see :mod:`.pft`.

@@ -7,12 +7,14 @@ rounds, stored as their running mean P and their number n. One round of client k
 
 1. receive the global model g_t and train it locally for E epochs (CE) → θ;
 2. once the soup phase has begun (round index + 1 > ``soup_start`` × ``train.rounds``):
+
    - *federated model patching*: interpolate the local model with the soup,
      w = (θ + n·P) / (n + 1);
    - *temporal model selection* (greedy): the candidate with g_t added,
      w⁺ = (θ + n·P + g_t) / (n + 2);
      if acc_val(w⁺) > acc_val(w) then g_t joins the soup (P ← (n·P + g_t)/(n + 1), n ← n + 1) and
      the client's model is w⁺, else it is w;
+
    before that phase the client's model is θ;
 3. the client's model is uploaded (FedAvg) and kept as its personalised model.
 

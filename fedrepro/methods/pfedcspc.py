@@ -20,13 +20,15 @@ One round (client k, then the server):
 2. **PTA** (§IV-B2) [paper]: E epochs of ``CE(F(H(E(x))), y) + κ · L_align`` (Eq. 18), ``L_align =
    w_N L_N + w_A L_A + w_E L_E`` against last round's global prototypes U_g (dropped while there
    are none [inferred]):
+
    - ``L_N``: InfoNCE of the L2-normalised feature against the normalised prototypes, τ_l = 0.5
      [paper Eq. 5; cosine from code];
    - ``L_A``: L1 distance between the in-batch angle tensors of the features and of their classes'
      prototypes, over triplets with three distinct labels [paper Eq. 6];
-   - ``L_E``: |difference| of the feature and prototype distances of pairs with different labels
+   - ``L_E``: ``|difference|`` of the feature and prototype distances of pairs with different labels
      [paper Eq. 7, ℓ = L2 norm of a scalar; ``edge_pairs``, ``edge_penalty`` and ``edge_scale`` give
      the other readings, the FedCSPC code's among them].
+
    Weights ``align_weights`` (1, 1, 1) [paper: equal; code 1, 0.2, 0.2 and node only by default].
 3. **CPM** (§IV-C1) [paper]: encoder features of the local training set (eval mode [code]); per
    class, scikit-learn ``KMeans`` into ``clusters`` groups (Eq. 8; the paper's value is lost from
@@ -36,6 +38,7 @@ One round (client k, then the server):
    one class mean. **Only these prototypes, their labels and the model leave the client.**
 4. **Server** (§IV-C2): FedAvg of the models (Eq. 2) → M_g; then **CSPC** (``calibrate``) retrains
    only H_g and F_g on the pooled prototypes, minimising ``CE + η · (WCL + ACL)`` [paper Eq. 17]:
+
    - CE (Eq. 13) on real prototypes [inferred];
    - ``ca``: the σ-weighted supervised contrastive loss over real prototypes (σ = 1 for same
      class/other client and other class/same client, else 0.5), τ_g = 0.5 [paper Eq. 12];
@@ -48,6 +51,7 @@ One round (client k, then the server):
    - optimiser [code]: ``server_epochs`` = 100 over the prototypes, batch 100, SGD without momentum,
      weight decay 1e-5, lr 0.1 / 0.01 / 0.001 for rounds ≤ 5 / ≤ 40 / later, × 0.1 every 30
      epochs (``server_lr`` fixes one lr instead).
+
    Then the exemplars ``e^i`` = mean of Ĥ_g(u) over class i's prototypes [inferred Eq. 14] and the
    global prototypes ``u_g^i`` = mean over the clients holding class i of their class-i prototype
    mean [inferred Eq. 16], and PMI's weights and encoders for next round.

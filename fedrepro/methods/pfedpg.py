@@ -31,7 +31,7 @@ Where the paper (or PEP-FedPT's use of it) is silent, the options of :class:`PFe
 - ``eval_prompt``: a trained client is scored with the prompt it adapted last, the one its head
   was trained with (default), or with the generator's current prompt for it (``generated``);
 - ``server_lr`` and ``server_weighting``: one plain SGD step of size η; ``mean`` weighs each sampled
-  client by 1/|S| (with one base prompt G is then one prompt updated by the mean Δ, i.e. FedVPT's
+  client by 1/``|S|`` (with one base prompt G is then one prompt updated by the mean Δ, i.e. FedVPT's
   prompt averaging at η = 1), ``sum`` gives each client's own pull its full size;
 - ``n_prompts`` n = 1 (the shallow budget of every PEP-FedPT baseline), ``n_base`` m and
   ``descriptor_dim`` a: not given, ours. Initialisation (ours): d_k and K standard normal (so the

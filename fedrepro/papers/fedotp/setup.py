@@ -89,6 +89,7 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
 
     The ``:<dataset>`` variants of ``dirichlet`` and the feature-shift settings name the paper
     profile's other datasets; at the small profiles they are the stand-in's setting itself.
+
     - ``feature_shift``: Table A2, one client per domain, the same label distribution (paper:
       Office-Caltech10, 4 clients, or ``feature_shift:domainnet``, 6; small: four styles, one
       client each, 160 training images);
