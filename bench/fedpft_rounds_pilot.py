@@ -1,38 +1,53 @@
-"""How far FedPFT's laptop setup is from flat: FedAvg and FedPFT at every α, seed 0, trained for
-60 rounds, read at cuts of 20-60 rounds (the first 20 rounds equal the 20-round runs: nothing in a
+"""How far FedPFT's laptop setup is from flat, and whether its headline verdict moves with the
+budget: FedAvg and FedPFT at every α, seeds 0-2, trained for 100 rounds (twice the laptop budget),
+read at cuts of 20-100 rounds (the first r rounds of a longer run equal an r-round run: nothing in a
 run depends on its round budget).
 
     FEDREPRO_OUTPUT=/tmp/pilot .venv/bin/python bench/fedpft_rounds_pilot.py > bench/fedpft_rounds_pilot.txt
 
-"noise" is the standard error of last_change from round-to-round noise and "flat" (1/0) the
-flatness rule of fedrepro.analysis.by_round (|last_change| < max(0.5, 2 × noise)).
+Per run: "last_change" (the mean of the last 5 evaluated rounds minus the 5 before, points),
+"noise" (its standard error from round-to-round noise) and "flat" (1/0), the flatness rule of
+fedrepro.analysis.by_round (|last_change| < max(0.5, 2 × noise)); tables show the mean over seeds
+(flat: the share of seeds). Per cut: FedPFT − FedAvg (best round) per α, mean and per seed, and the
+verdict of fedpft.beats_fedavg_every_alpha on the runs cut there, as notebook 17 cuts them.
 
-One seed: it says which runs still move and how the FedPFT − FedAvg gap moves with the budget, as
-evidence for the laptop profile's round budget, not as a claim."""
+Evidence for the laptop profile's round budget, not a claim of its own."""
 import pandas as pd
 
 import fedrepro
 from fedrepro.analysis.by_round import at_round, judge
+from fedrepro.claims import evaluate_claims
 from fedrepro.papers import setup
 
-CUTS = (20, 30, 40, 50, 60)
+CUTS = (20, 30, 40, 50, 60, 70, 80, 90, 100)
+SEEDS = (0, 1, 2)
+A, M = "data.partition_args.alpha", "method.name"
 
 if __name__ == "__main__":
     base = setup("fedpft", "laptop").replace(**{"train.rounds": max(CUTS)})
-    grid = fedrepro.run_grid(base, {"method.name": ["fedavg", "fedpft"], "data.partition_args.alpha": [0.1, 0.5, 1.0]},
-                             seeds=[0], progress=False)
-    rows = []
+    grid = fedrepro.run_grid(base, {M: ["fedavg", "fedpft"], A: [0.1, 0.5, 1.0]}, seeds=SEEDS, progress=False)
+    rows, verdicts = [], []
     for r in CUTS:
-        for _, x in at_round(grid, r).iterrows():
+        cut = at_round(grid, r)
+        claim = evaluate_claims(cut, ids=["fedpft.beats_fedavg_every_alpha"]).iloc[0]
+        verdicts.append({"round": r, "verdict": claim["verdict"], "deciding effect": claim["interval"]})
+        for _, x in cut.iterrows():
             change, noise, flat = judge(fedrepro.RunResult(x["path"]).rounds["acc_mean"].dropna().to_numpy()[:r])
-            rows.append({"round": r, "method": x["method.name"], "alpha": x["data.partition_args.alpha"],
+            rows.append({"round": r, "method": x[M], "alpha": x[A], "seed": x["seed"],
                          "best": 100 * x["best"], "final": 100 * x["final"],
                          "last_change": 100 * change, "noise": 100 * noise, "flat": int(flat)})
     df = pd.DataFrame(rows)
-    pd.set_option("display.width", 160)
+    pd.set_option("display.width", 200)
+    pd.set_option("display.max_colwidth", 120)
+    print(f"seeds {list(SEEDS)}; the laptop budget is {setup('fedpft', 'laptop').train.rounds} rounds\n")
     for value in ("best", "final", "last_change", "noise", "flat"):
-        print(f"{value} (mean client accuracy, points) by round budget:")
+        print(f"{value} (mean client accuracy, points; mean over seeds) by round budget:")
         print(df.pivot_table(index=["alpha", "method"], columns="round", values=value).round(2), "\n")
-    gap = df.pivot_table(index=["alpha", "round"], columns="method", values="best")
-    print("FedPFT − FedAvg, best round:")
-    print((gap["fedpft"] - gap["fedavg"]).unstack("round").round(2))
+    gap = df.pivot_table(index=["alpha", "seed", "round"], columns="method", values="best")
+    diff = (gap["fedpft"] - gap["fedavg"]).rename("gap")
+    print("FedPFT − FedAvg, best round, mean over seeds:")
+    print(diff.groupby(["alpha", "round"]).mean().unstack("round").round(2), "\n")
+    print("FedPFT − FedAvg, best round, per seed:")
+    print(diff.unstack("round").round(2), "\n")
+    print("fedpft.beats_fedavg_every_alpha on the runs cut after each round:")
+    print(pd.DataFrame(verdicts).set_index("round").to_string())
