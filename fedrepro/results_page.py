@@ -96,7 +96,7 @@ def _pass_lines(profile: str, timings: dict | None, commit: str) -> list[str]:
         f"The pass: {_count(len(timings['notebooks']), 'notebook')}, {timings['runs_trained']} runs trained of "
         f"{timings['runs_planned']} planned"
         + (f" (the other {reused} were stored already and reused, so its time is not that of a pass from an "
-           f"empty store)" if reused else "")
+           f"empty store; docs/speed.md gives the measured time of a whole pass)" if reused else "")
         + f", {minutes:.1f} min of wall time at {100 * timings['cpu_use']:.1f}% CPU "
         f"use of {timings['cores']} cores"
         + (f" ({timings['cpu']}, allocator {timings['allocator']})" if "cpu" in timings else "")
