@@ -118,28 +118,47 @@ STRAW_CHANCE = 2.0  # a score below twice chance has not learned the task
 STRAW_MEDIAN = 0.5  # nor has one below half of what the table's methods typically reach in that column
 
 
-def straw_men(scores: pd.DataFrame, chance: float) -> pd.DataFrame:
-    """The straw-man cells of a table at its chosen rates: ``scores`` has a row per method and a column
-    per reported score (mean over seeds, NaN where a run diverged). A cell is one when its run
-    diverged, its score is below :data:`STRAW_CHANCE` × ``chance``, or below :data:`STRAW_MEDIAN` ×
-    the column's median over the methods: a method far below every other one in a column has not
-    learned what that column measures, whatever its other columns say.
+def straw_men(results: pd.DataFrame, chance: float, values: Sequence[str], by: Sequence[str]) -> pd.DataFrame:
+    """The straw-man cells of a table at its chosen rates, from its runs (a ``run_grid`` table).
 
-    Returns one row per straw-man cell: ``method``, ``column``, ``score`` and ``why``."""
+    A cell is a group of ``by`` (the method first, then e.g. α) and one of ``values``, scored by its
+    mean over seeds. It is a straw man when its runs diverged (no value, and a ``diverged_round``),
+    its score is below :data:`STRAW_CHANCE` × ``chance``, or below :data:`STRAW_MEDIAN` × the median
+    of its column (the same ``values`` entry and the same ``by`` values after the method) over the
+    methods: a method far below every other one in a column has not learned what that column
+    measures, whatever its other columns say. A cell with no value and no divergence (a personalised
+    method's global accuracy, which it does not have) is not scored, so it is no straw man.
+
+    Returns one row per straw-man cell: ``method``, ``column``, ``score`` (NaN if diverged), ``why``."""
     if not 0 < chance < 1:
         raise ConfigError(f"straw_men: chance={chance!r}; valid: a probability in (0, 1)")
+    by = list(by)
+    missing = [c for c in [*by, *values] if c not in results.columns]
+    if missing:
+        raise ConfigError(f"straw_men: columns {missing} are not in the results; valid: {list(results.columns)}")
+    gone = results["diverged_round"].notna() if "diverged_round" in results else pd.Series(False, results.index)
+    cells = []
+    for key, g in results.groupby(by, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        for v in values:
+            score = g[v].mean()
+            if pd.isna(score) and not gone[g.index].any():
+                continue  # not scored, not diverged
+            label = " ".join(str(k) for k in key[1:]) if len(values) == 1 and len(key) > 1 else \
+                " ".join([v, *(str(k) for k in key[1:])])
+            cells.append((key[0], label, score))
     rows = []
-    for col in scores.columns:
-        s = scores[col]
-        floor = max(STRAW_CHANCE * chance, STRAW_MEDIAN * float(s.median()))
-        for method, v in s.items():
-            if pd.isna(v):
+    for label in dict.fromkeys(c[1] for c in cells):
+        col = [(m, sc) for m, lab, sc in cells if lab == label]
+        floor = max(STRAW_CHANCE * chance, STRAW_MEDIAN * float(pd.Series([sc for _, sc in col]).median()))
+        for method, sc in col:
+            if pd.isna(sc):
                 why = "diverged"
-            elif v < STRAW_CHANCE * chance:
+            elif sc < STRAW_CHANCE * chance:
                 why = f"below {STRAW_CHANCE:g}× chance ({100 * STRAW_CHANCE * chance:.0f}%)"
-            elif v < floor:
+            elif sc < floor:
                 why = f"below {STRAW_MEDIAN:g}× the column's median ({100 * floor:.1f}%)"
             else:
                 continue
-            rows.append({"method": method, "column": col, "score": v, "why": why})
+            rows.append({"method": method, "column": label, "score": sc, "why": why})
     return pd.DataFrame(rows, columns=["method", "column", "score", "why"])

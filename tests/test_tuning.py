@@ -107,15 +107,26 @@ def test_straw_men_are_cells_that_did_not_learn_what_their_column_measures():
 
     from fedrepro.tuning import straw_men
 
-    scores = pd.DataFrame({"Global": [0.78, 0.75, 0.202, math.nan, 0.15],
-                           "Local": [0.80, 0.79, 0.496, 0.70, 0.81]},
-                          index=["pfedcspc", "fedavg", "feddecorr", "feddc", "weak"])
-    got = straw_men(scores, chance=0.1).set_index(["method", "column"])["why"]
+    nan = math.nan
+    # (method, seed, Global, Local, diverged_round)
+    runs = [("pfedcspc", 0.78, 0.80, nan), ("fedavg", 0.75, 0.79, nan), ("feddecorr", 0.202, 0.496, nan),
+            ("feddc", nan, nan, 38), ("weak", 0.15, 0.81, nan), ("fedfomo", nan, 0.82, nan)]
+    table = pd.DataFrame([{"method.name": m, "seed": s, "G": g, "L": lo, "diverged_round": d}
+                          for s in range(2) for m, g, lo, d in runs])
+    got = straw_men(table, 0.1, values=["G", "L"], by=["method.name"])
     # FedDecorr's global model is at twice chance while the others sit near 0.75: a straw man there,
-    # though its fine-tuned Local is not; FedDC diverged; "weak" is below twice chance.
-    assert got.to_dict() == {("feddecorr", "Global"): "below 0.5× the column's median (23.8%)",
-                             ("feddc", "Global"): "diverged",
-                             ("weak", "Global"): "below 2× chance (20%)"}
-    assert straw_men(scores[["Local"]], chance=0.1).empty
+    # though its fine-tuned Local is not; FedDC diverged; "weak" is below twice chance; FedFomo has no
+    # global model at all (not scored), which is not a straw man.
+    assert got[["method", "column", "why"]].values.tolist() == [
+        ["feddecorr", "G", "below 0.5× the column's median (23.8%)"], ["feddc", "G", "diverged"],
+        ["weak", "G", "below 2× chance (20%)"], ["feddc", "L", "diverged"]]
+    # By method and α: the columns are the α values, and only the cells the table runs count.
+    by_alpha = pd.DataFrame([{"method.name": m, "alpha": a, "seed": 0, "best": b}
+                             for m, a, b in [("fedavg", 0.1, 0.8), ("fedpft", 0.1, 0.9), ("fedpft", 1.0, 0.8),
+                                             ("local", 0.1, 0.3)]])
+    got = straw_men(by_alpha, 0.1, values=["best"], by=["method.name", "alpha"])
+    assert got[["method", "column", "why"]].values.tolist() == [["local", "0.1", "below 0.5× the column's median (40.0%)"]]
     with pytest.raises(ConfigError, match="chance"):
-        straw_men(scores, chance=1.5)
+        straw_men(table, 1.5, values=["G"], by=["method.name"])
+    with pytest.raises(ConfigError, match="not in the results"):
+        straw_men(table, 0.1, values=["Global"], by=["method.name"])
