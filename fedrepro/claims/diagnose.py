@@ -5,9 +5,9 @@ A verdict other than PASS has three common causes, and the store can tell them a
 - **budget**: the runs the claim compares were still moving when they stopped (by the flatness
   rule of :mod:`fedrepro.analysis.by_round`), or the claim's verdict changed in the last quarter of
   the rounds when the convergence notebooks cut the runs short. More rounds could change it either
-  way. Moving runs whose verdict has held over the last half of the rounds are not budget: see
-  *settled* below. The runs are those the claim's check selected (recorded with its verdict); for a check on
-  rows that name no run (a derived table), all the runs its notebook read.
+  way. Moving runs whose verdict has held over the last half of the rounds are not budget (see
+  **not a budget artefact**). The runs are those the claim's check selected (recorded with its
+  verdict); for a check on rows that name no run (a derived table), all the runs its notebook read.
 - **noise**: the verdict changed back and forth in the last quarter of the rounds (more than once):
   each round's scores straddle the bound, so more seeds, not more rounds, would steady it.
 - **seeds**: an INCONCLUSIVE verdict on runs that have flattened: the per-seed effects disagree
