@@ -22,7 +22,7 @@ import pandas as pd  # noqa: E402
 
 from . import inline, style, trace  # noqa: E402
 from .host import repo_root  # noqa: F401,E402  (part of this module's API)
-from .settings import output_path  # noqa: E402
+from .settings import output_path, under_output_root  # noqa: E402
 from .store import RunResult  # noqa: E402
 
 inline.activate()
@@ -48,13 +48,8 @@ def savefig(fig, name: str, profile: str) -> Path:
     trace.record("figure", path=str(path))
     # Relative to the output root, so an executed notebook (and the site built from it) does not
     # carry the absolute paths of the machine that ran it.
-    from .settings import output_root
-
-    try:
-        shown = f"{path.resolve().relative_to(output_root().resolve())} (under the output root)"
-    except ValueError:
-        shown = str(path)
-    print(f"figure saved: {shown}")
+    rel = under_output_root(path)
+    print(f"figure saved: {f'{rel} (under the output root)' if rel else path}")
     inline.show(fig)
     return path
 

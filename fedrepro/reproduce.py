@@ -29,7 +29,7 @@ from . import allocator
 from .config import PROFILES
 from .errors import ConfigError, FedreproError
 from .host import cpu_cores, cpu_model, git_commit, repo_root
-from .settings import child_env, output_path, output_root
+from .settings import child_env, output_path, output_root, under_output_root
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -321,7 +321,7 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
             "runs_read": len(set(read)), "unplanned_runs": unplanned,
             "train_s_of_its_runs": round(sum(pool.done.get(h, 0.0) for h in hashes), 1),
             "analyses_s": round(sum(pool.done.get(f"{name}:{h}", 0.0) for name, h in the_plan.computes.get(rel, [])), 1),
-            "figures": sorted({_short(e["path"], output_root()) for e in events if e["event"] == "figure"})})
+            "figures": sorted({under_output_root(e["path"]) or e["path"] for e in events if e["event"] == "figure"})})
     by_sort = {"run": 0.0, "analysis": 0.0, "render": 0.0}
     for key, sec in pool.done.items():
         by_sort["render" if key.startswith("render:") else "analysis" if ":" in key else "run"] += sec
@@ -343,10 +343,11 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     }
     from .store import atomic_write_bytes
 
-    atomic_write_bytes(out_dir / "timings.json", json.dumps(report, indent=2).encode())
+    timings = out_dir / "timings.json"
+    atomic_write_bytes(timings, json.dumps(report, indent=2).encode())
     print(f"[reproduce] {_count(len(notebooks), 'notebook')} in {wall:.0f} s ({len(pending)} runs trained, "
           f"{len(analyses)} analyses); CPU use {100 * report['cpu_use']:.0f}% of {cores} cores; peak memory "
-          f"{report['peak_memory_mib']} MiB; timings in {_short(str(out_dir / 'timings.json'), output_root())}")
+          f"{report['peak_memory_mib']} MiB; timings in {under_output_root(timings) or timings}")
     if report["unplanned_runs"]:
         names = [f"{n['notebook']} ({len(n['unplanned_runs'])})" for n in report_nbs if n["unplanned_runs"]]
         print(f"[reproduce] warning: the plan missed {report['unplanned_runs']} runs that notebooks trained "
@@ -359,11 +360,6 @@ def reused_runs(report: dict | None) -> int:
     ``timings.json`` of :func:`reproduce`); 0 without a report."""
     report = report or {}
     return max(0, report.get("runs_planned", 0) - report.get("runs_trained", 0))
-
-
-def _short(path: str, root: Path) -> str:
-    p = Path(path)
-    return str(p.relative_to(root)) if p.is_relative_to(root) else path
 
 
 def _render_tasks(notebooks: list[Path], nb_root: Path, out_dir: Path, trace_dir: Path, profile: str, kernel: str,

@@ -101,6 +101,13 @@ def output_root(root: str | os.PathLike[str] | None = None) -> Path:
     return Path(env).expanduser() if env else default_output_root()
 
 
+def under_output_root(path: str | os.PathLike[str]) -> str | None:
+    """``path`` relative to the output root, or None where it lies elsewhere (a folder that its own
+    variable moved): what a report or a notebook prints, free of this machine's absolute paths."""
+    p, root = Path(path), output_root()
+    return str(p.relative_to(root)) if p.is_relative_to(root) else None
+
+
 def source(root: str | os.PathLike[str] | None = None) -> str:
     """Which setting chose the output root, for error messages."""
     if root is not None:
