@@ -175,14 +175,10 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
     if not_passed.empty:
         lines.append("Every claim passed.")
     else:
+        from .claims.diagnose import RULES_IN_BRIEF
+
         lines += ["The cause is the claim's own where it records one from our analysis; otherwise it is read off "
-                  "the stored runs (`fedrepro.claims.diagnose`): **budget** when the runs it compares (or, for a check "
-                  "on a derived table, the runs its notebook read) were still moving at their last rounds and its "
-                  "verdict had not held over the last half of the rounds, or it changed once in the last quarter, "
-                  "**noise** when it went back and forth there (more seeds, not more rounds, would steady it), "
-                  "**seeds** when runs that are flat, or a verdict that has held over the last half of the rounds, "
-                  "give per-seed effects on both sides of the bound (or one seed), **not a budget artefact** when "
-                  "a FAIL has flat runs or a verdict that has held over the last half of the rounds. Where neither exists the "
+                  f"the stored runs (`fedrepro.claims.diagnose`): {RULES_IN_BRIEF}. Where neither exists the "
                   f"page says \"{NO_CAUSE}\".", "", "| claim | verdict | reason |", "|---|---|---|"]
         for _, c in not_passed.iterrows():
             lines.append(f"| `{c['claim_id']}` | {c['verdict']} | {_cell(_reason(c))} |")

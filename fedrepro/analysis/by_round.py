@@ -169,10 +169,20 @@ def verdicts_by_group(groups: Mapping[tuple[str, ...], pd.DataFrame], by_round: 
     return pd.concat(frames, ignore_index=True)
 
 
+def change_rounds(verdicts: pd.DataFrame) -> dict[str, pd.Series]:
+    """Per claim of a verdicts-by-round table (:func:`verdicts_by_round`): the rounds, ascending, at
+    which its verdict differs from the cut before."""
+    out = {}
+    for cid, v in verdicts.sort_values("round").groupby("claim_id", sort=False):
+        before = v["verdict"].shift()
+        out[cid] = v["round"][v["verdict"].ne(before) & before.notna()]
+    return out
+
+
 def verdict_changes(verdicts: pd.DataFrame) -> pd.DataFrame:
     """Per claim of :func:`verdicts_by_group`: its last cut's round and verdict, and how many times
     the verdict changed from one cut to the next."""
     ends = verdicts.groupby("claim_id", sort=False)["round"].transform("max")
     final = verdicts[verdicts["round"] == ends].set_index("claim_id")
-    flips = verdicts.groupby("claim_id", sort=False)["verdict"].apply(lambda v: int((v != v.shift()).sum() - 1))
+    flips = pd.Series({cid: len(r) for cid, r in change_rounds(verdicts).items()}, dtype=int)
     return final[["round", "verdict"]].assign(changes_of_verdict=flips)

@@ -1,6 +1,6 @@
 """A likely cause for each claim that did not pass, read off the stored runs rather than typed.
 
-A verdict other than PASS has three common causes, and the store can tell them apart:
+A verdict other than PASS has four common causes, and the store can tell them apart:
 
 - **budget**: the runs the claim compares were still moving when they stopped (by the flatness
   rule of :mod:`fedrepro.analysis.by_round`), or the claim's verdict changed in the last quarter of
@@ -33,10 +33,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..analysis.by_round import FLAT_TOLERANCE, FLAT_WINDOW, FLAT_Z, judge
+from ..analysis.by_round import FLAT_TOLERANCE, FLAT_WINDOW, FLAT_Z, change_rounds, judge
 
 LATE_SHARE = 0.25  # a verdict that changed in the last quarter of the rounds has not settled
 SETTLED_SHARE = 0.5  # one that held over the last half has, whether or not its runs still move
+# The rules of the module doc in one sentence, for the results pages.
+RULES_IN_BRIEF = (
+    "**budget** when the runs it compares (or, for a check on a derived table, the runs its notebook read) were "
+    "still moving at their last rounds and its verdict had not held over the last half of the rounds, or it changed "
+    "once in the last quarter, **noise** when it went back and forth there (more seeds, not more rounds, would "
+    "steady it), **seeds** when runs that are flat, or a verdict that has held over the last half of the rounds, "
+    "give per-seed effects on both sides of the bound (or one seed), **not a budget artefact** when a FAIL has "
+    "flat runs or a verdict that has held over the last half of the rounds")
 
 
 @dataclass(frozen=True)
@@ -103,10 +111,10 @@ def save_by_round(verdicts: pd.DataFrame, notebook: str, profile: str) -> Path:
 def last_change(verdicts: pd.DataFrame) -> dict[str, tuple[int, int, int]]:
     """Per claim: (the last round at which its verdict changed, or 0; the last round cut; how many
     times it changed in the last :data:`LATE_SHARE` of the rounds)."""
+    cuts = verdicts.groupby("claim_id")["round"].max()
     out = {}
-    for cid, v in verdicts.sort_values("round").groupby("claim_id"):
-        changed = v["round"][v["verdict"].ne(v["verdict"].shift()) & v["verdict"].shift().notna()]
-        last = int(v["round"].max())
+    for cid, changed in change_rounds(verdicts).items():
+        last = int(cuts[cid])
         out[cid] = (int(changed.iloc[-1]) if len(changed) else 0, last,
                     int((changed > (1 - LATE_SHARE) * last).sum()))
     return out
