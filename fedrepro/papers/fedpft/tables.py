@@ -140,6 +140,16 @@ def _participation_view(ref):
     return ref.T.rename_axis("train.participation")
 
 
+def _participation(table_id: str, method: str, title: str, reference: str) -> TableDef:
+    """ICLR Table 13 / arXiv Table 9: ``method`` at α = 0.5 with 100, 90, 70 and 50% of the clients
+    per round, one column per dataset."""
+    return TableDef("fedpft", table_id, title,
+                    [Rows({M: (method,), "train.participation": (1.0, 0.9, 0.7, 0.5)}, base={A: 0.5})],
+                    index="train.participation", reference=reference, reference_view=_participation_view,
+                    row_label=lambda p: f"{round(100 * p)}%",
+                    datasets={"CIFAR-10": "default", "CIFAR-100": "cifar100", "Tiny": "tiny_imagenet"})
+
+
 def _n_rho_rows(profile: str) -> list[Rows]:
     n_rho = [5, 20] if profile == "laptop" else [5, 20, 40]  # FedPFT+Con is costly at laptop
     return [Rows({"method.args.n_rho": n_rho}, base={M: "fedpft_con", A: 0.1})]
@@ -201,23 +211,11 @@ TABLES = {
     "100_clients": _by_alpha("100_clients", "100 clients (Table 11)", "T11"),
     "resnet18": _by_alpha("resnet18", "ResNet-18 (Table 12)", "T12"),
     # ICLR Table 13: partial participation, one column per dataset.
-    "partial_participation": TableDef("fedpft", "partial_participation", "Partial participation (Table 13)",
-                                      [Rows({M: ("fedpft",), "train.participation": (1.0, 0.9, 0.7, 0.5)},
-                                            base={A: 0.5})],
-                                      index="train.participation", reference="T13",
-                                      reference_view=_participation_view, row_label=lambda p: f"{round(100 * p)}%",
-                                      datasets={"CIFAR-10": "default", "CIFAR-100": "cifar100",
-                                                "Tiny": "tiny_imagenet"}),
+    "partial_participation": _participation("partial_participation", "fedpft", "Partial participation (Table 13)",
+                                            "T13"),
     # arXiv Table 9: the same study for the arXiv version's FedPFT, which trains L_Con (ICLR's FedPFT+Con).
-    "partial_participation_con": TableDef("fedpft", "partial_participation_con",
-                                          "Partial participation, FedPFT+Con (arXiv Table 9)",
-                                          [Rows({M: ("fedpft_con",), "train.participation": (1.0, 0.9, 0.7, 0.5)},
-                                                base={A: 0.5})],
-                                          index="train.participation", reference="T9-arXiv",
-                                          reference_view=_participation_view,
-                                          row_label=lambda p: f"{round(100 * p)}%",
-                                          datasets={"CIFAR-10": "default", "CIFAR-100": "cifar100",
-                                                    "Tiny": "tiny_imagenet"}),
+    "partial_participation_con": _participation("partial_participation_con", "fedpft_con",
+                                                "Partial participation, FedPFT+Con (arXiv Table 9)", "T9-arXiv"),
     # R_f (with R_a = 5 − R_f), n_κ and n_ρ at α = 0.1: ICLR Fig. 12 (CIFAR-10, CIFAR-100, Tiny), ICLR
     # Fig. 11 / arXiv Fig. 7 and arXiv Fig. 8 (CIFAR-10, CIFAR-100).
     "r_f": TableDef("fedpft", "r_f", "R_f sweep",
