@@ -133,17 +133,12 @@ def select_tau_p(validation: pd.DataFrame, metric: str = VALIDATION_METRIC) -> f
 
 
 def setup_tau_p(profile: str) -> float:
-    """The τ_p that the profile's pFedCSPC runs use: the setup's (:data:`fedrepro.papers.pfedcspc.setup.TAU_P`),
-    else the method's default."""
+    """The τ_p that the profile's pFedCSPC runs use: its setup's method arguments
+    (:data:`fedrepro.papers.pfedcspc.setup.TAU_P`) over the method's defaults."""
+    from ...methods.pfedcspc import PFedCSPCParams
     from .. import setup
 
-    return float(setup("pfedcspc", profile).method.args.get("tau_p", _default_tau_p()))
-
-
-def _default_tau_p() -> float:
-    from ...methods.pfedcspc import PFedCSPCParams
-
-    return PFedCSPCParams().tau_p
+    return float(PFedCSPCParams(**setup("pfedcspc", profile).method.args).tau_p)
 
 
 def tau_p_sweep(validation: pd.DataFrame, test: pd.DataFrame | None = None) -> pd.DataFrame:
