@@ -1,8 +1,13 @@
 """Code fingerprints: which modules a run depends on, and a stored run reported stale when one of
-them changes (retrained, kept or refused, as asked)."""
+them changes (retrained, kept or refused, as asked), but not when a module only moves."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -37,16 +42,16 @@ def edited_fedavg(monkeypatch):
     def edit():
         monkeypatch.setattr(fingerprint, "_read",
                             lambda p: read(p) + ("\nLOCAL_STEP_SCALE = 2\n" if str(p).endswith(FEDAVG) else ""))
-        fingerprint._file_digest.cache_clear()
+        fingerprint._today.cache_clear()
     yield edit
-    fingerprint._file_digest.cache_clear()
+    fingerprint._today.cache_clear()
 
 
 def test_a_changed_method_makes_its_stored_run_stale(tiny, edited_fedavg, monkeypatch):
     cfg = tiny()
     res = run(cfg)
     meta = res.meta
-    assert meta["code_fingerprint"] == fingerprint.combine(meta["code_files"]) and meta["cpu"]
+    assert meta["code_fingerprint"] == fingerprint.combine(meta["code_files"], meta["code_links"]) and meta["cpu"]
     assert fingerprint.staleness(cfg, meta).state == fingerprint.FRESH
     other = tiny(**{"method.name": "fedper"})
     run(other)
@@ -70,14 +75,92 @@ def test_a_changed_method_makes_its_stored_run_stale(tiny, edited_fedavg, monkey
 
 def test_a_run_without_a_fingerprint_is_checked_at_its_commit_or_unknown(tiny, monkeypatch):
     cfg = tiny()
-    today = fingerprint.code_files(cfg)
     assert fingerprint.staleness(cfg, {"git_commit": None}).state == fingerprint.UNKNOWN
     assert fingerprint.staleness(cfg, {"git_commit": "abc", "git_dirty": True}).state == fingerprint.UNKNOWN
-    monkeypatch.setattr(fingerprint, "_digest_at", lambda commit, path: today[path])
+    monkeypatch.setattr(fingerprint, "_at", lambda commit: None)
+    assert "cannot show commit abc" in fingerprint.staleness(cfg, {"git_commit": "abc", "git_dirty": False}).why
+    monkeypatch.setattr(fingerprint, "_at", lambda commit: fingerprint.today())
     assert fingerprint.staleness(cfg, {"git_commit": "abc", "git_dirty": False}).state == fingerprint.FRESH
-    monkeypatch.setattr(fingerprint, "_digest_at", lambda commit, path: "absent" if path == FEDAVG else today[path])
+    now = fingerprint.today()
+    older = fingerprint.Tree(lambda p: now.read(p) + ("\nX = 1\n" if p == FEDAVG else ""), now.files)
+    monkeypatch.setattr(fingerprint, "_at", lambda commit: older)
     st = fingerprint.staleness(cfg, {"git_commit": "abc", "git_dirty": False})
     assert st.state == fingerprint.STALE and st.changed == (FEDAVG,) and "commit abc" in st.why
+
+
+def test_a_fingerprint_of_the_older_kind_is_stale(tiny):
+    cfg = tiny()
+    meta = {k: v for k, v in fingerprint.record(cfg).items() if k != "fingerprint_version"}
+    assert fingerprint.staleness(cfg, meta).state == fingerprint.STALE
+
+
+def test_an_import_rewired_to_other_code_is_a_change(tiny):
+    cfg = tiny()
+    meta = fingerprint.record(cfg)
+    first, target = meta["code_links"][0].split(">")
+    other = next(d for d in meta["code_files"].values() if d not in (first, target))
+    rewired = {**meta, "code_links": [f"{first}>{other}", *meta["code_links"][1:]]}
+    st = fingerprint.staleness(cfg, rewired)
+    assert st.state == fingerprint.STALE
+    assert [meta["code_files"][p] for p in st.changed] == [first]
+
+
+# Run in a fresh interpreter on a copy of the package: the digests it prints, and whether a meta.json
+# recorded by the untouched package is fresh there.
+PROBE = """
+import json, sys
+from fedrepro import fingerprint, make_config
+cfg = make_config("smoke")
+meta = json.loads(sys.stdin.read() or "null")
+print(json.dumps({"record": fingerprint.record(cfg),
+                  "state": fingerprint.staleness(cfg, meta).state if meta else None}))
+"""
+
+
+def _probe(root: Path, meta: dict | None = None) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, "-c", PROBE], input=json.dumps(meta), env=env, cwd=root,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def _copy(tmp_path: Path, name: str) -> Path:
+    root = tmp_path / name
+    shutil.copytree(Path(fingerprint.__file__).parent, root / "fedrepro",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+@pytest.mark.slow
+def test_a_moved_module_leaves_every_run_fresh_but_an_edit_does_not(tmp_path):
+    base = _copy(tmp_path, "base")
+    before = _probe(base)["record"]
+    assert "fedrepro/data/idx.py" in before["code_files"]
+
+    moved = _copy(tmp_path, "moved")  # idx.py moves into a new sub-package, and its importer follows
+    pkg = moved / "fedrepro" / "data"
+    (pkg / "formats").mkdir()
+    (pkg / "formats" / "__init__.py").write_text('"""File formats."""\n')
+    text = (pkg / "idx.py").read_text()
+    (pkg / "formats" / "idx_files.py").write_text(text.replace("from ..", "from ..."))  # one level deeper
+    (pkg / "idx.py").unlink()
+    loader = pkg / "fashion_mnist.py"
+    text = loader.read_text()
+    assert "from .idx import read_idx" in text
+    loader.write_text(text.replace("from .idx import read_idx", "from .formats.idx_files import read_idx  # moved"))
+    after = _probe(moved, before)
+    assert after["state"] == fingerprint.FRESH
+    assert after["record"]["code_fingerprint"] == before["code_fingerprint"]
+    assert "fedrepro/data/formats/idx_files.py" in after["record"]["code_files"]
+
+    edited = _copy(tmp_path, "edited")  # the same file, one constant changed: stale
+    idx = edited / "fedrepro" / "data" / "idx.py"
+    text = idx.read_text()
+    idx.write_text(text.replace("0x08", "0x09", 1) if "0x08" in text else text + "\nEXTRA = 1\n")
+    stale = _probe(edited, before)
+    assert stale["state"] == fingerprint.STALE
+    assert stale["record"]["code_fingerprint"] != before["code_fingerprint"]
 
 
 def test_a_changed_committed_checkpoint_makes_its_runs_stale(tiny, monkeypatch):
