@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.fedrepro-installed
 FMNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 PROFILE ?= laptop
-# Debian packages: the offline default data, and the allocator that fedrepro.allocator preloads.
+# Debian packages: the offline default data, and the allocator that fedrepro.env.allocator preloads.
 APT_PACKAGES := dataset-fashion-mnist libtcmalloc-minimal4
 # Only the site's browser test (tests/test_site.py) needs these; make test installs them, nothing else does.
 BROWSER_PACKAGES := chromium chromium-driver
@@ -68,7 +68,7 @@ smoke: setup ## every notebook at the smoke profile (seconds each); outputs unde
 	$(SMOKE_ENV) $(VENV)/bin/fedrepro reproduce --profile smoke
 
 book: setup ## the static teaching site of the notebooks reproduce executed at PROFILE -> output/$(PROFILE)/book/index.html (docs/site.md)
-	$(OUTPUT_ENV) $(PY) -m fedrepro.book --profile $(PROFILE)
+	$(OUTPUT_ENV) $(PY) -m fedrepro.app.book --profile $(PROFILE)
 
 pretrain: setup ## regenerate the committed backbone checkpoints (fedrepro/models/weights/; minutes on a CPU)
 	$(VENV)/bin/fedrepro pretrain vit
@@ -78,7 +78,7 @@ lab: setup ## JupyterLab on the notebooks; outputs under OUTPUT (default: this r
 	$(OUTPUT_ENV) $(VENV)/bin/jupyter lab $(ALLOW_ROOT) notebooks/
 
 bench: setup ## engine vs a bare loop, one worker vs the pool, peak memory; kernel options -> bench/*.json
-	$(PY) -m fedrepro.bench --out bench/results.json
+	$(PY) -m fedrepro.app.bench --out bench/results.json
 	$(PY) bench/kernels.py --json bench/kernels.json
 
 clean: ## remove run folders, executed notebooks and caches (keeps .venv and committed figures)

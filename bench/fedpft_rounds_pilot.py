@@ -16,7 +16,7 @@ import pandas as pd
 
 import fedrepro
 from fedrepro.analysis.by_round import at_round, judge
-from fedrepro.claims import evaluate_claims
+from fedrepro.papers.verdicts import evaluate_claims
 from fedrepro.papers import setup
 
 CUTS = (20, 30, 40, 50, 60, 70, 80, 90, 100)

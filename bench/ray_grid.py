@@ -3,7 +3,7 @@
 The grid (FedAvg, FedPer and FedBN × 4 seeds at the smoke profile) is trained twice into two
 fresh stores: by the local executor (worker processes here) and by the ray executor, on a Ray
 instance of ``--cpus`` CPUs started for the occasion or on the cluster at ``--address``. Then each
-run's two folders are compared file by file (:func:`fedrepro.verify.file_differences`: bit for bit
+run's two folders are compared file by file (:func:`fedrepro.app.verify.file_differences`: bit for bit
 but for timings, when and with which allocator it ran) and the wall times printed.
 
     PYTHONPATH=$PWD .venv/bin/python bench/ray_grid.py [--address auto] [--cpus 2] [--json out.json]
@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 import fedrepro
-from fedrepro.executors import LocalExecutor, RayExecutor
-from fedrepro.host import cpu_model
-from fedrepro.verify import file_differences
+from fedrepro.execute import LocalExecutor, RayExecutor
+from fedrepro.env.host import cpu_model
+from fedrepro.app.verify import file_differences
 
 GRID = {"method.name": ["fedavg", "fedper", "fedbn"]}
 SEEDS = [0, 1, 2, 3]

@@ -7,22 +7,21 @@ Quick start::
     res.rounds      # per-round table
     res.summary     # best-round and final-round accuracy
 """
-__version__ = "0.1.0"
-
+from .version import VERSION as __version__
 from .config import RunConfig, default_seeds, make_config, profile_from_env, resolve_profile  # noqa: E402
-from . import settings  # noqa: E402,F401  (fedrepro.settings.configure(output_root=...))
-from . import inline as _inline  # noqa: E402
+from .env import settings  # noqa: E402,F401  (fedrepro.env.settings.configure(output_root=...))
+from .env import inline as _inline  # noqa: E402
 
 # In a notebook kernel started under MPLBACKEND=Agg, figures would never reach the notebook.
 _inline.activate()
 
 # The rest load torch, so they are imported when first used (PEP 562): the scheduling process of
 # ``fedrepro reproduce`` and ``fedrepro --help`` never pay torch's ~400 MiB.
-_LAZY = {name: ".experiment" for name in ("format_mean_std", "mean_std", "pivot_mean_std", "prepare_data",
-                                          "results_by", "run", "run_grid", "run_seeds")}
-_LAZY.update(RunResult=".store", RunStore=".store")
+_LAZY = {name: ".runs.tables" for name in ("format_mean_std", "mean_std", "pivot_mean_std", "results_by")}
+_LAZY.update(run=".execute.run", run_seeds=".execute.run", run_grid=".execute.grid", prepare_data=".runs.pipeline")
+_LAZY.update(RunResult=".runs.store", RunStore=".runs.store")
 # The stored runs as a table (reads small JSON files only: no torch).
-_LAZY.update(list_runs=".catalog", run_rounds=".catalog")
+_LAZY.update(list_runs=".runs.catalog", run_rounds=".runs.catalog")
 
 
 def __getattr__(name: str):

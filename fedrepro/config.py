@@ -3,7 +3,7 @@
 A :class:`RunConfig` is built from a profile plus overrides (a nested dict, dotted keys such as
 ``"train.rounds"``, a YAML file, or CLI ``--set key=value`` pairs). Unknown keys and invalid values
 raise :class:`~fedrepro.errors.ConfigError` naming the key and what would be valid. The resolved
-config is hashed to key the results store (:mod:`fedrepro.store`).
+config is hashed to key the results store (:mod:`fedrepro.runs.store`).
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ import yaml
 
 from .errors import ConfigError
 from .params import check_fields, hp
+from .version import VERSION as __version__
 
 PROFILES = ("smoke", "laptop", "paper")
 
@@ -38,7 +39,7 @@ _YamlLoader.add_implicit_resolver(
     list("-+0123456789."))
 
 
-def _yaml_load(text: str, source: str) -> Any:
+def yaml_load(text: str, source: str) -> Any:
     """Parse YAML text; a ConfigError naming ``source`` (and the line) when it is not valid YAML."""
     try:
         return yaml.load(text, Loader=_YamlLoader)  # noqa: S506  (a SafeLoader subclass)
@@ -72,7 +73,7 @@ class DataConfig:
     # papers' "3 seeds" re-draw everything). Set it to hold the split fixed across seeds.
     partition_seed: int | None = hp(None, ge=0)
     # Hold out this fraction of each client's training split as its *test* split (a validation
-    # split, for choosing hyperparameters without looking at test data: fedrepro.tuning); 0
+    # split, for choosing hyperparameters without looking at test data: fedrepro.execute.tuning); 0
     # scores on the test split.
     validation: float = hp(0.0, ge=0, lt=1)
 
@@ -166,7 +167,6 @@ class RunConfig:
             if d[section].get(key) == default:
                 d[section].pop(key)
         d["method"]["args"] = _non_default_method_args(self.method.name, self.method.args)
-        from . import __version__
 
         d["fedrepro_version"] = __version__
         return d
@@ -189,7 +189,7 @@ class RunConfig:
 def _non_default_method_args(name: str, args: Mapping[str, Any]) -> dict:
     """``args`` without entries equal (same value and type) to the method's own defaults, so that
     ``method.args={"r_f": 4}`` and ``{}`` name the same resolved config and share one run folder."""
-    from .methods import METHODS
+    from .methods import METHODS  # defers torch: importing the package registers every method
 
     try:
         params = METHODS.get(name).Params
@@ -294,7 +294,7 @@ def _read_yaml_file(p: Path) -> Any:
     except UnicodeDecodeError as e:
         raise ConfigError(f"config file {str(p)!r} is not UTF-8 text (byte {e.start}: {e.reason}); "
                           "valid: a YAML mapping of config keys") from None
-    return _yaml_load(text, f"config file {str(p)!r}")
+    return yaml_load(text, f"config file {str(p)!r}")
 
 
 def parse_cli_sets(pairs: list[str]) -> dict:
@@ -307,15 +307,15 @@ def parse_cli_sets(pairs: list[str]) -> dict:
         key = key.strip()
         if not key:
             raise ConfigError(f"--set {pair!r} has no key; expected key=value, e.g. train.rounds=5")
-        out[key] = _yaml_load(value, f"--set {key}={value!r}") if value.strip() else None
+        out[key] = yaml_load(value, f"--set {key}={value!r}") if value.strip() else None
     return out
 
 
 # --------------------------------------------------------------------------------------------
 # Construction and validation
 
-_SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "method": MethodConfig}
-_FREE_DICTS = {("data", "dataset_args"), ("data", "partition_args"), ("model", "args"), ("method", "args")}
+CONFIG_SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "method": MethodConfig}
+FREE_DICTS = {("data", "dataset_args"), ("data", "partition_args"), ("model", "args"), ("method", "args")}
 # Arguments belong to the name they configure: choosing another name drops the old arguments.
 _NAME_ARGS = (("data", "dataset", "dataset_args"), ("data", "partition", "partition_args"),
               ("model", "name", "args"), ("method", "name", "args"))
@@ -352,13 +352,13 @@ def _merge(base: dict, upd: Mapping[str, Any], path: str) -> None:
     for key, value in upd.items():
         full = f"{path}{key}"
         top = tuple(full.split("."))
-        if key not in base and top[:2] not in _FREE_DICTS and len(top) <= 2:
+        if key not in base and top[:2] not in FREE_DICTS and len(top) <= 2:
             valid = ", ".join(f"{path}{k}" for k in base)
             raise ConfigError(f"unknown config key {full!r}; valid keys here: {valid}")
-        if top in _FREE_DICTS and isinstance(value, Mapping):
+        if top in FREE_DICTS and isinstance(value, Mapping):
             # Free-form argument dicts: a profile or user override replaces keys, keeps the others.
             base.setdefault(key, {}).update(copy.deepcopy(dict(value)))
-        elif isinstance(base.get(key), dict) and isinstance(value, Mapping) and top not in _FREE_DICTS:
+        elif isinstance(base.get(key), dict) and isinstance(value, Mapping) and top not in FREE_DICTS:
             _merge(base[key], value, path=f"{full}.")
         else:
             base[key] = copy.deepcopy(value)
@@ -378,8 +378,8 @@ def from_dict(d: Mapping[str, Any]) -> RunConfig:
         if f.name not in d:
             continue
         value = d[f.name]
-        if f.name in _SECTIONS:
-            cls = _SECTIONS[f.name]
+        if f.name in CONFIG_SECTIONS:
+            cls = CONFIG_SECTIONS[f.name]
             if isinstance(value, cls):
                 value = dataclasses.asdict(value)
             if not isinstance(value, Mapping):
@@ -410,7 +410,7 @@ def validate(cfg: RunConfig) -> None:
     from .models import list_models
 
     check_fields(cfg)
-    for name in _SECTIONS:
+    for name in CONFIG_SECTIONS:
         check_fields(getattr(cfg, name), f"{name}.")
     d = cfg.data
     _check(d.holdout_clients < d.num_clients, "data.holdout_clients", d.holdout_clients,

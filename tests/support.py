@@ -7,7 +7,7 @@ import pandas as pd
 import torch
 
 import fedrepro
-from fedrepro.experiment import build_clients, make_method, prepare_data
+from fedrepro.runs.pipeline import build_clients, make_method, prepare_data
 from fedrepro.fl.engine import init_state
 from fedrepro.fl.seeding import torch_gen
 

@@ -9,7 +9,7 @@ import torch
 from support import poison_fedavg
 
 import fedrepro
-from fedrepro.cli import EXIT_DIVERGED, main
+from fedrepro.app.cli import EXIT_DIVERGED, main
 from fedrepro.errors import FedreproError
 
 FILES = {

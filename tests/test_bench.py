@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from fedrepro.bench import _ratios, bare_fedavg, bench_config
-from fedrepro.experiment import build_clients, make_method, prepare_data
+from fedrepro.app.bench import _ratios, bare_fedavg, bench_config
+from fedrepro.runs.pipeline import build_clients, make_method, prepare_data
 from fedrepro.fl.device import torch_threads
 from fedrepro.fl.engine import simulate
 

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from fedrepro.cli import main
+from fedrepro.app.cli import main
 
 
 def test_list_commands(capsys):

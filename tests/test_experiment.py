@@ -1,4 +1,4 @@
-"""fedrepro.experiment: finished runs are reused, provenance is recorded, grids (sequential, in
+"""fedrepro.execute.run: finished runs are reused, provenance is recorded, grids (sequential, in
 workers, sub-grids, variants), mean ± std tables, diverged runs, and a smoke run on Fashion-MNIST."""
 from pathlib import Path
 
@@ -10,7 +10,7 @@ from support import poison_fedavg
 import fedrepro
 from fedrepro.data import list_datasets
 from fedrepro.errors import ConfigError
-from fedrepro.store import RunResult
+from fedrepro.runs.store import RunResult
 
 
 def test_finished_config_is_reused_not_rerun(tiny):
@@ -56,12 +56,12 @@ def test_run_grid_workers_match_sequential(tiny, tmp_path):
 
 def test_default_workers(tiny, monkeypatch):
     monkeypatch.setenv("FEDREPRO_WORKERS", "3")
-    assert fedrepro.experiment.default_workers(tiny()) == 3
+    assert fedrepro.execute.local.default_workers(tiny()) == 3
     monkeypatch.setenv("FEDREPRO_WORKERS", "zero")
     with pytest.raises(ConfigError, match="FEDREPRO_WORKERS"):
-        fedrepro.experiment.default_workers(tiny())
+        fedrepro.execute.local.default_workers(tiny())
     monkeypatch.delenv("FEDREPRO_WORKERS")
-    assert fedrepro.experiment.default_workers(tiny()) == 1  # smoke profile
+    assert fedrepro.execute.local.default_workers(tiny()) == 1  # smoke profile
     with pytest.raises(ConfigError, match="workers"):
         fedrepro.run_grid(tiny(), {"method.name": ["fedavg"]}, workers=0)
 
@@ -84,7 +84,7 @@ def test_pivot_mean_std_marks_single_seed_cells():
     p = fedrepro.pivot_mean_std(t, "m", "alpha", label=lambda a: f"α={a}")
     assert list(p.columns) == ["α=0.1", "α=1.0"] and list(p.index) == ["a", "b"]
     assert p.loc["a", "α=0.1"] == "85.00 ± 7.07" and p.loc["b", "α=1.0"] == "60.00¹" and p.loc["a", "α=1.0"] == ""
-    from fedrepro.reference import beside, paper_table
+    from fedrepro.papers.reference import beside, paper_table
 
     both = beside(p.rename(index={"a": "fedavg"}), paper_table("fedpft", "T-C10"))
     assert both.loc["fedavg", ("paper", "α=0.1")] == 60.39 and both.loc["fedavg", ("ours", "α=0.1")] == "85.00 ± 7.07"
@@ -134,7 +134,7 @@ def test_fedavg_and_local_learn_fashion_mnist_smoke(tmp_path):
 def test_a_method_knows_the_class_names_in_label_order(tiny):
     from support import setup
 
-    from fedrepro.experiment import make_method_for, prepare_data
+    from fedrepro.runs.pipeline import make_method_for, prepare_data
 
     cfg = tiny(**{"data.dataset": "fashion_mnist_federated", "data.dataset_args": {}, "data.max_train": 200,
                   "data.max_test": 100})
@@ -149,14 +149,14 @@ def test_a_method_knows_the_class_names_in_label_order(tiny):
 
 
 def test_the_dataset_cache_keeps_the_latest_within_its_budget(monkeypatch):
-    from fedrepro import pipeline
+    from fedrepro.runs import pipeline
 
     monkeypatch.setattr(pipeline, "_datasets", pipeline.OrderedDict())
     monkeypatch.setattr(pipeline, "DATA_CACHE_MIB", 0)  # nothing fits: only the dataset in use is kept
-    a = pipeline._load_cached("synthetic", "{}")
-    assert pipeline._load_cached("synthetic", "{}") is a
-    pipeline._load_cached("synthetic", '{"num_classes": 4}')
+    a = pipeline.load_cached("synthetic", "{}")
+    assert pipeline.load_cached("synthetic", "{}") is a
+    pipeline.load_cached("synthetic", '{"num_classes": 4}')
     assert list(pipeline._datasets) == [("synthetic", '{"num_classes": 4}')]
     monkeypatch.setattr(pipeline, "DATA_CACHE_MIB", 256)
-    pipeline._load_cached("synthetic", "{}")
+    pipeline.load_cached("synthetic", "{}")
     assert len(pipeline._datasets) == 2

@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from fedrepro import fingerprint
+from fedrepro.runs import fingerprint
 from fedrepro.errors import ConfigError, StaleRunError
-from fedrepro.experiment import run
-from fedrepro.store import RunResult, RunStore
+from fedrepro.execute.run import run
+from fedrepro.runs.store import RunResult, RunStore
 
 FEDAVG = "fedrepro/methods/fedavg.py"
 
 
 def test_a_run_depends_on_its_own_method_model_data_and_the_engine(tiny):
     files = fingerprint.code_files(tiny())
-    assert {FEDAVG, "fedrepro/fl/engine.py", "fedrepro/pipeline.py", "fedrepro/data/partition.py"} <= set(files)
-    assert not {"fedrepro/store.py", "fedrepro/experiment.py", "fedrepro/methods/fedpft.py"} & set(files)
+    assert {FEDAVG, "fedrepro/fl/engine.py", "fedrepro/runs/pipeline.py", "fedrepro/data/partition.py"} <= set(files)
+    assert not {"fedrepro/runs/store.py", "fedrepro/execute/run.py", "fedrepro/methods/fedpft.py"} & set(files)
     assert not [f for f in files if f.endswith("__init__.py")]  # registries: adding a method stales nothing
     assert "fedrepro/methods/fedpft.py" in fingerprint.code_files(tiny(**{"method.name": "fedpft"}))
 

@@ -20,8 +20,8 @@ pytest.importorskip("flwr", reason="flwr is not installed (pip install -r requir
 
 from fedrepro.config import make_config  # noqa: E402
 from fedrepro.errors import ConfigError, FederationError  # noqa: E402
-from fedrepro.experiment import run  # noqa: E402
-from fedrepro.store import RunStore  # noqa: E402
+from fedrepro.execute.run import run  # noqa: E402
+from fedrepro.runs.store import RunStore  # noqa: E402
 
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
                                reason="ray is not installed: Flower's simulation engine needs flwr[simulation]")

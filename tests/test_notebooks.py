@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from fedrepro.reproduce import numbered_notebooks
+from fedrepro.app.reproduce import numbered_notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").rglob("*.ipynb"))

@@ -10,14 +10,14 @@ import torch
 import yaml
 
 import fedrepro
-from fedrepro import trace
+from fedrepro.env import trace
 from fedrepro.errors import ConfigError
-from fedrepro.experiment import run_grid
+from fedrepro.execute.grid import run_grid
 from fedrepro.papers import PAPERS
-from fedrepro.plan import Need, needs_of, plan
-from fedrepro.pool import estimate_cost, run_pool
-from fedrepro.reproduce import numbered_notebooks
-from fedrepro.store import RunStore
+from fedrepro.papers.plan import Need, needs_of, plan
+from fedrepro.execute.local import estimate_cost, run_pool
+from fedrepro.app.reproduce import numbered_notebooks
+from fedrepro.runs.store import RunStore
 
 ROOT = Path(__file__).resolve().parent.parent
 NB_ROOT = ROOT / "notebooks"
@@ -114,7 +114,7 @@ def test_pool_makes_at_most_calls_at_once_calls_together():
     import threading
     import time
 
-    from fedrepro.pool import Task
+    from fedrepro.execute.local import Task
 
     lock, now, most = threading.Lock(), [0], [0]
 
@@ -136,7 +136,7 @@ def test_pool_makes_at_most_calls_at_once_calls_together():
 
 def test_the_scheduling_process_imports_no_torch():
     # fedrepro reproduce's own process only schedules: planning runs in a child (reproduce._planned)
-    code = ("import sys, fedrepro, fedrepro.cli, fedrepro.reproduce, fedrepro.pool, fedrepro.plan, fedrepro.host; "
+    code = ("import sys, fedrepro, fedrepro.app.cli, fedrepro.app.reproduce, fedrepro.execute.local, fedrepro.papers.plan, fedrepro.env.host; "
             "assert 'torch' not in sys.modules, 'torch imported'; fedrepro.run; assert 'torch' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
@@ -199,7 +199,7 @@ def test_one_config_gives_the_same_numbers_from_every_launcher(tiny, tmp_path):
     yml = tmp_path / "cfg.yaml"
     yml.write_text(yaml.safe_dump({k: v for k, v in cfg.to_dict().items() if k != "profile"}
                                   | {"runs_dir": str(tmp_path / "d")}))
-    out = subprocess.run([sys.executable, "-m", "fedrepro.cli", "run", "--profile", cfg.profile, "--config", str(yml)],
+    out = subprocess.run([sys.executable, "-m", "fedrepro.app.cli", "run", "--profile", cfg.profile, "--config", str(yml)],
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     results["cli"] = Path(out.stdout.strip().splitlines()[-1].removeprefix("results: "))
@@ -215,7 +215,7 @@ def test_one_config_gives_the_same_numbers_from_every_launcher(tiny, tmp_path):
 def test_trace_records_runs_and_figures(tiny, tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
-    from fedrepro.figures import savefig
+    from fedrepro.app.figures import savefig
 
     log = tmp_path / "trace.jsonl"
     monkeypatch.setenv(trace.ENV, str(log))
@@ -235,7 +235,7 @@ def test_trace_records_runs_and_figures(tiny, tmp_path, monkeypatch):
 
 
 def test_reproduce_plan_only_lists_without_training(tmp_path, monkeypatch):
-    from fedrepro.reproduce import reproduce
+    from fedrepro.app.reproduce import reproduce
 
     monkeypatch.setenv("FEDREPRO_RUNS", str(tmp_path / "runs"))
     report = reproduce("smoke", only="fedpft/04", plan_only=True)
@@ -245,7 +245,7 @@ def test_reproduce_plan_only_lists_without_training(tmp_path, monkeypatch):
 
 def test_reproduce_plans_a_tuned_tables_search_first_and_says_which_notebooks_wait(tmp_path, monkeypatch):
     from fedrepro.papers import paper
-    from fedrepro.reproduce import reproduce
+    from fedrepro.app.reproduce import reproduce
 
     monkeypatch.setenv("FEDREPRO_RUNS", str(tmp_path / "runs"))
     report = reproduce("smoke", only="pfedcspc/01", plan_only=True)
@@ -255,7 +255,7 @@ def test_reproduce_plans_a_tuned_tables_search_first_and_says_which_notebooks_wa
 
 
 def test_an_unseen_kind_of_run_is_timed_like_its_own_method_first(tiny):
-    from fedrepro.pool import Task, _Calibration
+    from fedrepro.execute.local import Task, _Calibration
 
     cal = _Calibration()
     cheap, costly = tiny(**{"method.name": "fedavg"}), tiny(**{"method.name": "fedpft_con"})

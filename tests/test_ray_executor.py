@@ -13,9 +13,9 @@ import pytest
 
 import fedrepro
 from fedrepro.errors import ConfigError
-from fedrepro.executors import RayExecutor, make_executor
-from fedrepro.store import FINISHED_FILES, RunStore
-from fedrepro.verify import file_differences
+from fedrepro.execute import RayExecutor, make_executor
+from fedrepro.runs.store import FINISHED_FILES, RunStore
+from fedrepro.app.verify import file_differences
 from support import tiny_config
 
 try:
@@ -27,7 +27,7 @@ needs_ray = pytest.mark.skipif(ray is None, reason="ray is not installed (pip in
 
 def assert_same_run(a: Path, b: Path) -> None:
     """Two stores' folders of one config hold the same run: every file equal, bit for bit, but for
-    timings, the moment and the allocator it ran with (fedrepro.verify.file_differences)."""
+    timings, the moment and the allocator it ran with (fedrepro.app.verify.file_differences)."""
     assert file_differences(a, b) == []
     fedrepro.RunResult(b).verify(deep=True)
 
@@ -67,7 +67,7 @@ def test_without_ray_the_error_says_how_to_install_it(tmp_path, monkeypatch):
 
 
 def test_the_cli_takes_ray_flags_only_with_the_ray_executor(capsys):
-    from fedrepro.cli import main
+    from fedrepro.app.cli import main
 
     assert main(["reproduce", "--plan", "--only", "no-such-notebook", "--cpus-per-run", "2"]) == 2
     assert "--cpus-per-run apply to --executor ray only" in capsys.readouterr().err
@@ -80,7 +80,7 @@ def test_files_from_elsewhere_are_checked_before_any_is_written(tmp_path):
     and leaves nothing in the store; an intact one is stored as trained; a finished run takes no
     checkpoint; another config's files are refused."""
     from fedrepro.errors import CorruptCacheError
-    from fedrepro.store import PARTIAL_FILES, RunReceiver, read_files
+    from fedrepro.runs.store import PARTIAL_FILES, RunReceiver, read_files
 
     cfg = tiny_config(tmp_path, runs_dir=str(tmp_path / "worker"))
     trained = fedrepro.run(cfg).path
@@ -171,7 +171,7 @@ def test_a_grid_on_ray_is_stored_as_the_local_executor_stores_it(cluster, tmp_pa
         return {p: p.stat().st_mtime_ns for p in (tmp_path / "ray").rglob("*") if p.is_file() and ".locks" not in p.parts}
     before = stamps()
     cfgs = [fedrepro.RunResult(p).config for p in remote["path"]]
-    from fedrepro.executors.ray_cluster import run_remote
+    from fedrepro.execute.ray import run_remote
 
     outcomes = run_remote(RayExecutor(), cfgs, progress=False)
     assert {o.status for o in outcomes.values()} == {"stored"}
@@ -270,7 +270,7 @@ def test_a_killed_worker_without_retries_leaves_its_checkpoint_in_the_store(clus
 def test_the_pool_sends_runs_to_ray_and_keeps_calls_here(cluster, tmp_path):
     """fedrepro reproduce's pool: runs go to the cluster, a call that reads them runs here after
     them. Each run trains at its config's thread count, not at the CPUs Ray reserves for it."""
-    from fedrepro.pool import Task, run_pool
+    from fedrepro.execute.local import Task, run_pool
 
     cfgs = [tiny_config(tmp_path, seed=0), tiny_config(tmp_path, seed=1, threads=2)]
     read = []

@@ -8,10 +8,11 @@ import json
 import pandas as pd
 import pytest
 
-from fedrepro.claims import registered, save_claims
-from fedrepro.cli import main
+from fedrepro.papers.verdicts import registered
+from fedrepro.claims import save_claims
+from fedrepro.app.cli import main
 from fedrepro.errors import ConfigError
-from fedrepro.results_page import NO_CAUSE, notebook_paper, write_pages
+from fedrepro.app.results_page import NO_CAUSE, notebook_paper, write_pages
 
 CLAIMS = registered()  # every paper's claims
 
@@ -153,7 +154,7 @@ def test_each_page_sets_the_profile_beside_the_paper_and_lists_what_it_leaves_op
 
 def test_a_paper_page_has_no_empty_against_the_paper_section():
     from fedrepro.papers import differences
-    from fedrepro.results_page import _against_paper
+    from fedrepro.app.results_page import _against_paper
 
     for name in ("fedpft", "pfedcspc", "pep_fedpt", "fedotp"):
         section = _against_paper(name, "paper")

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 import fedrepro
-from fedrepro.catalog import list_runs, resolve_run
-from fedrepro.cli import main
+from fedrepro.runs.catalog import list_runs, resolve_run
+from fedrepro.app.cli import main
 from fedrepro.errors import ConfigError
 from support import tiny_config
 
@@ -138,7 +138,7 @@ def test_runs_sorted_descending_from_the_cli(store, capsys):
 
 
 def test_listing_does_not_import_torch(store):
-    code = ("import sys, fedrepro; from fedrepro.cli import main; "
+    code = ("import sys, fedrepro; from fedrepro.app.cli import main; "
             f"assert len(fedrepro.list_runs({str(store[0])!r})) == 5; "
             f"main(['runs', '--runs-dir', {str(store[0])!r}, '--csv', '-', '--per-round']); "
             "assert 'torch' not in sys.modules, 'torch imported'")
@@ -221,7 +221,7 @@ def test_version(capsys):
 def test_every_subcommand_and_flag_has_help(capsys):
     import argparse
 
-    from fedrepro import cli
+    from fedrepro.app import cli
 
     seen = {}
 
@@ -294,7 +294,7 @@ def test_run_says_reused_and_a_notebook_stays_quiet(tmp_path, capsys):
 
 def test_output_cut_by_a_closed_pipe_ends_quietly():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    p = subprocess.Popen([sys.executable, "-m", "fedrepro.cli", "list", "methods", "-v"], cwd=ROOT, env=env,
+    p = subprocess.Popen([sys.executable, "-m", "fedrepro.app.cli", "list", "methods", "-v"], cwd=ROOT, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     p.stdout.close()  # the reader is gone before the first line is written
     err = p.stderr.read().decode()
@@ -302,7 +302,7 @@ def test_output_cut_by_a_closed_pipe_ends_quietly():
 
 
 def test_run_grid_draws_one_labelled_bar(tiny, capsys):
-    from fedrepro.experiment import _point_label
+    from fedrepro.execute.grid import _point_label
 
     assert _point_label(None, {"method.name": "fedper", "data.partition_args.alpha": 0.1}, 2) == "fedper α=0.1 s2"
     assert _point_label("II", {"train.rounds": 5}, 0) == "II rounds=5 s0"
@@ -315,7 +315,7 @@ def test_run_grid_draws_one_labelled_bar(tiny, capsys):
 
 
 def test_show_thins_a_long_run_keeping_the_best_and_last_rounds():
-    from fedrepro.cli_runs import format_rounds
+    from fedrepro.app.cli_runs import format_rounds
 
     rounds = pd.DataFrame({"round": range(1, 101), "acc_mean": [i / 200 for i in range(100)]})
     rounds.loc[36, "acc_mean"] = 0.99  # round 37, between two of the evenly spaced rows

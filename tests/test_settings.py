@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from fedrepro import settings
+from fedrepro.env import settings
 from fedrepro.errors import ConfigError
-from fedrepro.settings import configure, output_path, output_root
+from fedrepro.env.settings import configure, output_path, output_root
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,8 +55,8 @@ def test_the_layout_under_the_root(tmp_path, monkeypatch):
 
 
 def test_runs_and_figures_folders_can_still_be_moved_alone(tmp_path, monkeypatch):
-    from fedrepro.figures import figures_dir
-    from fedrepro.store import RunStore, default_runs_dir
+    from fedrepro.app.figures import figures_dir
+    from fedrepro.runs.store import RunStore, default_runs_dir
 
     monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path / "root"))
     assert default_runs_dir() == RunStore().root == tmp_path / "root" / "runs"
@@ -73,7 +73,7 @@ def test_claims_and_figures_go_under_the_root(tmp_path, monkeypatch):
     import pandas as pd
 
     from fedrepro.claims import save_claims
-    from fedrepro.figures import savefig
+    from fedrepro.app.figures import savefig
 
     configure(output_root=tmp_path)
     fig = plt.figure()
@@ -95,7 +95,7 @@ def test_a_read_only_root_is_an_error_naming_the_setting(tmp_path, monkeypatch):
         with pytest.raises(ConfigError, match=r"chosen by the output root .*\(\$FEDREPRO_OUTPUT\).*Permission denied; "
                                               r"set FEDREPRO_OUTPUT"):
             output_path("figures", "smoke", create=True)
-        from fedrepro.store import RunStore
+        from fedrepro.runs.store import RunStore
 
         with pytest.raises(ConfigError, match=r"chosen by the output root, \$FEDREPRO_OUTPUT\).*FEDREPRO_OUTPUT\)"):
             RunStore().prepare_root()
@@ -108,11 +108,11 @@ def test_a_root_that_is_a_file_is_an_error_naming_the_setting(tmp_path, monkeypa
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     configure(output_root=blocker)
-    with pytest.raises(ConfigError, match=r"chosen by the output root '.*a_file' \(fedrepro.settings.configure"
+    with pytest.raises(ConfigError, match=r"chosen by the output root '.*a_file' \(fedrepro.env.settings.configure"
                                           r"\(output_root=...\)\): .*is a file; set FEDREPRO_OUTPUT"):
         output_path("claims", "smoke", create=True)
     monkeypatch.setenv("FEDREPRO_RUNS", str(blocker / "runs"))
-    from fedrepro.store import RunStore
+    from fedrepro.runs.store import RunStore
 
     with pytest.raises(ConfigError, match=r"invalid runs_dir=.*\(chosen by \$FEDREPRO_RUNS\): .*is a file"):
         RunStore().prepare_root()
@@ -121,7 +121,7 @@ def test_a_root_that_is_a_file_is_an_error_naming_the_setting(tmp_path, monkeypa
 def test_child_processes_get_the_root_set_in_this_one(tmp_path):
     configure(output_root=tmp_path / "mine")
     env = settings.child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)})
-    out = subprocess.run([sys.executable, "-c", "from fedrepro.settings import output_path; print(output_path('runs'))"],
+    out = subprocess.run([sys.executable, "-c", "from fedrepro.env.settings import output_path; print(output_path('runs'))"],
                          env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(tmp_path / "mine" / "runs")
 
@@ -129,8 +129,9 @@ def test_child_processes_get_the_root_set_in_this_one(tmp_path):
 def test_the_results_pages_follow_the_root(tmp_path, monkeypatch):
     import pandas as pd
 
-    from fedrepro.claims import registered, save_claims
-    from fedrepro.results_page import write_pages
+    from fedrepro.papers.verdicts import registered
+    from fedrepro.claims import save_claims
+    from fedrepro.app.results_page import write_pages
 
     monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path))
     c = registered().get("tour.fedavg_beats_local_iid")

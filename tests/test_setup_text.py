@@ -1,6 +1,6 @@
 """Sizes quoted in notebooks' prose come from the config they run."""
 from fedrepro.config import default_seeds, make_config
-from fedrepro.setup_text import setup_markdown
+from fedrepro.app.setup_text import setup_markdown
 
 
 def test_the_sentence_reads_every_size_from_the_config():

@@ -11,9 +11,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from fedrepro.book import pages
-from fedrepro.book.browser import CHROMEDRIVER, CHROMIUM, find
-from fedrepro.book.provenance import provenance
+from fedrepro.app.book import pages
+from fedrepro.app.book.browser import CHROMEDRIVER, CHROMIUM, find
+from fedrepro.app.book.provenance import provenance
 
 ROOT = Path(__file__).resolve().parent.parent
 # The tour: small at smoke, with figures, tables and a claims table.
@@ -73,7 +73,7 @@ def test_main_notebooks_end_with_try_it_and_are_output_free(nb):
 
 
 def test_remote_resources_are_found(tmp_path):
-    from fedrepro.book import remote_resources
+    from fedrepro.app.book import remote_resources
 
     (tmp_path / "a.html").write_text('<script src="https://cdn.example/x.js"></script><img src="_images/a.png">'
                                      '<link rel="stylesheet" href="//fonts.example/f.css">')
@@ -81,7 +81,7 @@ def test_remote_resources_are_found(tmp_path):
 
 
 def test_build_rejects_a_missing_notebooks_folder(tmp_path):
-    from fedrepro.book import build
+    from fedrepro.app.book import build
     from fedrepro.errors import ConfigError
 
     with pytest.raises(ConfigError, match="notebooks_dir"):
@@ -100,7 +100,7 @@ def smoke_site(tmp_path_factory):
     reason = _missing_site_tools()
     if reason:
         pytest.skip(reason)
-    from fedrepro.book import build
+    from fedrepro.app.book import build
     from fedrepro.claims.core import claims_dir
 
     tmp = tmp_path_factory.mktemp("site")
@@ -122,7 +122,7 @@ def smoke_site(tmp_path_factory):
 
 
 def test_site_has_no_network_resources(smoke_site):
-    from fedrepro.book import remote_resources
+    from fedrepro.app.book import remote_resources
 
     assert remote_resources(smoke_site) == []
     assert (smoke_site / "notebooks" / "00_tour.html").is_file()
@@ -132,7 +132,7 @@ def test_site_has_no_network_resources(smoke_site):
 def test_site_in_chromium(smoke_site):
     """The index and a notebook page load in headless Chromium without console errors, every image
     loads, nothing comes from the network, and the claims table is there; screenshots are saved."""
-    from fedrepro.book.browser import open_pages
+    from fedrepro.app.book.browser import open_pages
 
     shots = ROOT / "output" / "smoke" / "screenshots"
     reports = open_pages([smoke_site / "index.html", smoke_site / "notebooks" / "00_tour.html",
@@ -162,15 +162,15 @@ def test_api_reference_from_docstrings(tmp_path, monkeypatch):
     reason = _missing_site_tools()
     if reason:
         pytest.skip(reason)
-    from fedrepro.book import build
+    from fedrepro.app.book import build
 
     executed = tmp_path / "output" / "smoke" / "notebooks"
     executed.mkdir(parents=True)
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 00 · A tour\n\nText.")])
     nbformat.write(nb, executed / "00_tour.ipynb")
-    monkeypatch.setattr(pages, "API_MODULES", ("fedrepro.book.provenance",))
+    monkeypatch.setattr(pages, "API_MODULES", ("fedrepro.app.book.provenance",))
     site = build("smoke", root=tmp_path, claims_dir=tmp_path / "no-claims", out=tmp_path / "book")
-    api = (site / "api" / "fedrepro.book.provenance.html").read_text()
+    api = (site / "api" / "fedrepro.app.book.provenance.html").read_text()
     assert "The Markdown of the note" in api  # Provenance.note's docstring
     assert "NOT RUN" in (site / "index.html").read_text()  # no claims recorded: every claim is NOT RUN
 

@@ -6,7 +6,7 @@ import pytest
 
 import fedrepro
 from fedrepro.errors import CorruptCacheError
-from fedrepro.store import RunStore
+from fedrepro.runs.store import RunStore
 
 
 def finished(tiny):
@@ -67,7 +67,7 @@ def test_no_temporary_files_left_behind(tiny):
 
 
 def test_restore_gives_the_trained_models_back(tiny):
-    from fedrepro.experiment import restore
+    from fedrepro.runs.train import restore
 
     cfg = tiny(**{"method.name": "fedper", "train.rounds": 2})
     res = fedrepro.run(cfg)

@@ -12,7 +12,7 @@ import pytest
 
 import fedrepro
 from fedrepro.errors import RunBusyError
-from fedrepro.store import RunStore
+from fedrepro.runs.store import RunStore
 
 ROUNDS = 3
 

@@ -15,10 +15,10 @@ import pytest
 import torch
 
 import fedrepro
-import fedrepro.store
+import fedrepro.runs.store
 from conftest import tiny_config
 from fedrepro.errors import CorruptCacheError
-from fedrepro.store import RunResult, RunStore
+from fedrepro.runs.store import RunResult, RunStore
 
 FILES = {"config.json", "meta.json", "rounds.jsonl", "clients.jsonl", "final_state.pt", "summary.json"}
 TIMING = ("time_train_s", "time_eval_s")
@@ -27,13 +27,13 @@ TIMING = ("time_train_s", "time_eval_s")
 def _slow_child(cfg_dict: dict, write_delay: float, round_sleep: float) -> None:
     """A run in a forked process, slowed down so that kills land in every phase (start-up, rounds,
     each file of the final write). Slowing the store's own writes is the point: torch is untouched."""
-    write = fedrepro.store.atomic_write_bytes
+    write = fedrepro.runs.store.atomic_write_bytes
 
     def slow_write(path, data):
         time.sleep(write_delay)
         return write(path, data)
 
-    fedrepro.store.atomic_write_bytes = slow_write
+    fedrepro.runs.store.atomic_write_bytes = slow_write
     fedrepro.run(fedrepro.config.from_dict(cfg_dict), on_round_end=lambda s: time.sleep(round_sleep))
 
 
@@ -256,7 +256,7 @@ def test_legacy_run_still_gets_structural_checks(finished_run, tmp_path, damage,
 def test_checkpoints_land_in_order_and_a_failed_write_is_raised(tmp_path, monkeypatch):
     import torch
 
-    from fedrepro.store import CheckpointWriter
+    from fedrepro.runs.store import CheckpointWriter
 
     with CheckpointWriter(tmp_path) as w:
         for r in range(5):
@@ -266,7 +266,7 @@ def test_checkpoints_land_in_order_and_a_failed_write_is_raised(tmp_path, monkey
     def broken(path, data):
         raise OSError("disk full")
 
-    monkeypatch.setattr(fedrepro.store, "atomic_write_bytes", broken)
+    monkeypatch.setattr(fedrepro.runs.store, "atomic_write_bytes", broken)
     with pytest.raises(OSError, match="disk full"):
         with CheckpointWriter(tmp_path) as w:
             w.save({"round": 5})

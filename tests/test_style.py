@@ -15,14 +15,14 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.collections import LineCollection  # noqa: E402
 
-from fedrepro import style  # noqa: E402
-from fedrepro.figures import plot_bars, plot_curves  # noqa: E402
+from fedrepro.env import style  # noqa: E402
+from fedrepro.app.figures import plot_bars, plot_curves  # noqa: E402
 from fedrepro.methods import METHODS  # noqa: E402
 
 
 def test_every_registered_method_has_a_fixed_style():
     missing = [m for m in METHODS.names() if style.method_key(m) is None]
-    assert not missing, f"add to fedrepro.style.METHOD_ORDER: {missing}"
+    assert not missing, f"add to fedrepro.env.style.METHOD_ORDER: {missing}"
 
 
 def test_method_styles_are_unique_for_bars_and_for_lines():
@@ -34,7 +34,7 @@ def test_method_styles_are_unique_for_bars_and_for_lines():
 
 
 def test_fedpft_main_table_rows_have_distinct_colours():
-    from fedrepro.reference import paper_table
+    from fedrepro.papers.reference import paper_table
 
     rows = list(paper_table("fedpft", "T-C10").index)
     assert len(rows) == 13
@@ -166,7 +166,7 @@ def test_curves_of_one_seed_have_no_band_and_are_marked():
 
 
 def test_lines_of_one_seed_have_no_error_bars_and_the_paper_in_the_same_colour():
-    from fedrepro.figures import plot_lines
+    from fedrepro.app.figures import plot_lines
 
     fig, ax = plt.subplots()
     plot_lines(_table({"fedavg": 1}), x="alpha", hue="method", value="best", ax=ax,
@@ -180,7 +180,7 @@ def test_lines_of_one_seed_have_no_error_bars_and_the_paper_in_the_same_colour()
 
 
 def test_a_figure_legend_names_each_method_once():
-    from fedrepro.figures import plot_points
+    from fedrepro.app.figures import plot_points
 
     fig, axes = plt.subplots(1, 2)
     pts = pd.DataFrame({"g": [0.5, 0.6], "l": [0.4, 0.7]}, index=["fedavg", "pfedcspc"])

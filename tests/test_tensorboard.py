@@ -1,4 +1,4 @@
-"""Optional TensorBoard logging (fedrepro.tensorboard): off by default, the switches that turn it on,
+"""Optional TensorBoard logging (fedrepro.runs.tensorboard): off by default, the switches that turn it on,
 what it writes, and that a run's stored numbers do not depend on it."""
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import torch
 import yaml
 
 import fedrepro
-from fedrepro import settings
-from fedrepro.cli import main
+from fedrepro.env import settings
+from fedrepro.app.cli import main
 from fedrepro.errors import ConfigError
-from fedrepro.tensorboard import TENSORBOARD_PIN, run_dir_name
+from fedrepro.runs.tensorboard import TENSORBOARD_PIN, run_dir_name
 from support import tiny_config
 
 pytest.importorskip("tensorboard", reason="tensorboard is not installed (pip install -r requirements.txt)")
@@ -166,7 +166,7 @@ def test_the_setting_reaches_spawned_workers(tmp_path):
 
 
 def test_a_pool_worker_logs_the_runs_it_trains(tmp_path):
-    from fedrepro.pool import run_pool
+    from fedrepro.execute.local import run_pool
 
     settings.configure(tensorboard=tmp_path / "tb")  # the setting only: workers see it through the env
     cfg = _cfg(tmp_path)
@@ -191,13 +191,13 @@ def test_cli_run_flag(tmp_path, capsys):
 
 
 def test_cli_reproduce_flag_sets_it_for_the_pass(tmp_path, monkeypatch):
-    import fedrepro.reproduce
+    import fedrepro.app.reproduce
 
     seen = {}
-    monkeypatch.setattr(fedrepro.reproduce, "reproduce",
+    monkeypatch.setattr(fedrepro.app.reproduce, "reproduce",
                         lambda *a, **k: seen.setdefault("dir", settings.tensorboard_dir()))
     assert main(["reproduce", "--profile", "smoke", "--tensorboard", str(tmp_path / "tb")]) == 0
-    assert seen["dir"] == (tmp_path / "tb", "fedrepro.settings.configure(tensorboard=...)")
+    assert seen["dir"] == (tmp_path / "tb", "fedrepro.env.settings.configure(tensorboard=...)")
 
 
 @pytest.mark.parametrize("how", ["setting", "env", "cli"])

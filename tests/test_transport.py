@@ -1,4 +1,4 @@
-"""fedrepro.transport against POT (float64 numpy references) and against its own invariants."""
+"""fedrepro.ot.transport against POT (float64 numpy references) and against its own invariants."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from fedrepro.errors import ConfigError
-from fedrepro.transport import PLANS, kl_uot_plan, ot_score, sinkhorn_plan, uniform_plan, uot_plan
+from fedrepro.ot.transport import PLANS, kl_uot_plan, ot_score, sinkhorn_plan, uniform_plan, uot_plan
 
 M, N = 49, 2
 

@@ -1,4 +1,4 @@
-"""fedrepro.tuning: validation data held out of the training split, the learning-rate search of a
+"""fedrepro.execute.tuning: validation data held out of the training split, the learning-rate search of a
 table (the same grid for every row, chosen on validation data), and how tables and plans wait for it."""
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from support import poison_fedavg
 import fedrepro
 from fedrepro.errors import ConfigError
 from fedrepro.papers.tables import Rows, TableDef
-from fedrepro.pipeline import prepare_data
-from fedrepro.plan import Need, Plan
-from fedrepro.tuning import LrSearch, TuningPending
+from fedrepro.runs.pipeline import prepare_data
+from fedrepro.papers.plan import Need, Plan
+from fedrepro.execute.tuning import LrSearch, TuningPending
 
 
 def test_validation_is_hashed_only_when_set(tiny):
@@ -105,7 +105,7 @@ def test_a_plan_holds_only_the_search_runs_of_a_table_that_waits_and_marks_its_n
 def test_straw_men_are_cells_that_did_not_learn_what_their_column_measures():
     import math
 
-    from fedrepro.tuning import straw_men
+    from fedrepro.execute.tuning import straw_men
 
     nan = math.nan
     # (method, seed, Global, Local, diverged_round)

@@ -1,12 +1,11 @@
 """``data.validation``: each client scores on a held-out part of its own training split."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
 from fedrepro.errors import ConfigError
-from fedrepro.experiment import prepare_data
+from fedrepro.runs.pipeline import prepare_data
 
 
 def test_validation_split_replaces_the_test_split_with_held_out_training_images(tiny):

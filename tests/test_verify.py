@@ -7,10 +7,10 @@ import stat
 
 import pytest
 
-from fedrepro.cli import main
+from fedrepro.app.cli import main
 from fedrepro.errors import ConfigError
-from fedrepro.experiment import run
-from fedrepro.verify import choose, compare_runs, parse_where, verify
+from fedrepro.execute.run import run
+from fedrepro.app.verify import choose, compare_runs, parse_where, verify
 
 
 def _alter(path, name, key, delta):

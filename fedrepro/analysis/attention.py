@@ -16,6 +16,7 @@ import pandas as pd
 import torch
 
 from ..errors import ConfigError
+from ..runs.train import restore
 
 
 def attention_rows(result, client: int = 0, samples: int = 20, which: str = "kappa",
@@ -24,7 +25,6 @@ def attention_rows(result, client: int = 0, samples: int = 20, which: str = "kap
 
     ``which``: ``"kappa"`` (classification prompts) or ``"rho"`` (FedPFT+Con's contrastive prompts).
     """
-    from ..experiment import restore
 
     if which not in ("kappa", "rho"):
         raise ConfigError(f"which={which!r}; valid: 'kappa', 'rho'")

@@ -21,6 +21,9 @@ from torch import Tensor
 
 from ..data.base import ImageDataset, norm_tensors, to_float
 from ..errors import ConfigError
+from ..data import load_dataset
+from ..models import create_model
+from ..models.vit import arch_kwargs, checkpoint_meta, committed_weights
 
 EVAL_BATCH = 500
 
@@ -99,9 +102,6 @@ PROBE_SIZES = {"smoke": (600, 300), "laptop": (5000, 2000), "paper": (30000, 100
 def vit_standin_quality(profile: str, weights: str = "glyphs", seed: int = 0) -> dict[str, Quality]:
     """Both measurements for the committed ViT stand-in and the same architecture randomly initialised,
     on Fashion-MNIST images it never saw (``fashion_mnist_federated``)."""
-    from ..data import load_dataset
-    from ..models import create_model
-    from ..models.vit import arch_kwargs, checkpoint_meta, committed_weights
 
     if profile not in PROBE_SIZES:
         raise ConfigError(f"profile must be one of {', '.join(PROBE_SIZES)}, got {profile!r}")
@@ -120,7 +120,7 @@ def plot_quality(qualities: dict[str, Quality], num_classes: int = 10, axes=None
     entering each block (PEP-FedPT Fig. 2), with chance as a dashed line."""
     import matplotlib.pyplot as plt
 
-    from ..style import PALETTE
+    from ..env.style import PALETTE
 
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [1, 2]})

@@ -17,12 +17,12 @@
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from ..store import RunResult
+from ..runs.store import RunResult
 
 FLAT_WINDOW = 5
 FLAT_TOLERANCE = 0.005  # half a point of mean client accuracy
@@ -117,25 +117,6 @@ def at_round(table: pd.DataFrame, r: int, rounds_of: RoundsOf = stored_rounds) -
     return pd.DataFrame(rows, columns=table.columns)
 
 
-def verdicts_by_round(table: pd.DataFrame, claim_ids: Sequence[str], rounds: Iterable[int],
-                      rounds_of: RoundsOf = stored_rounds) -> pd.DataFrame:
-    """One row per (round, claim): the verdict and evidence on :func:`at_round` of ``table``."""
-    from ..claims import evaluate_claims
-
-    cache: dict = {}
-
-    def cached(path):  # each run's rounds are read once for all the cuts
-        if path not in cache:
-            cache[path] = rounds_of(path)
-        return cache[path]
-
-    out = []
-    for r in rounds:
-        claims = evaluate_claims(at_round(table, r, cached), ids=list(claim_ids))
-        out.append(claims.assign(round=r)[["round", "claim_id", "verdict", "interval", "evidence"]])
-    return pd.concat(out, ignore_index=True)
-
-
 Groups = Mapping[tuple[str, ...], Sequence[str]]
 
 
@@ -155,18 +136,6 @@ def flatness_by_group(groups: Mapping[tuple[str, ...], pd.DataFrame]) -> tuple[p
     summary = by["last_change"].agg(["mean", "max"]).mul(100).round(2)
     summary["flat runs"] = by["flat"].mean().map("{:.0%}".format)
     return flat, summary
-
-
-def verdicts_by_group(groups: Mapping[tuple[str, ...], pd.DataFrame], by_round: Groups,
-                      rounds_of: RoundsOf = stored_rounds) -> pd.DataFrame:
-    """:func:`verdicts_by_round` of each group's claims on its runs, cut after every round up to its
-    longest run's last."""
-    frames = []
-    for group, claim_ids in by_round.items():
-        t = groups[group]
-        last = max(int(RunResult(p).summary["rounds"]) for p in t["path"].unique())
-        frames.append(verdicts_by_round(t, claim_ids, range(1, last + 1), rounds_of))
-    return pd.concat(frames, ignore_index=True)
 
 
 def change_rounds(verdicts: pd.DataFrame) -> dict[str, pd.Series]:

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from ..errors import ConfigError
 from ..fl.client_data import ClientData
 from .embedding import analysis_generator
+from ..methods.pep_fedpt import soft_weights
 
 
 def _batches(data: ClientData, split: str):
@@ -37,7 +38,6 @@ def _pep(method):
 def soft_weights_by_class(method, shared, clients: Sequence[ClientData], split: str = "test") -> np.ndarray:
     """[L, C, C]: at CCMP block l, row c is s averaged over every ``split`` image of true class c
     across ``clients`` (each scored with its own prior, as at inference). Rows of absent classes are NaN."""
-    from ..methods.pep_fedpt import soft_weights
 
     method = _pep(method)
     L, C = len(method.blocks), method.num_classes

@@ -19,6 +19,7 @@ from ..errors import ConfigError
 from ..fl.seeding import seeded_scope
 from ..models import count_params
 from ..models.ftm import PROMPTS_KAPPA, PROMPTS_RHO
+from ..runs.pipeline import make_method_for
 
 if TYPE_CHECKING:
     from ..config import RunConfig
@@ -168,7 +169,6 @@ def communication_table(configs: dict[str, RunConfig], methods: Sequence[str], n
     data of the given shape without loading any. ``overhead_pct`` is relative to FedAvg on the same
     model, as in FedPFT's communication table (ICLR App. N, Table 15).
     """
-    from ..experiment import make_method_for
 
     rows = []
     for label, cfg in configs.items():

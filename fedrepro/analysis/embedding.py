@@ -121,7 +121,7 @@ def extract_features(result, split: str = "test", max_per_client: int | None = N
     Returns ``(feats [N, d] float32, labels [N], client_ids [N])`` as numpy arrays, clients in id
     order (held-out clients included; pass ``client_ids`` to choose).
     """
-    from ..experiment import restore
+    from ..runs.train import restore
 
     method, clients, state = restore(result, device)
     return extract_features_state(method, clients, state, split, max_per_client, on, seed, client_ids)
@@ -148,8 +148,8 @@ def tsne_embed(feats: np.ndarray, seed: int = 0, perplexity: float = 30.0) -> np
 _MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "<", ">", "p", "h")
 
 
-def _palette(n: int):
-    from ..style import categorical
+def palette(n: int):
+    from ..env.style import categorical
 
     return categorical(n)
 
@@ -178,8 +178,8 @@ def plot_tsne(emb: np.ndarray, labels: np.ndarray, clients: np.ndarray, axes=Non
         fig = axes[0].figure
     ax_cls, ax_cli = axes if len(axes) == 2 else (axes[0], None)
     classes, owners = np.unique(labels), np.unique(clients)
-    ccol = dict(zip(classes.tolist(), _palette(len(classes))))
-    kcol = dict(zip(owners.tolist(), _palette(len(owners))))
+    ccol = dict(zip(classes.tolist(), palette(len(classes))))
+    kcol = dict(zip(owners.tolist(), palette(len(owners))))
     for i, k in enumerate(owners.tolist()):
         mine = clients == k
         marker = _MARKERS[i % len(_MARKERS)]
@@ -227,7 +227,7 @@ def plot_label_panel(labels: np.ndarray, clients: np.ndarray, ax=None, class_nam
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 4.5))
     classes, owners = np.unique(labels), np.unique(clients)
-    ccol = dict(zip(classes.tolist(), _palette(len(classes))))
+    ccol = dict(zip(classes.tolist(), palette(len(classes))))
     counts = {(k, c): int(((clients == k) & (labels == c)).sum()) for k in owners.tolist() for c in classes.tolist()}
     top = max(counts.values())
     for i, k in enumerate(owners.tolist()):

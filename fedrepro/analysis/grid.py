@@ -15,7 +15,8 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..fl.device import torch_threads
-from ..store import RunResult, atomic_write_json
+from ..errors import FedreproError
+from ..runs.store import RunResult, RunStore, atomic_write_json
 from .probe import ProbeConfig, linear_probe, mismatch_probe, summarize_probe
 
 
@@ -75,7 +76,7 @@ def linear_probe_grid(table: pd.DataFrame, on: str = "phi", cfg: ProbeConfig = P
     return table.reset_index(drop=True).assign(**{column: vals})
 
 
-# The cached analyses a notebook's plan may name (``fedrepro.plan.Need.analyses``): ``fedrepro
+# The cached analyses a notebook's plan may name (``fedrepro.papers.plan.Need.analyses``): ``fedrepro
 # reproduce`` computes them in its worker pool as soon as their run is stored, so that the notebook
 # finds them cached and only draws.
 CACHED = {
@@ -86,3 +87,15 @@ CACHED = {
     "linear_probe:features": lambda result: linear_probe_run(result, "features"),
     "linear_probe:features_rho": lambda result: linear_probe_run(result, "features_rho"),
 }
+
+
+def check_cached(names) -> None:
+    """Fail, naming the valid ones, when a name is not one of :data:`CACHED`."""
+    for name in names:
+        if name not in CACHED:
+            raise FedreproError(f"unknown analysis {name!r}; valid: {', '.join(CACHED)}")
+
+
+def compute_cached(name: str, cfg) -> None:
+    """Analysis ``name`` of :data:`CACHED` on the stored run of ``cfg`` (cached beside the run)."""
+    CACHED[name](RunStore(cfg.runs_dir).load(cfg))

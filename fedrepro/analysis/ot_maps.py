@@ -33,7 +33,9 @@ from torch import Tensor
 
 from ..errors import ConfigError
 from ..fl.client_data import ClientData
-from ..transport import uot_plan
+from ..ot.transport import uot_plan
+from ..models.clip_cache import normalized_tokens
+from ..runs.train import restore
 
 #: Solver settings that reach the fixed point of Algorithm 1 (in float64, on the shifted cost of
 #: :func:`converged_plan`): at γ = 1 the row sums come within ~1e-8 of 1/M only after ~1,000
@@ -94,7 +96,6 @@ def plans_at(sim: Tensor, gammas: Sequence[float], lam: float, converged: bool =
 def true_class_similarity(method, shared, state, images: Tensor, labels: Tensor) -> Tensor:
     """cos(patch m, prompt n of the image's true class) as [B, M, N] for uint8 ``images``, under the
     client's prompts ``assemble(shared, state)``."""
-    from ..models.clip_cache import normalized_tokens
 
     method = _fedotp(method)
     text = method.text_features(method.assemble(shared, state))  # [N, C, d]
@@ -186,7 +187,6 @@ def _client_of(clients: Sequence[ClientData], client: int) -> ClientData:
 def run_plan_maps(result, client: int = 0, **kw) -> PlanMaps:
     """:func:`plan_maps` for one client of a finished FedOTP run (a RunResult or its folder), with
     the run's final shared state and that client's final local state (``restore``)."""
-    from ..experiment import restore
 
     method, clients, state = restore(result)
     data = _client_of(clients, client)
@@ -260,7 +260,6 @@ def foreground_mass(method, shared, client_states, clients: Sequence[ClientData]
 
 def run_foreground_mass(result, gammas: Sequence[float] = (1.0, 0.9, 0.8, 0.65, 0.5), **kw) -> pd.DataFrame:
     """:func:`foreground_mass` over the participating clients of a finished FedOTP run."""
-    from ..experiment import restore
 
     method, clients, state = restore(result)
     part = [c for c in clients if not c.held_out]

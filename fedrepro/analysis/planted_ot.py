@@ -37,7 +37,7 @@ from torch import Tensor
 
 from ..data.planted import PlantedConfig, PlantedSplit, PlantedTask, make_planted
 from ..errors import ConfigError
-from ..transport import ot_score
+from ..ot.transport import ot_score
 from .embedding import analysis_generator
 from .ot_maps import converged_plan, mass_on
 

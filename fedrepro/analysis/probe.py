@@ -56,6 +56,7 @@ from ..errors import ConfigError
 from ..fl.client_data import ClientData
 from ..fl.local import fit_tensors
 from .embedding import EVAL_BATCH, analysis_generator, client_features
+from ..runs.train import restore
 
 MATCH_INITS = ("identity", "random")
 
@@ -165,7 +166,7 @@ def fit_with_backoff(build: Build, feats: torch.Tensor, labels: torch.Tensor, cf
 
 
 @torch.no_grad()
-def _score(forward: Callable[[torch.Tensor], torch.Tensor], feats: torch.Tensor,
+def accuracy_and_loss(forward: Callable[[torch.Tensor], torch.Tensor], feats: torch.Tensor,
            labels: torch.Tensor) -> tuple[float, float]:
     """(accuracy, mean cross-entropy); batches of 500 like the engine, so identical inputs give
     identical logits to the run's own evaluation."""
@@ -227,8 +228,8 @@ def probe_client(model: nn.Module, data: ClientData, cfg: ProbeConfig = ProbeCon
         num_classes = int(head(some).shape[1]) if len(some) else int(getattr(model, "num_classes", 0))
     row = {"client": data.cid, "held_out": bool(data.held_out), "n_train": len(tr_y), "n_test": len(te_y),
            "feature_dim": int(tr_f.shape[1]) if tr_f.ndim == 2 else 0}
-    row["origin"], row["origin_loss"] = _score(head, te_f, te_y)
-    row["origin_train"], row["origin_train_loss"] = _score(head, tr_f, tr_y)
+    row["origin"], row["origin_loss"] = accuracy_and_loss(head, te_f, te_y)
+    row["origin_train"], row["origin_train_loss"] = accuracy_and_loss(head, tr_f, tr_y)
     if len(tr_y) == 0:  # nothing to retrain on
         row.update({k: float("nan") for k in _COLUMNS if k.startswith(("probe", "match"))})
         return row
@@ -237,10 +238,10 @@ def probe_client(model: nn.Module, data: ClientData, cfg: ProbeConfig = ProbeCon
                                              lambda: analysis_generator(cfg.seed, "probe", data.cid))
         match, row["match_lr"] = train_match(tr_f, tr_y, head, cfg,
                                              lambda: analysis_generator(cfg.seed, "match", data.cid))
-    row["probe"], _ = _score(probe, te_f, te_y)
-    row["probe_train"], row["probe_train_loss"] = _score(probe, tr_f, tr_y)
-    row["match"], _ = _score(match, te_f, te_y)
-    row["match_train"], row["match_train_loss"] = _score(match, tr_f, tr_y)
+    row["probe"], _ = accuracy_and_loss(probe, te_f, te_y)
+    row["probe_train"], row["probe_train_loss"] = accuracy_and_loss(probe, tr_f, tr_y)
+    row["match"], _ = accuracy_and_loss(match, te_f, te_y)
+    row["match_train"], row["match_train_loss"] = accuracy_and_loss(match, tr_f, tr_y)
     return row
 
 
@@ -281,7 +282,6 @@ def mismatch_probe(result, cfg: ProbeConfig = ProbeConfig(), device: str = "auto
     n_test`` plus ``held_out``, train-split accuracies and final train losses), on the run's
     **final-round** personalised models. See :func:`summarize_probe` for the means.
     """
-    from ..experiment import restore
 
     method, clients, state = restore(result, device)
     return mismatch_probe_state(method, clients, state, cfg, client_ids)
@@ -328,8 +328,8 @@ def linear_probe_client(model: nn.Module, data: ClientData, on: str = "features"
         # Same generator key as the mismatch probe's Probe: on "features" the two give identical numbers.
         lin, row["probe_lr"] = train_probe(tr_f, tr_y, num_classes, cfg,
                                            lambda: analysis_generator(cfg.seed, "probe", data.cid))
-    row["probe"], _ = _score(lin, te_f, te_y)
-    row["probe_train"], row["probe_train_loss"] = _score(lin, tr_f, tr_y)
+    row["probe"], _ = accuracy_and_loss(lin, te_f, te_y)
+    row["probe_train"], row["probe_train_loss"] = accuracy_and_loss(lin, tr_f, tr_y)
     return row
 
 
@@ -356,7 +356,6 @@ def linear_probe(result, on: str = "features", cfg: ProbeConfig = ProbeConfig(),
     The recipe and seeding are the mismatch probe's: ``linear_probe(r, "features", cfg)`` reproduces
     the ``probe`` column of ``mismatch_probe(r, cfg)``.
     """
-    from ..experiment import restore
 
     method, clients, state = restore(result, device)
     return linear_probe_state(method, clients, state, on, cfg, client_ids)

@@ -23,6 +23,9 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..fl.client_data import ClientData
+from ..runs.train import restore
+from ..fl.engine import init_state
+from .embedding import palette
 
 
 def local_prompts(client_states: Sequence[dict], key: str = "ctx") -> np.ndarray:
@@ -159,8 +162,6 @@ def run_prompt_clusters(result, by: str = "classes", seed: int = 0, perplexity: 
     few rounds at a small learning rate that draw is most of the flattened vector, which hides the
     grouping Fig. A5 looks for (the paper's runs are long enough for the raw prompts to show it).
     """
-    from ..experiment import restore
-    from ..fl.engine import init_state
 
     method, clients, state = restore(result)
     part = [c for c in clients if not c.held_out]
@@ -177,7 +178,6 @@ def plot_prompt_clusters(pc: PromptClusters, size: float = 4.0, title: str | Non
     Returns the Figure."""
     import matplotlib.pyplot as plt
 
-    from .embedding import _palette
 
     order = np.argsort(pc.groups, kind="stable")
     fig, (ax_m, ax_t) = plt.subplots(1, 2, figsize=(2.2 * size, size))
@@ -194,7 +194,7 @@ def plot_prompt_clusters(pc: PromptClusters, size: float = 4.0, title: str | Non
         ax_m.set_xticks(range(len(order)), ticks, fontsize=6)
         ax_m.set_yticks(range(len(order)), ticks, fontsize=6)
     ax_m.set_title("local-prompt cosine similarity (by group)", fontsize=9)
-    colors = _palette(len(pc.group_names))
+    colors = palette(len(pc.group_names))
     for gid, name in enumerate(pc.group_names):
         mine = pc.groups == gid
         ax_t.scatter(pc.embedding[mine, 0], pc.embedding[mine, 1], color=colors[gid], s=30,

@@ -22,6 +22,8 @@ from ..fl.engine import simulate
 from ..fl.method import FLContext
 from ..methods import METHODS
 from ..models.base import SplitModel
+from .embedding import analysis_generator, client_features
+from .probe import ProbeConfig, accuracy_and_loss, fit_on_features, identity_linear
 
 if TYPE_CHECKING:
     from .probe import ProbeConfig
@@ -121,8 +123,6 @@ def toy_mismatch(cfg: ToyConfig | None = None, probe: ProbeConfig | None = None)
     Returns ``{"head": global classifier, "clients": [{"cid", "features", "labels", "matched",
     "origin", "match"}...]}`` with test-split features before and after the client's linear map.
     """
-    from .embedding import analysis_generator, client_features
-    from .probe import ProbeConfig, _score, fit_on_features, identity_linear
 
     cfg = cfg or ToyConfig()
     probe = probe or ProbeConfig()
@@ -141,8 +141,8 @@ def toy_mismatch(cfg: ToyConfig | None = None, probe: ProbeConfig | None = None)
         with torch.no_grad():
             matched = lin(te_f)
         out["clients"].append({"cid": data.cid, "features": te_f.numpy(), "labels": te_y.numpy(),
-                               "matched": matched.numpy(), "origin": _score(head, te_f, te_y)[0],
-                               "match": _score(matched_head, te_f, te_y)[0]})
+                               "matched": matched.numpy(), "origin": accuracy_and_loss(head, te_f, te_y)[0],
+                               "match": accuracy_and_loss(matched_head, te_f, te_y)[0]})
     out["head"] = head
     return out
 
@@ -164,7 +164,7 @@ def plot_toy_mismatch(toy: dict, axes=None):
         grid = torch.tensor(np.stack([gx.ravel(), gy.ravel()], 1), dtype=torch.float32)
         regions = toy["head"](grid).argmax(1).numpy().reshape(gx.shape)
     k = toy["config"].num_classes
-    from ..style import categorical
+    from ..env.style import categorical
 
     colours = categorical(k)
     for col, c in enumerate(clients):

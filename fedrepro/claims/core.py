@@ -27,13 +27,18 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from ..papers.tables import PAPER_COLUMN
 from ..registry import Registry
+from ..env.settings import output_path
+from ..runs.store import atomic_write_json
+
+# The column that names which of the paper's dataset columns a row belongs to (tables that run
+# several datasets, at the paper profile); a claim reads the columns it names.
+PAPER_COLUMN = "paper_column"
 
 
 LEVEL = 0.90
@@ -172,7 +177,7 @@ class ClaimResult:
     interval: str       # the deciding test's effect and interval (empty when NOT RUN)
     evidence: str
     # The stored runs (hashes) whose rows the check selected, where the results name them (a
-    # ``path`` column): what the likely causes inspect (fedrepro.claims.diagnose).
+    # ``path`` column): what the likely causes inspect (fedrepro.papers.diagnose).
     runs: tuple[str, ...] = ()
 
 
@@ -239,28 +244,6 @@ CLAIMS: Registry = Registry("claim")
 def register_claim(claim: Claim) -> Claim:
     CLAIMS.register(claim.id)(claim)
     return claim
-
-
-def registered() -> Registry:
-    """The claim registry with every paper's claims in it (each paper package registers its own)."""
-    from ..papers import load_all
-
-    load_all()
-    return CLAIMS
-
-
-def claims_for(paper: str) -> list[Claim]:
-    reg = registered()
-    return [reg.get(n) for n in reg.names() if reg.get(n).paper == paper]
-
-
-def evaluate_claims(results: pd.DataFrame, paper: str | None = None,
-                    ids: Iterable[str] | None = None) -> pd.DataFrame:
-    """Evaluate claims (all of a paper's, or the given ids) into a display table."""
-    chosen = [registered().get(i) for i in ids] if ids is not None else claims_for(paper or "")
-    rows = [c.evaluate(results).__dict__ for c in chosen]
-    return pd.DataFrame(rows, columns=["claim_id", "paper", "source", "statement", "verdict", "interval", "evidence",
-                                       "runs"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -400,35 +383,19 @@ def within(results: pd.DataFrame, where: Mapping[str, object], col_a: str, col_b
 
 
 def claims_dir(profile: str, root=None):
-    """``output/<profile>/claims/`` under the output root (:mod:`fedrepro.settings`): where notebooks
+    """``output/<profile>/claims/`` under the output root (:mod:`fedrepro.env.settings`): where notebooks
     leave their claims for the summary notebook."""
-    from ..settings import output_path
 
     return output_path("claims", profile, root, create=True)
 
 
 def save_claims(table: pd.DataFrame, notebook: str, profile: str):
     """Record a notebook's evaluated claims (JSON) so that the summary notebook can collect them."""
-    from ..store import atomic_write_json
 
     path = claims_dir(profile) / f"{notebook}.json"
     rows = table.to_dict(orient="records")
     atomic_write_json(path, {"notebook": notebook, "profile": profile, "claims": rows})
     return path
-
-
-def notebook_path(name: str | None) -> str:
-    """The claims record's notebook name as the notebook's path under ``notebooks/``, without
-    ``.ipynb`` (``fedotp_01_label_shift`` -> ``fedotp/01_label_shift``, ``00_tour`` -> ``00_tour``): the
-    notebooks save their claims under their path with ``/`` as ``_``; "" for none (NOT RUN)."""
-    from ..papers import PAPERS
-
-    if not isinstance(name, str) or not name:  # NOT RUN: no notebook (None, or NaN from pandas)
-        return ""
-    for paper in PAPERS:
-        if name.startswith(paper + "_"):
-            return f"{paper}/{name[len(paper) + 1:]}"
-    return name
 
 
 def recorded_claims(folder) -> dict[str, dict]:
@@ -446,29 +413,11 @@ def recorded_claims(folder) -> dict[str, dict]:
     return checked
 
 
-def collect_claims(profile: str, root=None) -> pd.DataFrame:
-    """Every claim of every paper, with the verdict recorded by the notebook that checked it (under
-    the output root ``root``, default :func:`fedrepro.settings.output_root`).
-
-    Registered claims that no notebook has checked yet at this profile appear as NOT RUN.
-    """
-    registered()
-    checked = recorded_claims(claims_dir(profile, root))
-    rows = []
-    for name in CLAIMS.names():
-        c = CLAIMS.get(name)
-        rows.append(checked.get(name, {"claim_id": c.id, "paper": c.paper, "source": c.source,
-                                       "statement": c.statement, "evidence": "no notebook has checked it yet",
-                                       "verdict": "NOT RUN", "interval": "", "notebook": None, "runs": []}))
-    cols = ["paper", "claim_id", "source", "statement", "verdict", "interval", "evidence", "notebook", "runs"]
-    return pd.DataFrame(rows, columns=cols)
-
-
 def claims_table_style(table: pd.DataFrame):
     """A pandas Styler that colours verdicts, for notebooks."""
     colours = {"PASS": "background-color: #d4f4dd", "FAIL": "background-color: #f8d7da",
                "INCONCLUSIVE": "background-color: #fff3cd", "NOT RUN": "background-color: #eeeeee"}
     cols = ["claim_id", "source", "statement", "verdict", "interval", "evidence"]
-    # The class lets the teaching site keep the evidence column readable (fedrepro.book.builder.SITE_CSS).
+    # The class lets the teaching site keep the evidence column readable (fedrepro.app.book.builder.SITE_CSS).
     return (table[cols].style.map(lambda v: colours.get(v, ""), subset=["verdict"]).hide(axis="index")
             .set_table_attributes('class="claims-table"'))

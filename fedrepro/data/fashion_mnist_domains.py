@@ -20,6 +20,7 @@ from .base import ImageDataset
 from .cache import load_cache, save_atomic
 from .fashion_mnist import load_fashion_mnist
 from .registry import DATASETS
+from .splits import fashion_mnist_half
 
 STYLES = ("original", "inverted", "rotated", "tinted", "noisy", "edges")
 
@@ -148,7 +149,6 @@ def load_fashion_mnist_domains(
         raise ConfigError(f"half must be null (all training images) or 'federated', got {half!r}")
     base = load_fashion_mnist(root, download)
     if half is not None:
-        from .splits import fashion_mnist_half
 
         base = fashion_mnist_half(base, half)
     cache = _cache_path(root, base, chosen, int(seed))

@@ -970,7 +970,7 @@ def domain_dirichlet(
 # --------------------------------------------------------------------------------------------
 # Front door
 # --------------------------------------------------------------------------------------------
-def _scheme_params(fn: Callable[..., Partition]) -> tuple[list[str], list[str]]:
+def scheme_params(fn: Callable[..., Partition]) -> tuple[list[str], list[str]]:
     """(all user-facing parameter names, the required ones) of a partitioner."""
     names, required = [], []
     for p in inspect.signature(fn).parameters.values():
@@ -1035,7 +1035,7 @@ def make_partition(
     "Evaluation Methodology": 10% of clients held out).
     """
     fn = PARTITIONERS.get(scheme)
-    valid, required = _scheme_params(fn)
+    valid, required = scheme_params(fn)
     unknown = sorted(set(params) - set(valid))
     if unknown:
         raise ConfigError(

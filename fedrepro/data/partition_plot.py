@@ -13,7 +13,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from ..style import PALETTE
+from ..env.style import PALETTE
 from .partition import Partition
 
 __all__ = ["partition_stats", "stats_summary", "plot_partition", "plot_partition_grid"]

@@ -20,6 +20,7 @@ from typing import Callable
 
 import torch
 from torch import Tensor
+from ..errors import ConfigError
 
 PADDING = 4  # pixels, as in the FedCSPC code's crops (torchvision's padding=4)
 
@@ -68,7 +69,6 @@ TRAIN_AUGMENTS: dict[str, Callable[[Tensor, torch.Generator], Tensor] | None] = 
 
 
 def train_augment(name: str) -> Callable[[Tensor, torch.Generator], Tensor] | None:
-    from ..errors import ConfigError
 
     if name not in TRAIN_AUGMENTS:
         raise ConfigError(f"train.augment={name!r}; valid: {', '.join(TRAIN_AUGMENTS)}")

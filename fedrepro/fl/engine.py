@@ -128,7 +128,7 @@ def summarize_round(rows: list[dict]) -> dict[str, float]:
     return out
 
 
-def _check_finite(shared: dict, rnd: int) -> None:
+def check_finite(shared: dict, rnd: int) -> None:
     """Stop at the first round whose shared state holds NaN/inf, instead of training on garbage
     (or failing later in an unrelated library call)."""
     bad = [k for k, v in shared.items()
@@ -156,11 +156,11 @@ def _train_round(method: Method, state: SimState, clients: Sequence[ClientData],
                 losses.setdefault(k, []).append(float(v))
     with seeded_scope(derive_seed(seed, "server", rnd)):
         state.shared, state.server_state = method.aggregate(state.shared, updates, state.server_state, rnd)
-    _check_finite(state.shared, rnd)
+    check_finite(state.shared, rnd)
     return updates, losses
 
 
-def _loss_columns(losses: dict[str, list[float]]) -> dict[str, float]:
+def loss_columns(losses: dict[str, list[float]]) -> dict[str, float]:
     """The round's mean over the clients that trained: ``train_loss`` always, and each loss part as
     ``train_<part>`` (a part some clients did not report is averaged over those that did). The
     curves of ICLR Fig. 9 (L_Con and L_CE of FedPFT+Con and of the two-stage baseline) read them."""
@@ -196,7 +196,7 @@ def simulate(method: Method, clients: Sequence[ClientData], *, seed: int, rounds
             err.round = err.round or rnd + 1
             raise
         t_train = time.perf_counter() - t0
-        row: dict[str, Any] = {"round": rnd + 1, "n_sampled": len(sampled), **_loss_columns(losses)}
+        row: dict[str, Any] = {"round": rnd + 1, "n_sampled": len(sampled), **loss_columns(losses)}
         if (rnd + 1) % eval_every == 0 or rnd + 1 == rounds:
             t1 = time.perf_counter()
             rows = evaluate_all(method, state, clients, seed, rnd + 1)

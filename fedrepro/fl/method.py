@@ -23,6 +23,7 @@ import torch
 from ..errors import ConfigError
 from ..params import check_fields
 from .client_data import ClientData
+from ..models import create_model
 
 State = dict[str, Any]
 
@@ -75,7 +76,6 @@ class FLContext:
     class_names: tuple[str, ...] = ()
 
     def create_model(self, seed: int):
-        from ..models import create_model
 
         m = self.cfg.model
         model = create_model(m.name, num_classes=self.num_classes, in_channels=self.in_channels,

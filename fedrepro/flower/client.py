@@ -26,6 +26,7 @@ from ..fl.client_data import ClientData
 from ..fl.device import resolve_device, torch_threads
 from ..fl.seeding import derive_seed, seeded_scope, torch_gen
 from .records import get_state, has_state, put_state
+from ..runs.pipeline import build_clients, make_method, prepare_data
 
 # The record every message carries: run config, round, which clients, what to do.
 TASK = "fedrepro"
@@ -76,7 +77,6 @@ _RUNTIMES: dict[tuple[str, tuple[int, ...]], NodeRuntime] = {}
 
 
 def runtime(cfg_json: str, cids: list[int]) -> NodeRuntime:
-    from ..pipeline import build_clients, make_method, prepare_data
 
     cfg = from_dict(json.loads(cfg_json))
     key = (cfg.hash(), tuple(cids))

@@ -31,8 +31,9 @@ from typing import Sequence
 
 from ..config import RunConfig, make_config, parse_cli_sets
 from ..errors import ConfigError, FederationError, FedreproError
-from ..store import RunResult, RunStore
+from ..runs.store import RunResult, RunStore
 from . import require_flwr
+from ..runs.store import default_runs_dir
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 _BIN = Path(sys.executable).parent
@@ -171,7 +172,6 @@ class Deployment:
         """Submit ``cfg`` and wait (``wait`` seconds, default unbounded) until the ServerApp has
         stored it; a FederationError with the ServerApp's log when it stopped without doing so."""
         if cfg.runs_dir is None:
-            from ..store import default_runs_dir
 
             cfg = cfg.replace(runs_dir=str(default_runs_dir().resolve()))
         cfg = cfg.replace(runs_dir=str(Path(cfg.runs_dir).resolve()), progress=False)
@@ -245,7 +245,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sets[key] = value
         cfg = make_config(args.profile, overrides=sets, yaml_path=args.config)
         if args.write_app:
-            from ..store import default_runs_dir
 
             runs = Path(cfg.runs_dir) if cfg.runs_dir else default_runs_dir()
             cfg = cfg.replace(runs_dir=str(runs.resolve()), progress=False)

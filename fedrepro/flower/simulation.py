@@ -1,7 +1,7 @@
 """``fedrepro run --engine flower``: a run trained by Flower's simulation engine (Ray backend), or
 over the Grid of a deployed SuperLink (:mod:`.app`), and stored like any other run.
 
-:func:`train` is an engine of :func:`fedrepro.experiment.run` (``ENGINES["flower"]``): ``run``
+:func:`train` is an engine of :func:`fedrepro.execute.run.run` (``ENGINES["flower"]``): ``run``
 finds a stored run, checks staleness and holds the run's lock as usual; this trains it. The config
 hash does not include the engine: on one machine (same device, same ``threads``) the Flower engine
 gives the in-process engine's numbers bit for bit (tests/test_flower.py checks FedAvg, FedPer and
@@ -23,9 +23,12 @@ from ..data import ImageDataset
 from ..data.partition import Partition
 from ..errors import FederationError, TrainingDivergedError
 from ..fl.client_data import ClientData
-from ..host import environ_kept
-from ..store import RunResult, RunStore
+from ..env.host import environ_kept
+from ..runs.store import RunResult, RunStore
 from . import require_flwr
+from ..runs.train import begin_run, finish_run
+from ..runs.pipeline import global_test_split
+from ..errors import ConfigError
 
 log = logging.getLogger("fedrepro")
 
@@ -72,8 +75,6 @@ def train_on_grid(grid, cfg: RunConfig, store: RunStore, status: str, ds: ImageD
                   method, device: torch.device, progress: bool, on_round_end, mode: str, timeout: float,
                   connect_timeout: float) -> RunResult:
     """Train ``cfg`` over the nodes of ``grid`` and store it (the run's lock is the caller's)."""
-    from ..experiment import begin_run, finish_run
-    from ..pipeline import global_test_split
     from .strategy import MethodStrategy
 
     strategy = MethodStrategy(cfg, method, part.hash(), part.held_out, device,
@@ -101,7 +102,7 @@ def train(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part: 
           clients: list[ClientData], method, device: torch.device, force_progress: bool | None, on_round_end,
           *, grid=None, nodes: int | None = None, cpus: int | None = None, gpus_per_node: float | None = None,
           ray_address: str | None = None, timeout: float = 3600.0, connect_timeout: float = 120.0) -> RunResult:
-    """Train a run on Flower (the trainer signature of ``fedrepro.experiment._train``).
+    """Train a run on Flower (the trainer signature of ``fedrepro.runs.train.train_inprocess``).
 
     With ``grid`` (a deployed SuperLink's, from :mod:`.app`) it runs over that grid's SuperNodes.
     Otherwise it starts Flower's simulation engine with ``nodes`` virtual SuperNodes (default: one
@@ -123,7 +124,6 @@ def train(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part: 
 
     n_nodes = cfg.data.num_clients if nodes is None else int(nodes)
     if n_nodes < 1:
-        from ..errors import ConfigError
 
         raise ConfigError(f"nodes={nodes!r}; valid: a positive integer (virtual SuperNodes)")
     if gpus_per_node is None:

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from ..config import RunConfig
 from ..errors import FederationError, TrainingDivergedError
 from ..fl.client_data import ClientData
-from ..fl.engine import (SimState, _check_finite, _loss_columns, evaluate_global, init_state, sample_clients,
+from ..fl.engine import (SimState, check_finite, loss_columns, evaluate_global, init_state, sample_clients,
                          summarize_round)
 from ..fl.method import ClientUpdate, EvalResult, Method
 from ..fl.seeding import derive_seed, seeded_scope
@@ -213,8 +213,8 @@ class MethodStrategy(Strategy):
         s = self.state
         with seeded_scope(derive_seed(self.cfg.seed, "server", rnd)):
             s.shared, s.server_state = self.method.aggregate(s.shared, updates, s.server_state, rnd)
-        _check_finite(s.shared, rnd)
-        self._row = {"round": rnd + 1, "n_sampled": len(self._sampled), **_loss_columns(losses)}
+        check_finite(s.shared, rnd)
+        self._row = {"round": rnd + 1, "n_sampled": len(self._sampled), **loss_columns(losses)}
         self._row["time_train_s"] = time.perf_counter() - self._t0
         return None, MetricRecord({"train_loss": self._row["train_loss"]})
 

@@ -13,7 +13,7 @@ Algorithm 2 of the paper (App. A.2), one round:
 3. the client uploads P_G only; the server averages the uploads weighted by sample count (Eq. 4);
    P_{L,k} never leaves the client.
 
-The transport plans are :mod:`fedrepro.transport`'s (log domain, batched over images and classes).
+The transport plans are :mod:`fedrepro.ot.transport`'s (log domain, batched over images and classes).
 
 Options:
 
@@ -34,7 +34,7 @@ import torch
 from torch import Tensor
 
 from ..params import hp
-from ..transport import PLANS, ot_score
+from ..ot.transport import PLANS, ot_score
 from .clip_prompt import ClipFeatures, ClipPromptMethod, ClipPromptParams
 from .registry import register_method
 

@@ -90,6 +90,7 @@ from ..params import hp
 from .fedasam import sam_perturbation
 from .moon import model_contrastive_loss
 from .registry import register_method
+from ..errors import TrainingDivergedError
 
 PROTOTYPE_MODES = ("cpm", "tpg")
 BASES = ("ce", "fedprox", "moon", "fedasam")
@@ -537,7 +538,6 @@ class PFedCSPC(Method):
             labels.append(y)
         feats = torch.cat(feats)
         if not bool(torch.isfinite(feats).all()):
-            from ..errors import TrainingDivergedError
 
             raise TrainingDivergedError(
                 None, f"pfedcspc: client {data.cid}'s encoder features are NaN/inf after local training (lr "

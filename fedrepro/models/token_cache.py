@@ -19,7 +19,7 @@ from torch import Tensor
 from ..data.base import norm_tensors, to_float
 from ..data.cache import load_cache, save_atomic
 from ..data.root import data_root
-from ..pretrain.record import state_hash, tensor_hash
+from .record import state_hash, tensor_hash
 from .vit import ViTBackbone
 
 EVAL_BATCH = 500

@@ -29,13 +29,18 @@ import pandas as pd
 
 from ..config import RunConfig, default_seeds
 from ..errors import ConfigError
+from . import setup
+from . import table_seeds as default_table_seeds
+from .reference import paper_table
+from .reference import beside
+from ..claims.core import PAPER_COLUMN
+from ..execute.tuning import TuningPending
+from ..runs.tables import pivot_mean_std
 
 if TYPE_CHECKING:
-    from ..tuning import LrSearch
+    from ..execute.tuning import LrSearch
 
 SEED_KINDS = ("claim", "table")
-# The results column naming each row's paper column (a key of ``TableDef.datasets``).
-PAPER_COLUMN = "paper_column"
 # The profiles that run a table's ``datasets``; the others run its ``setup`` alone (their small
 # data stands in for the first column).
 DATASET_PROFILES = ("paper",)
@@ -115,7 +120,7 @@ class TableDef:
     # The order of named rows (``variants``) in the table; default: the order the groups name them.
     order: Sequence[str] | None = None
     # Each row's learning rate chosen on validation data, the same search for every row
-    # (:class:`fedrepro.tuning.LrSearch`; a function of the profile, None where it does not apply).
+    # (:class:`fedrepro.execute.tuning.LrSearch`; a function of the profile, None where it does not apply).
     tune: Callable[[str], "LrSearch | None"] | None = None
     # The paper's columns, each a dataset (or a dataset and a setting): the label the paper prints ->
     # the setup its runs start from (a setup variant, or a DataColumn). Run at DATASET_PROFILES, in
@@ -136,7 +141,6 @@ class TableDef:
         return list(self.rows(profile) if callable(self.rows) else self.rows)
 
     def _base(self, profile: str, variant: str | None, overrides: Mapping[str, Any]) -> RunConfig:
-        from . import setup
 
         return setup(self.paper, profile, variant or self.setup, **overrides)
 
@@ -148,7 +152,6 @@ class TableDef:
 
     def _groups(self, profile: str, seeds, table_seeds, variant, overrides, base):
         """``(paper column label or None, group base config, row group, seeds)`` of every row group."""
-        from . import table_seeds as default_table_seeds
 
         seeds = list(seeds or default_seeds(profile))
         table_seeds = list(table_seeds or default_table_seeds(profile))
@@ -173,13 +176,12 @@ class TableDef:
         paper column of ``datasets`` in turn. ``variant`` or ``base`` replaces the paper's setup (to
         run the table's rows on another config, one column); keyword overrides (``a__b=v``) apply to
         each. With ``tune``, each row at its chosen learning rate; raises
-        :class:`~fedrepro.tuning.TuningPending` (naming the search runs) until the search is stored.
+        :class:`~fedrepro.execute.tuning.TuningPending` (naming the search runs) until the search is stored.
         ``tuned=False``: every row at its setup's rate, as the search starts from it."""
         out = self._untuned(profile, seeds, table_seeds, variant, base, overrides)
         search = self.search(profile)
         if search is None or not tuned:
             return out
-        from ..tuning import TuningPending
 
         missing: dict[str, RunConfig] = {}
         tuned = []
@@ -197,7 +199,7 @@ class TableDef:
 
     def _labelled(self, profile, seeds, table_seeds, variant, base, overrides) -> list[tuple[str | None, RunConfig]]:
         """``(paper column label or None, run)`` of every row, in table order, before any search."""
-        from ..experiment import grid_points
+        from ..execute.grid import grid_points
 
         out = []
         for label, group_base, g, s in self._groups(profile, seeds, table_seeds, variant, overrides, base):
@@ -244,7 +246,8 @@ class TableDef:
         """Train what is missing and return the tidy results table (one row per run; with the paper's
         columns, :data:`PAPER_COLUMN` names each row's). ``executor``: where the missing runs train
         (see :func:`fedrepro.run_grid`)."""
-        from ..experiment import run, run_grid, train_pending
+        from ..execute.run import run
+        from ..execute.grid import run_grid, train_pending
 
         # The search first: the rows' learning rates are unknown until its runs are stored (with one
         # worker, train_pending leaves them to run()).
@@ -313,7 +316,6 @@ class TableDef:
         over the paper's columns (:data:`PAPER_COLUMN`) have one column per paper column (with
         ``columns``, per paper column and value); otherwise a table without ``columns`` has one
         column, named ``name`` (default: the metric)."""
-        from ..experiment import pivot_mean_std
 
         metric = metric or self.metric
         table, columns, label = self._pivot_columns(table)
@@ -326,7 +328,6 @@ class TableDef:
         """The quoted table, restricted to ``reference_columns``; None when the paper has none."""
         if self.reference is None:
             return None
-        from ..reference import paper_table
 
         ref = paper_table(self.paper, self.reference)
         if self.reference_columns is not None:
@@ -360,7 +361,6 @@ class TableDef:
     def show(self, table: pd.DataFrame, metric: str | None = None, name: str | None = None,
              ours_label: str | None = None) -> pd.DataFrame:
         """Ours beside the paper's numbers (or ours alone when the paper reports none)."""
-        from ..reference import beside
 
         ours = self.ours(table, metric, name)
         ref = self.paper_numbers()

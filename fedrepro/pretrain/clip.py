@@ -26,7 +26,9 @@ from ..errors import ConfigError
 from ..models.clip import STANDIN_CHECKPOINT, ClipBackbone, StandinArch, bpe_tokenizer, build_standin
 from . import clip_data
 from .clip_data import FASHION_PRETRAIN_COUNT, FASHION_VAL_COUNT, CaptionedImages
-from .record import write_checkpoint
+from ..models.record import write_checkpoint
+from . import clip_quality as q
+from ..data import load_dataset
 
 _MAX_LOGIT_SCALE = math.log(100.0)  # CLIP clips the learned temperature at 100
 
@@ -93,7 +95,6 @@ def _streams(cfg: PretrainClipConfig) -> tuple[np.random.Generator, np.random.Ge
 def load_validation(cfg: PretrainClipConfig, fashion=None) -> CaptionedImages:
     """The validation pairs alone (fast): the same ones :func:`load_data` returns."""
     if fashion is None:
-        from ..data import load_dataset
 
         fashion = load_dataset("fashion_mnist")
     lo = FASHION_PRETRAIN_COUNT - FASHION_VAL_COUNT
@@ -104,7 +105,6 @@ def load_validation(cfg: PretrainClipConfig, fashion=None) -> CaptionedImages:
 
 def load_data(cfg: PretrainClipConfig) -> PretrainData:
     """Pretraining and validation pairs, and Fashion-MNIST itself for the quality checks."""
-    from ..data import load_dataset
 
     fashion = load_dataset("fashion_mnist")
     n = cfg.fashion_images
@@ -188,7 +188,6 @@ def train(clip: ClipBackbone, data: CaptionedImages, cfg: PretrainClipConfig, pr
 
 def measure_quality(clip: ClipBackbone, data: PretrainData, seed: int) -> dict:
     """The numbers recorded beside the checkpoint (see :mod:`fedrepro.pretrain.clip_quality`)."""
-    from . import clip_quality as q
 
     tasks = q.fashion_style_tasks(data.fashion, seed=seed)
     styles = q.style_quality(clip, tasks, data.fashion.classes, seed=seed)

@@ -28,7 +28,8 @@ from ..data.splits import FASHION_MNIST_PRETRAIN, fashion_mnist_half
 from ..errors import ConfigError
 from ..models.registry import create_model
 from ..models.vit import WEIGHTS_DIR, ViTShape, arch_kwargs, shape_dict
-from .record import tensor_hash, write_checkpoint
+from ..models.record import tensor_hash, write_checkpoint
+from ..data import load_dataset
 
 DEFAULT_OUT = WEIGHTS_DIR / "vit_glyphs.pt"
 GRAD_CLIP = 1.0
@@ -122,7 +123,6 @@ def pretraining_data(cfg: ViTPretrainConfig, fashion_mnist: ImageDataset | None 
     fm_idx = torch.empty(0, dtype=torch.int64)
     if cfg.fashion_mnist:
         if fashion_mnist is None:
-            from ..data import load_dataset
 
             fashion_mnist = load_dataset("fashion_mnist")
         half = fashion_mnist_half(fashion_mnist, "pretrain")
@@ -197,7 +197,6 @@ def heldout_font_accuracy(model: torch.nn.Module, data: PretrainData, n: int, se
 
 def measure_quality(cfg: ViTPretrainConfig, model: torch.nn.Module, data: PretrainData) -> dict:
     """Linear probe and layer-wise prototype accuracy on unseen Fashion-MNIST, vs random init."""
-    from ..data import load_dataset
 
     ds = probe_sample(load_dataset("fashion_mnist_federated"), cfg.probe_train, cfg.probe_test, cfg.seed)
     random_init = create_model("tiny_vit", len(data.classes), in_channels=1, image_size=28, seed=cfg.seed + 1,

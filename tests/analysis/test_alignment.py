@@ -8,7 +8,7 @@ import pytest
 
 def test_alignment_ratio_and_its_claim():
     from fedrepro.analysis.alignment import alignment_ratio
-    from fedrepro.claims import evaluate_claims
+    from fedrepro.papers.verdicts import evaluate_claims
 
     rng = np.random.default_rng(0)
     y, cid = np.tile([0, 1], 20), np.repeat(np.arange(4), 10)

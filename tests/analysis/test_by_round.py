@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 import fedrepro
-from fedrepro.analysis.by_round import (at_round, flatness, flatness_by_group, is_flat, verdict_changes, verdicts_by_group,
-                                        verdicts_by_round, window_change, window_noise)
+from fedrepro.analysis.by_round import at_round, flatness, flatness_by_group, is_flat, verdict_changes, window_change, window_noise
+from fedrepro.papers.verdicts import verdicts_by_group, verdicts_by_round
 
 
 def _grid(tiny, rounds=6):
@@ -41,7 +41,7 @@ def test_verdicts_by_round_evaluates_each_cut(tiny):
     assert out["round"].tolist() == [2, 6]
     assert "NOT RUN" not in set(out["verdict"])  # both cuts have the rows the claim reads
     # The round-6 verdict is the claim on the table itself.
-    from fedrepro.claims import evaluate_claims
+    from fedrepro.papers.verdicts import evaluate_claims
 
     assert out["verdict"].iloc[1] == evaluate_claims(table, ids=["tour.local_beats_fedavg_skewed"])["verdict"].item()
 

@@ -9,7 +9,7 @@ from fedrepro.analysis import (
     upload_params,
 )
 from fedrepro.analysis.cost import communication_cost, module_param_counts
-from fedrepro.experiment import restore
+from fedrepro.runs.train import restore
 from fedrepro.models import count_params
 from fedrepro.models.ftm import ftm_param_count
 

@@ -16,7 +16,7 @@ from fedrepro.analysis.ot_maps import (
     run_plan_maps,
 )
 from fedrepro.errors import ConfigError
-from fedrepro.experiment import restore
+from fedrepro.runs.train import restore
 
 matplotlib.use("Agg")
 

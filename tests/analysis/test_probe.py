@@ -20,7 +20,7 @@ from fedrepro.analysis import (
 from fedrepro.analysis.embedding import analysis_generator
 from fedrepro.analysis.probe import train_probe
 from fedrepro.errors import ConfigError
-from fedrepro.experiment import restore
+from fedrepro.runs.train import restore
 from fedrepro.models import head_keys
 
 

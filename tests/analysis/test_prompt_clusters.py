@@ -120,7 +120,7 @@ def test_on_a_fedotp_run(tmp_path):
 
 
 def test_learnt_only_redraws_the_runs_initial_prompts(tmp_path):
-    from fedrepro.experiment import restore
+    from fedrepro.runs.train import restore
     from fedrepro.fl.engine import init_state
 
     # with a vanishing step the final local prompts are the initial draws

@@ -4,7 +4,8 @@ import pytest
 from support import claim_table
 
 import fedrepro.claims  # noqa: F401  (registers every paper's claims)
-from fedrepro.claims import MissingResults, compare, evaluate_claims, select
+from fedrepro.claims import MissingResults, compare, select
+from fedrepro.papers.verdicts import evaluate_claims
 
 A = "data.partition_args.alpha"
 

@@ -4,8 +4,7 @@ import json
 import pandas as pd
 
 import fedrepro
-from fedrepro.claims.diagnose import (FLAT_WINDOW, Movement, _trace_name, causes, last_change, likely_cause,
-                                      movement)
+from fedrepro.papers.diagnose import FLAT_WINDOW, Movement, _trace_name, causes, last_change, likely_cause, movement
 from tests.support import tiny_config
 
 
@@ -82,7 +81,7 @@ def test_causes_join_traces_and_verdicts_by_round(tmp_path, monkeypatch):
 
 
 def test_a_claim_records_the_runs_it_compares_and_its_cause_reads_only_those(tmp_path):
-    from fedrepro.claims import evaluate_claims
+    from fedrepro.papers.verdicts import evaluate_claims
 
     # Local vs FedAvg at α = 0.1 and α = 1.0 (the tour's claims); a third method's rows are not read.
     rows = [{"method.name": m, "data.partition_args.alpha": a, "seed": s, "best": 0.5, "final": 0.5,

@@ -10,7 +10,7 @@ import fedrepro
 from fedrepro.fl import sample_clients
 from fedrepro.methods.fedavg import FedAvg
 from fedrepro.methods.registry import METHODS
-from fedrepro.store import RunStore
+from fedrepro.runs.store import RunStore
 
 METRICS = ["acc_mean", "acc_weighted", "acc_std", "acc_min", "acc_max", "loss_mean", "train_loss"]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from fedrepro.claims import claims_for
+from fedrepro.papers.verdicts import claims_for
 from fedrepro.papers import fedpft, pfedcspc
-from fedrepro.plan import Need
+from fedrepro.papers.plan import Need
 
 CASES = [(fedpft, "fedpft", "17_convergence"), (pfedcspc, "pfedcspc", "09_convergence")]
 

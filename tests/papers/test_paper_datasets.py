@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from fedrepro.claims.core import Claim, compare, registered
+from fedrepro.claims.core import Claim, compare
+from fedrepro.papers.verdicts import registered
 from fedrepro.papers import paper, setup
 from fedrepro.papers.tables import PAPER_COLUMN, TableDef
 
@@ -126,7 +127,7 @@ def test_pfedcspc_table_iv_runs_half_the_clients_in_its_c_half_columns():
 
 @pytest.mark.parametrize("name, beta", [(("pfedcspc", "rounds_default"), 0.5), (("pfedcspc", "rounds_beta0.1"), 0.1)])
 def test_pfedcspc_table_vii_tiny_runs_enough_rounds_to_reach_its_targets(name, beta):
-    from fedrepro.reference import paper_table
+    from fedrepro.papers.reference import paper_table
 
     needed = int(paper_table("pfedcspc", "T7")[f"Tiny β={beta}"].max())   # FedAvg: 89 / 85 rounds
     by_column = _table(name).configs_by_column("paper")

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from fedrepro import pipeline
+from fedrepro.runs import pipeline
 from fedrepro.papers.pfedcspc.datasets import client_table, dataset_table
 from fedrepro.papers.pfedcspc.reference import TABLE_I
 from tests.data.test_cifar import write_cifar10

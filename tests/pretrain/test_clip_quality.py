@@ -12,7 +12,7 @@ from fedrepro.models.clip import STANDIN_CHECKPOINT, load_standin, standin_recor
 from fedrepro.pretrain import clip_quality as q
 from fedrepro.pretrain.clip import PretrainClipConfig, load_validation
 from fedrepro.pretrain.clip_data import FASHION_PRETRAIN_COUNT
-from fedrepro.pretrain.record import MAX_BYTES
+from fedrepro.models.record import MAX_BYTES
 
 # Styles the stand-in never saw in pretraining on which zero-shot works somewhat (see the record).
 UNSEEN = ("noisy", "edges")

@@ -6,14 +6,14 @@ import json
 import pytest
 import torch
 
-from fedrepro.cli import main
+from fedrepro.app.cli import main
 from fedrepro.data.fashion_mnist import DEBIAN_DIR
 from fedrepro.data.glyphs import FONT_NAMES, heldout_fonts, pretrain_fonts
 from fedrepro.data.splits import FASHION_MNIST_FEDERATED, FASHION_MNIST_PRETRAIN
 from fedrepro.errors import ConfigError
 from fedrepro.models import create_model
 from fedrepro.pretrain import get_pretrainer, parse_overrides
-from fedrepro.pretrain.record import compact
+from fedrepro.models.record import compact
 from fedrepro.pretrain.vit import ViTPretrainConfig, pretraining_data, train_vit
 
 TINY = {"steps": 3, "batch_size": 8, "glyphs": 64, "fashion_mnist": False, "dim": 24, "depth": 2, "heads": 2,

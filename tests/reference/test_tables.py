@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from fedrepro.errors import ConfigError
-from fedrepro.reference import paper_table, paper_tables
+from fedrepro.papers.reference import paper_table, paper_tables
 
 SPECS = Path(__file__).resolve().parents[3] / "shared" / "specs"
 

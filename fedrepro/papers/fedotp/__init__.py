@@ -12,7 +12,7 @@ to the image's feature map by unbalanced optimal transport.
 
 The method is :mod:`fedrepro.methods.fedotp`; the baselines are ``zeroshot_clip``, ``coop``,
 ``promptfl``, ``promptfl_ft``, ``promptfl_fedprox``, ``promptfl_fedper``, ``promptfl_fedamp`` and
-``pfedprompt`` in :mod:`fedrepro.methods`. The transport plans are :mod:`fedrepro.transport`; the
+``pfedprompt`` in :mod:`fedrepro.methods`. The transport plans are :mod:`fedrepro.ot.transport`; the
 plan maps, the planted-patch measurement and the local-prompt clusters are in :mod:`fedrepro.analysis`.
 """
 from . import claims  # noqa: F401  (registers the claims)

@@ -8,7 +8,11 @@ import torch.nn.functional as F
 
 from ...analysis.ot_maps import run_foreground_mass
 from ...analysis.prompt_clusters import run_prompt_clusters
-from ...store import RunResult
+from ...runs.store import RunResult
+from ...data import load_dataset
+from ...models.clip_cache import normalized_tokens
+from ...models.clip_model import clip_backbone
+from ...ot.transport import ot_score
 
 
 def cluster_table(results: pd.DataFrame, by: str = "domain", learnt_only: bool = False) -> pd.DataFrame:
@@ -39,10 +43,6 @@ def patch_vs_pooled_zero_shot(styles=("original", "noisy", "edges"), n_test: int
     FedOTP's unbalanced-OT score at each γ (both prompt slots holding the template), on the first
     ``n_test`` test images of each Fashion-MNIST style. FedOTP scores images by patches alone
     (FedOTP (CVPR 2024) Eq. 10), so (b) and (c) bound what its prompts start from."""
-    from ...data import load_dataset
-    from ...models.clip_cache import normalized_tokens
-    from ...models.clip_model import clip_backbone
-    from ...transport import ot_score
 
     clip = clip_backbone(arch)
     rows = []

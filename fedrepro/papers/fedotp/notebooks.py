@@ -1,7 +1,7 @@
-"""What each FedOTP notebook reads (``fedrepro.plan``)."""
+"""What each FedOTP notebook reads (``fedrepro.papers.plan``)."""
 from __future__ import annotations
 
-from ...plan import Need
+from ..plan import Need
 
 _PAPER = ("paper",)
 NOTEBOOKS: dict[str, list[Need]] = {

@@ -18,6 +18,7 @@ import pandas as pd
 
 from ...claims.core import (Claim, MissingResults, Test, below, compare, compare_each, exact, exceeds, gap_larger_in,
                             paired, register_claim, select, within)
+from ..reference import paper_table
 
 ALPHA = "data.partition_args.alpha"
 M = "method.name"
@@ -35,7 +36,6 @@ def _quarter_of_smallest_gap(table: str, pairs) -> float:
     ``table``, as a fraction: the margin of a claim the paper words as a clear ordering
     ("significantly", "outperforms", "exceeds"). A quarter leaves room for our smaller runs; the gap
     still has to be real."""
-    from ...reference.tables import paper_table
 
     t = paper_table("fedpft", table)
     return round(float(min(t.loc[ra, ca] - t.loc[rb, cb] for ra, ca, rb, cb in pairs)) / 4 / 100, 4)

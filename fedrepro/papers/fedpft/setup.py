@@ -6,6 +6,7 @@ the profile's base, then the variant's changes.
 from __future__ import annotations
 
 from ...config import make_config
+from ...errors import ConfigError
 
 
 VARIANTS = ("default", "cifar100", "tiny_imagenet", "pathological", "pathological_cifar100",
@@ -56,7 +57,6 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
     1000/500 images at the paper profile, ICLR §4.4).
     """
     if variant not in VARIANTS:
-        from ...errors import ConfigError
 
         raise ConfigError(f"unknown fedpft setup variant {variant!r}; valid: {', '.join(VARIANTS)}")
     paper = profile == "paper"

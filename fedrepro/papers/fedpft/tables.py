@@ -7,9 +7,10 @@ keep fewer baselines; the paper profile runs every row at every α.
 """
 from __future__ import annotations
 
-from ...tuning import LrSearch
+from ...execute.tuning import LrSearch
 from ..tables import Rows, TableDef
 from .variants import ABLATION_SETTINGS, FIGURE_VARIANTS, overrides
+from .. import setup
 
 A, M = "data.partition_args.alpha", "method.name"
 ALPHAS = (0.1, 0.5, 1.0)
@@ -55,7 +56,7 @@ def method_grid(methods, alphas, profile: str) -> list[dict]:
 
 # The paper profile's learning-rate search. FedPFT (ICLR) App. D.3 tunes the baselines' lr within
 # {0.1, 0.01, 0.001}; every row of a main table, FedPFT included, gets the same search
-# (fedrepro.tuning): the three rates trained on each client's training split less a 20% validation
+# (fedrepro.execute.tuning): the three rates trained on each client's training split less a 20% validation
 # part (the 0.2 of FedFomo's and FedSoup's own validation splits, our choice) at seed 0, scored there
 # by the best-round mean accuracy (the papers' selection rule, ICLR §4.1); each row then runs at its
 # chosen rate for every seed. The smoke and laptop profiles keep one rate.
@@ -119,7 +120,6 @@ def _two_stage_rows(profile: str) -> list[Rows]:
     """ICLR App. G gives the two-stage baseline "1000 rounds of contrastive learning training,
     followed by 1000 rounds of classification": each stage as long as the joint methods' whole run.
     Its run is therefore twice as long (``stage1_rounds`` defaults to half of it)."""
-    from .. import setup
 
     rounds = setup("fedpft", profile).train.rounds
     return [Rows({M: ("fedpft", "fedpft_con"), A: (0.5,)}),

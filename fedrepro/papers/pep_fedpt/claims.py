@@ -16,6 +16,7 @@ import pandas as pd
 
 from ...claims.core import (Claim, MissingResults, below, compare, exceeds, gap_larger_in, paired, register_claim,
                             select)
+from .tables import MANY_PROMPTS
 
 ROW, SPLIT = "row", "split"
 METRIC = "final"
@@ -100,7 +101,6 @@ def _heldout(r):
 
 
 def _many_prompts(r):
-    from .tables import MANY_PROMPTS
 
     return _beats(r, "pep_fedpt", MANY_PROMPTS, MUCH, "PEP-FedPT", "FedVPT with |C| prompts")
 

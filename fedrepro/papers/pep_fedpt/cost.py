@@ -16,12 +16,12 @@ import torch
 
 from ...analysis.convergence import rounds_to_target
 from ...fl.seeding import torch_gen
-from ...store import RunResult
+from ...runs.store import RunResult
+from ...runs.train import restore
 
 
 def upload_size(path) -> int:
     """Floating-point elements in one client's upload, from the run's final state."""
-    from ...experiment import restore
 
     method, clients, state = restore(path)
     client = next(c for c in clients if not c.held_out)

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ...analysis.ccmp import soft_weights_by_class
+from ...runs.train import restore
 
 
 def soft_weight_table(results: pd.DataFrame, row: str = "pep_fedpt") -> tuple[pd.DataFrame, dict[int, np.ndarray]]:
@@ -13,7 +14,6 @@ def soft_weight_table(results: pd.DataFrame, row: str = "pep_fedpt") -> tuple[pd
     (:func:`~fedrepro.analysis.ccmp.soft_weights_by_class` on the participating clients' test
     splits). Returns the tidy table the Fig. 8 claim reads (``seed``, ``block``, ``true_class``,
     ``peak_class``, ``peak_weight``, ``true_weight``) and the raw [L, C, C] arrays by seed."""
-    from ...experiment import restore
 
     rows, raw = [], {}
     for _, r in results[results["row"] == row].sort_values("seed").iterrows():

@@ -6,6 +6,7 @@ the profile's base, then the variant's changes.
 from __future__ import annotations
 
 import os
+from ...errors import ConfigError
 
 # The paper profile's ViT-B/16 IN-21k weights: a local file named by this variable (our choice of
 # name), read through timm's own loader; nothing is ever downloaded (docs/backbones.md). Unset, the
@@ -74,7 +75,6 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
       pathological 10 classes per client); the laptop keeps Fashion-MNIST.
     """
     if variant not in VARIANTS:
-        from ...errors import ConfigError
 
         raise ConfigError(f"unknown pep_fedpt setup variant {variant!r}; valid: {', '.join(VARIANTS)}")
     train = {"momentum": 0.9, "weight_decay": 0.0, "lr": 0.1}  # PEP-FedPT (arXiv) App. A.3.2

@@ -22,6 +22,8 @@ import pandas as pd
 import torch
 
 from ...methods.pfedcspc import MODEL, PRECAL
+from ...runs.train import restore
+from ...runs.store import RunResult
 
 
 @dataclass
@@ -76,8 +78,6 @@ def _confused_pair(net, clients, num_classes: int) -> tuple[int, int]:
 def calibration_view(result, per_class: int = 200, seed: int = 0) -> CalibrationView:
     """Fig. 8 on a finished pFedCSPC run (``train.global_eval`` on, so that the round's aggregate is
     kept): its last round, ``per_class`` test images of each of the two classes."""
-    from ...experiment import restore
-    from ...store import RunResult
 
     result = result if isinstance(result, RunResult) else RunResult(result)
     method, clients, state = restore(result, "cpu")

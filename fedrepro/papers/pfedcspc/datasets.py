@@ -8,15 +8,15 @@ import numpy as np
 import pandas as pd
 
 from ...errors import DataNotFoundError
-from ...pipeline import _load_cached, prepare_data
+from ...runs.pipeline import load_cached, prepare_data
 from .. import setup
 from .reference import TABLE_I
+from .setup import VARIANTS
 
 COLUMNS = ("classes", "train", "test")
 
 
 def _variants(profile: str) -> tuple[str, ...]:
-    from .setup import VARIANTS
 
     # Table I lists the datasets of Table II; beta0.1 re-partitions the default one.
     return tuple(v for v in VARIANTS if v != "beta0.1" and (profile == "paper" or v == "default"))
@@ -36,7 +36,7 @@ def dataset_table(profile: str, variants=None) -> pd.DataFrame:
         paper = TABLE_I.get(name, {})
         row = {"dataset": name, **{f"paper {c}": paper.get(c) for c in COLUMNS}}
         try:
-            ds = _load_cached(d.dataset, json.dumps(d.dataset_args, sort_keys=True))
+            ds = load_cached(d.dataset, json.dumps(d.dataset_args, sort_keys=True))
         except DataNotFoundError:
             rows.append({**row, "status": "not under the data root (README: Data)"})
             continue

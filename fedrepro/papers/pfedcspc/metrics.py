@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...store import RunResult
+from ...runs.store import RunResult
 
 NAN = float("nan")
 

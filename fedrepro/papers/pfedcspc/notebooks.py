@@ -1,15 +1,15 @@
-"""What each pFedCSPC notebook reads (``fedrepro.plan``), and the runs of the figure notebooks that
+"""What each pFedCSPC notebook reads (``fedrepro.papers.plan``), and the runs of the figure notebooks that
 read single runs rather than a table."""
 from __future__ import annotations
 
 from ...config import RunConfig, default_seeds
-from ...plan import Need
+from ..plan import Need
+from .. import setup
 
 
 def tsne_runs(profile: str, seed: int = 0) -> dict[str, RunConfig]:
     """Figs. 7, 8, 11a: FedAvg, pFedCSPC without the alignment term, and pFedCSPC (notebook 06;
     notebook 08's Grad-CAM reads the last two)."""
-    from .. import setup
 
     base = setup("pfedcspc", profile, seed=seed)
     return {"FedAvg": base.replace(**{"method.name": "fedavg"}),

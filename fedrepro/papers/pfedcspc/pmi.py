@@ -23,6 +23,9 @@ import torch
 from ...analysis.alignment import label_similarity
 from ...analysis.embedding import analysis_generator
 from ...fl.local import evaluate_model, make_sgd, train_epochs
+from ...runs.train import restore
+from ...methods.pfedcspc import PFedCSPCParams
+from .. import setup
 
 
 def _inits(method, shared: dict, cid: int) -> dict[str, dict]:
@@ -31,7 +34,6 @@ def _inits(method, shared: dict, cid: int) -> dict[str, dict]:
 
 def pmi_start(result) -> pd.DataFrame:
     """One row per client: ``pmi_init_acc``, ``global_init_acc`` (local test, before training)."""
-    from ...experiment import restore
 
     method, clients, state = restore(result, "cpu")
     shared = state["shared"]
@@ -46,7 +48,6 @@ def pmi_start(result) -> pd.DataFrame:
 def pmi_finetune(result, epochs: int | None = None, seed: int = 0) -> pd.DataFrame:
     """One row per (client, init, epoch): the epoch's mean training loss and, after the epoch, the
     local test accuracy. Training follows the run's local optimiser (``train.*``)."""
-    from ...experiment import restore
 
     method, clients, state = restore(result, "cpu")
     t = method.ctx.cfg.train
@@ -73,7 +74,6 @@ def pmi_weight_stats(result) -> dict[str, float]:
     - ``weight_source_share``: the share of their variance that lies between source clients k'
       (the column means): near 1 when a client's head draws the same weight from every client,
       whoever k is, so the weights rank heads rather than match label distributions."""
-    from ...experiment import restore
 
     _, clients, state = restore(result, "cpu")
     w = state["server_state"]["pmi_weights"].double()
@@ -135,8 +135,6 @@ def select_tau_p(validation: pd.DataFrame, metric: str = VALIDATION_METRIC) -> f
 def setup_tau_p(profile: str) -> float:
     """The τ_p that the profile's pFedCSPC runs use: its setup's method arguments
     (:data:`fedrepro.papers.pfedcspc.setup.TAU_P`) over the method's defaults."""
-    from ...methods.pfedcspc import PFedCSPCParams
-    from .. import setup
 
     return float(PFedCSPCParams(**setup("pfedcspc", profile).method.args).tau_p)
 

@@ -4,6 +4,7 @@
 the profile's base, then the variant's changes.
 """
 from __future__ import annotations
+from ...errors import ConfigError
 
 
 VARIANTS = ("default", "beta0.1", "cifar100", "tiny_imagenet", "vireo172")
@@ -49,7 +50,6 @@ def layers(profile: str, variant: str = "default") -> list[dict]:
     50 rounds).
     """
     if variant not in VARIANTS:
-        from ...errors import ConfigError
 
         raise ConfigError(f"unknown pfedcspc setup variant {variant!r}; valid: {', '.join(VARIANTS)}")
     part = {"alpha": 0.5, "balance": True, "min_size": 10}

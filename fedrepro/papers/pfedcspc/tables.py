@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...reference import beside, paper_table
-from ...tuning import LrSearch
+from ..reference import beside, paper_table
+from ...execute.tuning import LrSearch
 from ..tables import DataColumn, Rows, TableDef
 from .baselines import GLOBAL_BASELINES, PERSONAL_BASELINES, baseline_grid, moon_mu
 from .claims import CLAIM_SETTINGS
 from .metrics import with_scores
 from .variants import ABLATION_GLOBAL, ABLATION_PERSONAL, setting_overrides
+from .. import setup
+from .reference import TABLE_VII_TARGETS
 
 M = "method.name"
 GLOBAL, LOCAL, HM = "final_global_acc", "final_i_local_mean", "final_hm"
@@ -30,14 +32,12 @@ def finetune_epochs(profile: str, variant: str = "default") -> int:
     """A global method's fine-tuning epochs for its Local score: E, the epochs pFedCSPC's own local
     model trains each round, at every profile, so that Table II's Local column and the
     ``both_objectives`` claim compare equal local budgets."""
-    from .. import setup
 
     return setup("pfedcspc", profile, variant).train.local_epochs
 
 
 def _main_rows(variant: str):
     def rows(profile: str) -> list[Rows]:
-        from .. import setup
 
         ft = finetune_epochs(profile, variant)
         tuned = {"train.eval_finetune_epochs": ft}
@@ -56,7 +56,7 @@ def _main_rows(variant: str):
 
 
 # Tables II and III give every method the same learning-rate search on validation data
-# (fedrepro.tuning): the paper gives one rate for all (lost in the text; 0.01 in the official code),
+# (fedrepro.execute.tuning): the paper gives one rate for all (lost in the text; 0.01 in the official code),
 # at which some baselines barely move in the laptop's rounds. The laptop grid spans the setup's
 # rate and a decade above it in half-decade steps; the paper profile's is the grid FedPFT (ICLR
 # §4.1) tunes its baselines in. The smoke profile only exercises the search, on two rows.
@@ -153,7 +153,6 @@ def rounds_target(column: str | None, fedavg_global: float, fraction: float = TA
     """Table VII's target global accuracy for rows of paper column ``column``: the paper's own
     (``reference.TABLE_VII_TARGETS``) where the rows are one of its columns (the paper profile),
     else ``fraction`` of ``fedavg_global``, FedAvg's final global accuracy (mean over its seeds)."""
-    from .reference import TABLE_VII_TARGETS
 
     return TABLE_VII_TARGETS.get(column, fraction * fedavg_global)
 
@@ -186,7 +185,6 @@ def tau_p_grid(profile: str) -> list[float]:
 def tau_p_validation_rounds(profile: str) -> int:
     """Rounds of a validation run of the τ_p sweep: half the setup's at laptop (to keep the sweep
     to about two minutes of training), the setup's own elsewhere."""
-    from .. import setup
 
     rounds = setup("pfedcspc", profile).train.rounds
     return max(1, rounds // 2) if profile == "laptop" else rounds

@@ -1,9 +1,9 @@
-"""What the tour notebook reads (``fedrepro.plan``)."""
+"""What the tour notebook reads (``fedrepro.papers.plan``)."""
 from __future__ import annotations
 
 from ...config import RunConfig, default_seeds, make_config
-from ...experiment import grid_points
-from ...plan import Need
+from ...execute.grid import grid_points
+from ..plan import Need
 
 METHODS = ("local", "fedavg", "fedper")
 ALPHAS = (0.1, 0.5, 10.0)

@@ -3,7 +3,7 @@ where it fails at every seed, stays inconclusive where one seed breaks it, and r
 import pandas as pd
 import pytest
 
-from fedrepro.claims import evaluate_claims
+from fedrepro.papers.verdicts import evaluate_claims
 
 SEEDS = (0, 1, 2)
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from fedrepro.papers.fedotp.reference import TABLES
-from fedrepro.reference import paper_table
+from fedrepro.papers.reference import paper_table
 
 PAPER = Path(__file__).resolve().parents[4] / "shared" / "papers" / "fedotp.txt"
 METHODS = {"zeroshot_clip", "coop", "promptfl", "promptfl_ft", "promptfl_fedprox", "promptfl_fedper",

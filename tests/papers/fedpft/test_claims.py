@@ -2,7 +2,7 @@
 import pandas as pd
 
 import fedrepro.claims  # noqa: F401  (registers every paper's claims)
-from fedrepro.claims import evaluate_claims
+from fedrepro.papers.verdicts import evaluate_claims
 
 A = "data.partition_args.alpha"
 SEEDS = range(3)

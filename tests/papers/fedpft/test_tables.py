@@ -53,7 +53,7 @@ def test_the_planner_knows_every_probe_the_mismatch_notebook_computes():
     """Notebook 02 computes the mismatch probe on every run of the probe table: the plan lists each."""
     from pathlib import Path
 
-    from fedrepro.plan import plan
+    from fedrepro.papers.plan import plan
 
     root = Path(__file__).resolve().parents[3] / "notebooks"
     p = plan([root / "fedpft" / "02_mismatch_probe.ipynb"], root, "laptop")
@@ -87,7 +87,7 @@ def test_by_alpha_tables_line_up_with_the_paper(name, ref, profile):
     must use the same rows and columns, so that each of our cells sits beside the paper's."""
     import pandas as pd
 
-    from fedrepro.reference import paper_table
+    from fedrepro.papers.reference import paper_table
 
     d = fedpft.TABLES[name]
     cfgs = d.configs(profile)
@@ -114,7 +114,7 @@ def test_tsne_figures_run_on_the_papers_setup_and_reuse_planned_runs():
     from pathlib import Path
 
     from fedrepro.papers.fedpft.notebooks import TSNE_PANELS, tsne_runs
-    from fedrepro.plan import plan
+    from fedrepro.papers.plan import plan
 
     assert list(TSNE_PANELS) == ["FedAvg", "FedCAC", "FedPer", "FedPFT", "FedPFT w/o Alter.",
                                  "FedPFT-PerClassifier", "FedPFT+Con"]
@@ -131,7 +131,7 @@ def test_tsne_figures_run_on_the_papers_setup_and_reuse_planned_runs():
 
 def test_ablation_has_the_arxiv_only_rows_beside_their_quote():
     """arXiv Table 3's VI and VII, which ICLR Table 4 drops, run as rows of the ablation table."""
-    from fedrepro.reference import paper_table
+    from fedrepro.papers.reference import paper_table
 
     cfgs = fedpft.TABLES["ablation"].configs("laptop")
     args = [c.method.args for c in cfgs if c.method.name == "fedpft_con"]

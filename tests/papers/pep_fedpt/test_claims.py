@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 import fedrepro.claims  # noqa: F401  (registers every paper's claims)
-from fedrepro.claims import evaluate_claims
+from fedrepro.papers.verdicts import evaluate_claims
 from fedrepro.papers.pep_fedpt.tables import MANY_PROMPTS
 
 

@@ -24,7 +24,7 @@ def test_cost_table_reads_rounds_and_time_up_to_the_target(tiny):
     runs = pd.DataFrame(runs)
     table, target = cost_table(runs, ["fedvpt", "head_tuning"])
     assert target == runs.loc[0, "best"]  # FedVPT's best, the paper's rule
-    vpt = fedrepro.store.RunResult(runs.loc[0, "path"]).rounds
+    vpt = fedrepro.runs.store.RunResult(runs.loc[0, "path"]).rounds
     r = int(vpt[vpt["acc_mean"] >= target]["round"].iloc[0])
     assert table.loc["fedvpt", "rounds"] == r and table.loc["fedvpt", "reached"] == "1/1"
     assert table.loc["fedvpt", "train_s"] == vpt[vpt["round"] <= r]["time_train_s"].sum()

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from fedrepro.papers.pep_fedpt.reference import TABLES
-from fedrepro.reference import paper_table
+from fedrepro.papers.reference import paper_table
 
 PAPER = Path(__file__).resolve().parents[4] / "shared" / "papers" / "pep-fedpt.txt"
 METHODS = {"head_tuning", "fedvpt", "fedvpt_d", "fedpr", "sgpt", "pfedpg", "p_pt", "pep_fedpt", "pep_fedpt_no_cp",

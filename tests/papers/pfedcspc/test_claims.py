@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from fedrepro.claims import evaluate_claims
+from fedrepro.papers.verdicts import evaluate_claims
 
 NAN = float("nan")
 

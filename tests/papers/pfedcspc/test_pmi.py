@@ -10,7 +10,7 @@ CSPC = {"method.name": "pfedcspc", **BN_CNN,
 
 
 def test_pmi_analyses_on_a_finished_run(tiny):
-    from fedrepro.claims import evaluate_claims
+    from fedrepro.papers.verdicts import evaluate_claims
     from fedrepro.papers.pfedcspc.pmi import pmi_finetune, pmi_start, pmi_start_table
 
     table = fedrepro.run_grid(tiny(**{**CSPC, "train.rounds": 2}), seeds=[0], progress=False)

@@ -6,7 +6,7 @@ import pytest
 from fedrepro.papers import pfedcspc
 from fedrepro.papers.pfedcspc.reference import TABLE_VII_TARGETS
 from fedrepro.papers.pfedcspc.tables import TARGET_FRACTION, rounds_target
-from fedrepro.reference import paper_table
+from fedrepro.papers.reference import paper_table
 
 
 def test_the_paper_profile_columns_take_the_papers_targets():

@@ -3,7 +3,7 @@ import pandas as pd
 from support import claim_table
 
 import fedrepro.claims  # noqa: F401  (registers every paper's claims)
-from fedrepro.claims import evaluate_claims
+from fedrepro.papers.verdicts import evaluate_claims
 
 A = "data.partition_args.alpha"
 

@@ -1,0 +1,404 @@
+"""``make reproduce``: plan every numbered notebook's runs, train them once, render the notebooks.
+
+1. **Plan.** Every selected notebook's runs and cached analyses are known before it executes
+   (:mod:`fedrepro.papers.plan`); a run two notebooks share is planned once. Planning imports every
+   paper, and torch with them, so it runs in a process of its own: the process that schedules
+   the rest holds no torch.
+2. **Train and render, in one pool** (:mod:`fedrepro.execute.local`) with as many slots as the runs'
+   thread counts fit on the cores. Runs and analyses go to worker processes, longest first. A
+   notebook renders (papermill, its own kernel at 1 thread) as soon as its runs and analyses are
+   stored, so it only analyses and draws; ``99_*`` (the claims summary) after all the others.
+   Executed copies go to ``output/<profile>/notebooks/`` under the output root
+   (:mod:`fedrepro.env.settings`); the notebooks save their figures, and show them inline.
+
+Each notebook's kernel logs the runs it read (:mod:`fedrepro.env.trace`); a run it had to train is
+one the plan missed, and is named in the report. The report (``timings.json`` beside the executed
+notebooks) has the wall time, each notebook's render time and the training time of its runs,
+every task's time, the CPU time over wall time × cores, and the peak memory of the process tree.
+"""
+from __future__ import annotations
+
+import json
+import resource
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..env import allocator
+from ..config import PROFILES
+from ..errors import ConfigError, FedreproError
+from ..env.host import cpu_cores, cpu_model, git_commit, repo_root
+from ..env.settings import child_env, output_path, output_root, under_output_root
+from ..env import trace
+from ..papers.plan import plan
+from ..errors import StaleRunError
+from ..env.trace import notebook_file
+from ..runs.fingerprint import STALE, UNKNOWN, staleness
+from ..execute.local import default_workers
+from ..execute.local import check_analyses, unfinished
+from ..execute import make_executor
+from ..execute.local import estimate_cost, run_pool
+from ..execute.local import Task
+
+if TYPE_CHECKING:
+    from ..papers.plan import Plan
+
+
+def numbered_notebooks(root: Path | None = None) -> list[Path]:
+    """``notebooks/NN_*.ipynb`` and ``notebooks/<paper>/NN_*.ipynb`` in path order; ``99_*`` (the
+    claims summary, which reads what the others wrote) comes last."""
+    nb_root = (root or repo_root()) / "notebooks"
+    found = [p for p in nb_root.rglob("[0-9][0-9]_*.ipynb") if ".ipynb_checkpoints" not in p.parts]
+    return sorted(found, key=lambda p: (p.name.startswith("99_"), len(p.relative_to(nb_root).parts), str(p)))
+
+
+def _role(cmdline: list[str]) -> str:
+    """What a process of the tree is: a pool worker, a notebook's kernel, papermill, or this one."""
+    line = " ".join(cmdline)
+    if "spawn_main" in line:
+        return "worker"
+    if "ipykernel" in line:
+        return "kernel"
+    if "papermill" in line:
+        return "papermill"
+    return "other"
+
+
+class _Monitor:
+    """Peak memory of this process and all its descendants, two ways:
+
+    - ``peak_pss``: the sum of their proportional set sizes, what the tree holds (a page that n
+      processes share counts 1/n in each); sampled every ``pss_every`` s, as reading it costs
+      about 5 ms per torch process; kept with its split by role (:func:`_role`) at the peak;
+    - ``peak_rss``: the sum of their resident sets, every ``every`` s, an upper bound that counts
+      torch's shared libraries once per process.
+    """
+
+    def __init__(self, every: float = 1.0, pss_every: float = 3.0):
+        import psutil
+
+        self._proc = psutil.Process()
+        self._every = every
+        self._pss_every = max(1, round(pss_every / every))
+        self._stop = threading.Event()
+        self.peak_rss = self.peak_pss = 0
+        self.at_peak: dict[str, list[int]] = {}
+        self._largest: tuple[int, str] = (0, "")
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _sample(self, pss: bool) -> None:
+        import psutil
+
+        rss = pss_total = 0
+        roles: dict[str, list[int]] = {}
+        for p in [self._proc, *self._proc.children(recursive=True)]:
+            try:
+                r = p.memory_info().rss
+                rss += r
+                cmd = p.cmdline()
+                if r > self._largest[0]:
+                    self._largest = (r, " ".join(cmd[1:4]))
+                if pss:
+                    one = p.memory_full_info().pss
+                    pss_total += one
+                    role = "scheduler" if p.pid == self._proc.pid else _role(cmd)
+                    roles.setdefault(role, []).append(round(one / 2**20))
+            except (psutil.NoSuchProcess, psutil.AccessDenied, AttributeError):
+                pass
+        self.peak_rss = max(self.peak_rss, rss)
+        if pss_total > self.peak_pss:
+            self.peak_pss, self.at_peak = pss_total, roles
+
+    def _loop(self) -> None:
+        n = 0
+        while not self._stop.wait(self._every):
+            self._sample(pss=n % self._pss_every == 0)
+            n += 1
+
+    def to_dict(self) -> dict:
+        return {"pss_sum_mib": round(self.peak_pss / 2**20), "rss_sum_mib": round(self.peak_rss / 2**20),
+                "largest_process_rss_mib": round(self._largest[0] / 2**20), "largest_process": self._largest[1],
+                "pss_mib_at_peak_by_role": self.at_peak}
+
+    def __enter__(self) -> "_Monitor":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def analyze(name: str, cfg) -> None:
+    """A plan's cached analysis of a stored run, in a pool worker (the scheduling process never
+    imports the analyses, nor torch with them)."""
+    from ..analysis.grid import compute_cached
+
+    compute_cached(name, cfg)
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU time of this process and its waited-for descendants."""
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def _render(nb: Path, target: Path, profile: str, kernel: str, trace_file: Path, log: Path) -> float:
+    """Execute one notebook with papermill in a process of its own, whose kernel inherits the
+    trace file and 1 thread; its output goes to ``log`` (shown when it fails)."""
+    import subprocess
+    import sys
+
+
+
+    # The kernel writes where this process does, whichever setting chose the output root.
+    env = allocator.child_env({**child_env(), trace.ENV: str(trace_file)})
+    # The kernel's analyses run at 1 thread: the same numbers at every render, and one core each.
+    env.update({var: "1" for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
+    trace_file.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    with open(log, "w") as out:
+        done = subprocess.run([sys.executable, "-m", "papermill", str(nb), str(target), "-p", "PROFILE", profile,
+                               "-k", kernel, "--cwd", str(nb.parent), "--no-progress-bar"],
+                              stdout=out, stderr=subprocess.STDOUT, env=env)
+    if done.returncode:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+        raise FedreproError(f"notebook {nb.name} failed (papermill exit {done.returncode}); its executed copy is "
+                            f"{target}, the full log {log}:\n{tail}")
+    return time.perf_counter() - t0
+
+
+def _stale_runs(runs: list, pending: set[str]) -> dict[str, list[str]]:
+    """The stored runs of ``runs`` (not in ``pending``) that today's code would not reproduce
+    (``stale``) or whose code cannot be checked (``unknown``), by hash (:mod:`fedrepro.runs.fingerprint`)."""
+    from ..runs.store import RunStore
+
+    out: dict[str, list[str]] = {STALE: [], UNKNOWN: []}
+    for cfg in runs:
+        h = cfg.hash()
+        if h not in pending:
+            state = staleness(cfg, RunStore(cfg.runs_dir).meta(cfg)).state
+            if state in out:
+                out[state].append(h)
+    return out
+
+
+# Plans made before the last: a table whose search rows depend on another search would need more.
+MAX_SEARCH_STAGES = 3
+
+
+def _planned(profile: str, only: str | None, workers: int | None,
+             runs_dir: str) -> tuple[list[Path], Plan, int, set[str], dict]:
+    """The selected notebooks, their plan, the pool's slots, the runs still to train (stale ones
+    included, unless ``FEDREPRO_STALE=keep``) and the stale and unknown ones. Called in a process of
+    its own: planning imports every paper (and torch), which the scheduling process would otherwise
+    hold for the whole reproduction."""
+
+    root = repo_root()
+    nb_root = root / "notebooks"
+    notebooks = [p for p in numbered_notebooks(root) if only is None or only in str(p.relative_to(nb_root))]
+    if not notebooks:
+        raise ConfigError(f"no numbered notebook matches {only!r} under {nb_root}")
+    the_plan = plan(notebooks, nb_root, profile, runs_dir=runs_dir)
+    check_analyses([name for name, _ in the_plan.analyses])
+    runs = list(the_plan.runs.values())
+    if workers is None:
+        workers = default_workers(runs[0]) if runs else 1
+        if profile == "smoke" and workers == 1 and runs:  # the pool pays off even for second-long runs here
+            workers = max(1, cpu_cores() // max(c.threads for c in runs))
+    from ..runs.train import ENV_STALE, on_stale_policy
+
+    pending = unfinished(runs)
+    stale = _stale_runs(runs, pending)
+    policy = on_stale_policy()
+    if stale["stale"] and policy == "error":
+        raise StaleRunError(f"{len(stale['stale'])} stored runs were trained by other code than today's (e.g. "
+                            f"{', '.join(stale['stale'][:3])}); {ENV_STALE}=retrain trains them anew, "
+                            f"{ENV_STALE}=keep reuses them")
+    if policy == "retrain":
+        pending |= set(stale["stale"])
+    return notebooks, the_plan, workers, pending, stale
+
+
+def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "python3", workers: int | None = None,
+              plan_only: bool = False, progress: bool = True, executor=None) -> dict:
+    """Plan, train and render the numbered notebooks (those whose path contains ``only``); returns
+    the report that is also written to ``output/<profile>/notebooks/timings.json`` under the output
+    root (:func:`fedrepro.env.settings.output_root`). ``executor`` (:mod:`fedrepro.execute`): where the
+    runs train, ``"local"`` (default) or a Ray cluster; analyses and renders stay on this machine,
+    beside the store."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+
+
+    if profile not in PROFILES:
+        raise ConfigError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    executor = make_executor(executor)
+    if workers is None:
+        workers = getattr(executor, "workers", None)
+    root = repo_root()
+    nb_root = root / "notebooks"
+    # Named here, not in the planner or the workers: they are other processes, which would not see
+    # an output root set with fedrepro.env.settings.configure (the notebooks' kernels get it by child_env).
+    runs_dir = str(output_path("runs"))
+
+    def planned(workers: int | None):
+        with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as planner:
+            return planner.submit(_planned, profile, only, workers, runs_dir).result()
+
+    notebooks, the_plan, workers, pending_hashes, stale = planned(workers)
+    # Keyed by the hashes the planner computed: hashing here would import torch (plan_tasks).
+    runs, analyses = the_plan.runs, the_plan.analyses
+    pending = [c for h, c in runs.items() if h in pending_hashes]
+    print(f"[reproduce] outputs under {output_root()} (runs in {runs_dir}; see docs/outputs.md)", flush=True)
+    print(f"[reproduce] plan: {_count(len(notebooks), 'notebook')}, {len(runs)} runs ({len(pending)} to train), "
+          f"{len(analyses)} cached analyses; {workers} workers"
+          + (f"; runs train on executor {executor.name!r}" if executor.remote else "")
+          + (f"; {', '.join(the_plan.incomplete)} wait for learning-rate searches" if the_plan.incomplete else ""),
+          flush=True)
+    if stale["stale"]:
+        print(f"[reproduce] {len(stale['stale'])} stored runs were trained by other code than today's: "
+              + ("they are trained anew" if stale["stale"][0] in pending_hashes else "kept (FEDREPRO_STALE=keep)"),
+              flush=True)
+    if stale["unknown"]:
+        print(f"[reproduce] warning: {len(stale['unknown'])} stored runs have no code fingerprint and no clean "
+              f"commit to check them against; they are reused and listed in the report (stale_check)", flush=True)
+    if plan_only:
+        for nb, hashes in the_plan.readers.items():
+            print(f"    {nb}: {len(hashes)} runs")
+        return {"profile": profile, "notebooks": {nb: len(h) for nb, h in the_plan.readers.items()},
+                "runs": len(runs), "to_train": len(pending), "stale": stale, "analyses": len(analyses),
+                "waiting_for_searches": list(the_plan.incomplete),
+                "estimated_cost": sum(estimate_cost(c) for c in pending)}
+
+    out_dir = output_path("notebooks", profile, create=True)
+    trace_dir = output_path("trace", profile, create=True)
+    commit = git_commit(root, ("fedrepro", "notebooks"))  # -dirty when the code run differs from it
+    t_start, cpu_start = time.perf_counter(), _cpu_seconds()
+    searched: dict[str, float] = {}
+    searched_memory: dict[str, dict] = {}
+    with _Monitor() as monitor:
+        for _ in range(MAX_SEARCH_STAGES):
+            if not the_plan.incomplete:
+                break
+            # A tuned table's rows are known once its learning-rate search is stored: the runs of
+            # the notebooks that wait (their searches) train first, then the plan is made again and
+            # everything else trains while the notebooks render.
+            waiting = {h for nb in the_plan.incomplete for h in the_plan.readers.get(nb, [])}
+            first = run_pool({h: c for h, c in runs.items() if h in waiting}, (), workers=workers,
+                             progress=progress, pending=pending_hashes & waiting, executor=executor)
+            if first.failed:
+                lines = "\n".join(f"  {k}: {v}" for k, v in list(first.failed.items())[:20])
+                raise FedreproError(f"{len(first.failed)} tasks failed before the learning-rate searches finished "
+                                    f"(what finished is stored; run again to retry the rest):\n{lines}")
+            searched.update(first.done)
+            searched_memory.update(first.memory)
+            notebooks, the_plan, workers, pending_hashes, stale = planned(workers)
+            runs, analyses = the_plan.runs, the_plan.analyses
+            pending += [c for h, c in runs.items() if h in pending_hashes]
+        else:
+            raise FedreproError(f"{', '.join(the_plan.incomplete)} still wait for learning-rate searches after "
+                                f"{MAX_SEARCH_STAGES} stages of training them; see fedrepro.execute.tuning")
+        renders = _render_tasks(notebooks, nb_root, out_dir, trace_dir, profile, kernel, the_plan,
+                                pending_hashes)
+        # One render at a time: a notebook's kernel is as large as a worker, and renders are a
+        # small share of the work, so the other slot trains meanwhile.
+        pool = run_pool(runs, analyses, workers=workers, progress=progress, calls=renders, calls_at_once=1,
+                        pending=pending_hashes, executor=executor)
+        pool.done, pool.memory = {**searched, **pool.done}, {**searched_memory, **pool.memory}
+    wall = time.perf_counter() - t_start
+    cpu = _cpu_seconds() - cpu_start
+    cores = cpu_cores()
+    if pool.failed:
+        lines = "\n".join(f"  {k}: {v}" for k, v in list(pool.failed.items())[:20])
+        raise FedreproError(f"{len(pool.failed)} tasks failed (what finished is stored; run again to retry the "
+                            f"rest):\n{lines}")
+
+
+    report_nbs = []
+    for nb in notebooks:
+        rel = str(nb.relative_to(nb_root))
+        events = trace.read(trace_dir / trace.notebook_file(rel))
+        read = [e["hash"] for e in events if e["event"] == "run"]
+        unplanned = sorted({e["hash"] for e in events if e["event"] == "run" and e["trained"]})
+        hashes = the_plan.readers.get(rel, [])
+        report_nbs.append({
+            "notebook": rel, "render_s": round(pool.done[f"render:{rel}"], 1), "runs": len(hashes),
+            "runs_read": len(set(read)), "unplanned_runs": unplanned,
+            "train_s_of_its_runs": round(sum(pool.done.get(h, 0.0) for h in hashes), 1),
+            "analyses_s": round(sum(pool.done.get(f"{name}:{h}", 0.0) for name, h in the_plan.computes.get(rel, [])), 1),
+            "figures": sorted({under_output_root(e["path"]) or e["path"] for e in events if e["event"] == "figure"})})
+    by_sort = {"run": 0.0, "analysis": 0.0, "render": 0.0}
+    for key, sec in pool.done.items():
+        by_sort["render" if key.startswith("render:") else "analysis" if ":" in key else "run"] += sec
+    report = {
+        "profile": profile, "only": only, "cores": cores, "workers": workers, "executor": executor.name,
+        "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "cpu_use": round(cpu / (wall * cores), 3),
+        "cpu": cpu_model(), "allocator": allocator.library() or "system", "commit": commit,
+        # What the process tree held at its peak (PSS) and the upper bound that counts shared pages
+        # once per process (RSS); see _Monitor.
+        "peak_memory_mib": round(monitor.peak_pss / 2**20), "memory": monitor.to_dict(),
+        "task_seconds": {k: round(v, 1) for k, v in by_sort.items()},
+        "runs_planned": len(runs), "runs_trained": len(pending), "analyses_planned": len(analyses),
+        # Stored runs found trained by other code (retrained unless FEDREPRO_STALE=keep) or not checkable.
+        "stale_check": stale,
+        "unplanned_runs": sum(len(n["unplanned_runs"]) for n in report_nbs),
+        "notebooks": report_nbs,
+        "tasks": {k: round(v, 2) for k, v in pool.done.items()},
+        "task_memory_mib": pool.memory,
+    }
+    from ..runs.store import atomic_write_bytes
+
+    timings = out_dir / "timings.json"
+    atomic_write_bytes(timings, json.dumps(report, indent=2).encode())
+    print(f"[reproduce] {_count(len(notebooks), 'notebook')} in {wall:.0f} s ({len(pending)} runs trained, "
+          f"{len(analyses)} analyses); CPU use {100 * report['cpu_use']:.0f}% of {cores} cores; peak memory "
+          f"{report['peak_memory_mib']} MiB; timings in {under_output_root(timings) or timings}")
+    if report["unplanned_runs"]:
+        names = [f"{n['notebook']} ({len(n['unplanned_runs'])})" for n in report_nbs if n["unplanned_runs"]]
+        print(f"[reproduce] warning: the plan missed {report['unplanned_runs']} runs that notebooks trained "
+              f"themselves: {', '.join(names)}; add them to the paper's NOTEBOOKS")
+    return report
+
+
+def reused_runs(report: dict | None) -> int:
+    """How many of a pass's planned runs it found stored and did not train (its report, the
+    ``timings.json`` of :func:`reproduce`); 0 without a report."""
+    report = report or {}
+    return max(0, report.get("runs_planned", 0) - report.get("runs_trained", 0))
+
+
+def _render_tasks(notebooks: list[Path], nb_root: Path, out_dir: Path, trace_dir: Path, profile: str, kernel: str,
+                  the_plan, pending: set[str]) -> list:
+    """One pool task per notebook, after its runs and analyses; ``99_*`` after all the others."""
+
+    def render(nb: Path, rel: str):
+        def call() -> float:
+            target = out_dir / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            file = trace_dir / notebook_file(rel)
+            seconds = _render(nb, target, profile, kernel, file, file.with_suffix(".log"))
+            print(f"[reproduce] {rel}: {seconds:.1f} s", flush=True)
+            return seconds
+        return call
+
+    tasks, others = [], []
+    for nb in notebooks:
+        rel = str(nb.relative_to(nb_root))
+        if nb.name.startswith("99_"):
+            continue
+        deps = {h for h in the_plan.readers.get(rel, []) if h in pending}
+        deps |= {f"{name}:{h}" for name, h in the_plan.computes.get(rel, [])}
+        tasks.append(Task(f"render:{rel}", call=render(nb, rel), deps=frozenset(deps)))
+        others.append(f"render:{rel}")
+    for nb in notebooks:
+        rel = str(nb.relative_to(nb_root))
+        if nb.name.startswith("99_"):
+            tasks.append(Task(f"render:{rel}", call=render(nb, rel), deps=frozenset(others)))
+    return tasks
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")

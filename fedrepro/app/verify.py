@@ -1,0 +1,202 @@
+"""``fedrepro verify``: train stored runs again in fresh processes and compare every number.
+
+A sample of finished runs (chosen by config filters, or N at random with a seed) is trained anew
+into a scratch folder by the pool's spawned workers, each at the thread count its config fixes, and
+each run's per-round and per-client metrics are compared with the stored ones:
+
+- **identical**: every metric equal, bit for bit;
+- **rounding**: not identical, but no metric differs by more than :data:`ROUNDING` (float sums
+  taken in another order);
+- **different**: a metric differs by more; the largest difference is reported.
+
+Timings are not compared. Each report line also says where the stored run was made (CPU model,
+threads, torch build, allocator, commit) and where it was verified.
+"""
+from __future__ import annotations
+
+import math
+import random
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from ..config import RunConfig, from_dict
+from ..errors import ConfigError
+from ..env.host import cpu_model
+from ..execute.local import run_pool
+
+ROUNDING = 1e-9
+OUTCOMES = ("identical", "rounding", "different")
+
+
+@dataclass(frozen=True)
+class Verified:
+    hash: str
+    outcome: str
+    max_diff: float        # the largest absolute difference of a metric (0 when identical)
+    worst: str             # where it is: "rounds.jsonl round 7 acc_mean"
+    made_on: str           # the stored run's machine and build
+    verified_on: str
+
+
+def _is_timing(key: str) -> bool:
+    return key.startswith("time_") or key.endswith("_s")
+
+
+def compare_runs(stored: Path, fresh: Path) -> tuple[str, float, str]:
+    """``(outcome, largest difference, where)`` of two run folders' rounds and clients tables."""
+    from ..runs.store import read_jsonl
+    worst, where, identical = 0.0, "", True
+    for name in ("rounds.jsonl", "clients.jsonl"):
+        a, b = read_jsonl(stored / name), read_jsonl(fresh / name)  # raw: a hand-edited file is read too
+        if len(a) != len(b):
+            return "different", math.inf, f"{name}: {len(a)} rows stored, {len(b)} trained"
+        for i, (ra, rb) in enumerate(zip(a, b)):
+            for key in sorted(set(ra) | set(rb)):
+                if _is_timing(key):
+                    continue
+                va, vb = ra.get(key), rb.get(key)
+                if va == vb or (isinstance(va, float) and isinstance(vb, float) and math.isnan(va) and math.isnan(vb)):
+                    continue
+                identical = False
+                if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (va, vb)):
+                    return "different", math.inf, f"{name} row {i} {key}: {va!r} stored, {vb!r} trained"
+                d = abs(float(va) - float(vb))
+                if d > worst or not where:
+                    worst, where = d, f"{name} round {ra.get('round')} {key}" + \
+                        (f" client {ra['client']}" if "client" in ra else "")
+    if identical:
+        return "identical", 0.0, ""
+    return ("rounding" if worst <= ROUNDING else "different"), worst, where
+
+
+# meta.json fields that say when a run trained and with which allocator: two trainings of one
+# config on one machine differ only there (and in timings); HOST_META says on which machine and
+# checkout, which differs between the nodes of a cluster.
+VOLATILE_META = ("started", "finished", "allocator")
+HOST_META = ("python", "platform", "cpu", "torch_git", "git_commit", "git_dirty")
+
+
+def _without(d: dict, keys) -> dict:
+    return {k: v for k, v in d.items() if k not in keys}
+
+
+def file_differences(a: Path, b: Path, across_hosts: bool = False) -> list[str]:
+    """Where two folders of one config's finished run differ: ``[]`` when every file is equal bit
+    for bit but for timings (``time_*``, ``*_s``), :data:`VOLATILE_META` (and :data:`HOST_META`
+    with ``across_hosts``), the runs folder named in ``config.json`` and the sha256 record of the
+    files that hold those."""
+    from ..runs.store import read_json, read_jsonl
+    from ..runs.store import FINISHED_FILES
+
+    a, b = Path(a), Path(b)
+    out = []
+    names = [sorted(f.name for f in p.iterdir()) for p in (a, b)]
+    if a.name != b.name:
+        out.append(f"folder names {a.name} and {b.name}")
+    if names[0] != names[1] or names[0] != sorted(FINISHED_FILES):
+        out.append(f"files {names[0]} and {names[1]}")
+        return out
+    for name in ("final_state.pt", "clients.jsonl"):
+        if (a / name).read_bytes() != (b / name).read_bytes():
+            out.append(name)
+    timeless = [[_without(r, [k for k in r if _is_timing(k)]) for r in read_jsonl(p / "rounds.jsonl")] for p in (a, b)]
+    if timeless[0] != timeless[1]:
+        out.append("rounds.jsonl")
+    configs = [read_json(p / "config.json") for p in (a, b)]
+    for c in configs:
+        c["config"].pop("runs_dir", None)
+    if configs[0] != configs[1]:
+        out.append("config.json")
+    skip = VOLATILE_META + (HOST_META if across_hosts else ())
+    if _without(read_json(a / "meta.json"), skip) != _without(read_json(b / "meta.json"), skip):
+        out.append("meta.json")
+    summaries = [read_json(p / "summary.json") for p in (a, b)]
+    summaries = [_without(s, [k for k in s if _is_timing(k)] + ["files_sha256"]) for s in summaries]
+    if summaries[0] != summaries[1]:
+        out.append("summary.json")
+    return out
+
+
+def _provenance(meta: dict) -> str:
+    return (f"{meta.get('cpu', '?')}, {meta.get('torch_threads', '?')} thread(s), torch {meta.get('torch', '?')}, "
+            f"allocator {meta.get('allocator', '?')}, commit {(meta.get('git_commit') or '?')[:10]}")
+
+
+def stored_runs(runs_dir: Path) -> list[Path]:
+    return sorted(p for p in Path(runs_dir).iterdir() if p.is_dir() and (p / "summary.json").is_file()
+                  and not p.name.startswith("."))
+
+
+def _matches(cfg: dict, where: dict[str, str]) -> bool:
+    for key, want in where.items():
+        node = cfg
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        if str(node) != want:
+            return False
+    return True
+
+
+def parse_where(items: Iterable[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--where {item!r}: expected key=value with a dotted config key, e.g. method.name=fedavg")
+        out[key] = value
+    return out
+
+
+def choose(runs_dir: Path, where: dict[str, str] | None = None, n: int | None = None, seed: int = 0) -> list[Path]:
+    """Stored finished runs whose config matches every ``where`` (dotted key -> value as text), then
+    ``n`` of them drawn with ``seed`` (all when ``n`` is None)."""
+    from ..runs.store import read_json
+    if n is not None and n < 1:
+        raise ConfigError(f"n={n}; valid: a positive number of runs")
+    found = [p for p in stored_runs(runs_dir)
+             if _matches(read_json(p / "config.json")["config"], where or {})]
+    if not found:
+        raise ConfigError(f"no finished run in {runs_dir} matches {where or 'anything'}")
+    if n is not None and n < len(found):
+        found = sorted(random.Random(seed).sample(found, n))
+    return found
+
+
+def verify(paths: Sequence[Path], workers: int = 1, progress: bool = True) -> list[Verified]:
+    """Train each stored run of ``paths`` again in fresh worker processes and compare."""
+    from ..runs.store import read_json
+    from ..runs.store import RunResult
+
+    here = f"{cpu_model()}"
+    with tempfile.TemporaryDirectory(prefix="fedrepro-verify-") as scratch:
+        cfgs: list[tuple[Path, RunConfig]] = []
+        for p in paths:
+            cfg = from_dict(read_json(Path(p) / "config.json")["config"])
+            cfgs.append((Path(p), cfg.replace(runs_dir=scratch, progress=False)))
+        report = run_pool({p.name: c for p, c in cfgs}, workers=workers, progress=progress,
+                          pending={p.name for p, _ in cfgs})
+        out = []
+        for p, cfg in cfgs:
+            meta = RunResult(p).meta
+            if p.name in report.failed:
+                out.append(Verified(p.name, "different", math.inf, f"training failed: {report.failed[p.name]}",
+                                    _provenance(meta), here))
+                continue
+            outcome, diff, where = compare_runs(p, Path(scratch) / p.name)
+            out.append(Verified(p.name, outcome, diff, where, _provenance(meta), here))
+    return out
+
+
+def format_report(results: Sequence[Verified]) -> str:
+    lines = []
+    for v in results:
+        detail = "" if v.outcome == "identical" else f" (largest difference {v.max_diff:.3g} at {v.worst})"
+        lines.append(f"{v.hash}: {v.outcome}{detail}; made on {v.made_on}")
+    counts = {o: sum(v.outcome == o for v in results) for o in OUTCOMES}
+    lines.append(f"{len(results)} runs: " + ", ".join(f"{n} {o}" for o, n in counts.items())
+                 + (f"; verified on {results[0].verified_on}" if results else ""))
+    return "\n".join(lines)

@@ -1,0 +1,372 @@
+"""One pool that trains a plan's runs, computes its cached analyses and renders its notebooks,
+with every core busy.
+
+There are ``workers`` slots. Runs and analyses go to spawned worker processes; a notebook render is
+a call made from a thread here (it starts a process of its own). A task is ready once the tasks it
+depends on are done (an analysis waits for its run, a notebook for its runs and analyses, the
+claims summary for every notebook), and each free slot takes the ready task with the largest
+estimated time: longest first, so that no long run starts at the end. Estimates start from a
+config's size (:func:`estimate_cost`) and are calibrated as tasks finish, per kind of task, so that
+the one progress bar's time left is right after the first minutes. Every run trains at the thread
+count its config fixes (``RunConfig.threads``): the same numbers here as in a notebook cell or the
+CLI. A task that fails is reported, with what depends on it; the rest go on.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import ClassVar
+from typing import Callable, Mapping, Sequence
+
+from tqdm.auto import tqdm
+
+from ..env import allocator, settings
+from ..config import RunConfig
+from ..errors import ConfigError, FedreproError
+from ..env.host import cpu_cores
+from .executors import EXECUTORS, Executor, make_executor, pending
+
+# Per-image cost of a training step relative to ResNet-8 at width 16 on a CPU core (docs/config.md,
+# "Profiles": about 6,300 img/s at width 16, 1,400 at 64, 730 for the tiny ViT). CLIP prompt
+# methods train on cached frozen tokens: cheap per image after the first pass.
+_MODEL_COST = {"resnet8": 1.0, "resnet10": 1.5, "resnet18": 3.0, "cnn": 0.6, "moon_cnn": 0.6, "mlp": 0.1,
+               "tiny_vit": 8.0, "vit": 8.0, "clip": 1.0}
+
+
+def estimate_cost(cfg: RunConfig) -> float:
+    """A run's cost in 'ResNet-8 image steps', from its config alone (no data is read): the
+    training images × epochs × rounds, plus evaluation, times a per-model factor. Only the order of
+    magnitude matters: the pool calibrates it against the runs that finish."""
+    d, t = cfg.data, cfg.train
+    pa = d.partition_args
+    per_client = pa.get("train_per_client")
+    if per_client is None and pa.get("shots") is not None:
+        per_client = pa["shots"] * pa.get("classes_per_client", 10)
+    if per_client is None:
+        per_client = (d.max_train or 60000) / d.num_clients
+    test = pa.get("test_per_client") or (d.max_test or 10000) / d.num_clients
+    clients = d.num_clients * t.participation
+    width = cfg.model.args.get("width")
+    model = _MODEL_COST.get(cfg.model.name, 1.0) * ((width / 16) ** 1.1 if width and cfg.model.name.startswith("resnet") else 1.0)
+    evals = t.rounds / t.eval_every
+    train = t.rounds * clients * per_client * t.local_epochs
+    finetune = evals * d.num_clients * per_client * t.eval_finetune_epochs
+    return model * (train + finetune + evals * d.num_clients * test / 3) + 2000.0  # + set-up
+
+
+def _kind(cfg: RunConfig) -> tuple:
+    """Runs that differ only by seed (or a scalar hyperparameter) cost about the same."""
+    return (cfg.method.name, cfg.model.name, cfg.data.dataset, cfg.data.num_clients, cfg.train.rounds,
+            cfg.train.local_epochs, cfg.train.eval_finetune_epochs)
+
+
+@dataclass
+class Task:
+    """A run (``cfg``), a cached analysis of a run (``cfg`` and ``analysis``) or a call made from a
+    thread of this process (``call``: a notebook render), with the keys of the tasks it needs."""
+
+    key: str
+    cfg: RunConfig | None = None
+    analysis: str | None = None                  # a name in fedrepro.analysis.grid.CACHED
+    call: Callable[[], float] | None = None
+    deps: frozenset[str] = frozenset()
+    cost: float = 1.0
+
+    @property
+    def kind(self) -> tuple:
+        if self.call is not None:
+            return ("call",)
+        return ("analysis", self.analysis) if self.analysis else _kind(self.cfg)
+
+
+# A kind not seen yet: seconds per unit of cost before any task of its sort has finished (about
+# 5,000 ResNet-8 images/s per core for a run; 5 s for an analysis, 15 s for a notebook render).
+_FIRST_GUESS = {"run": 2e-4, "analysis": 5.0, "call": 15.0}
+
+
+def _sort(kind: tuple) -> str:
+    return kind[0] if kind[0] in ("analysis", "call") else "run"
+
+
+@dataclass
+class PoolReport:
+    workers: int
+    seconds: float = 0.0
+    done: dict[str, float] = field(default_factory=dict)    # task key -> seconds it took
+    failed: dict[str, str] = field(default_factory=dict)    # task key -> error
+    errors: dict[str, BaseException] = field(default_factory=dict, repr=False)  # task key -> its exception
+    skipped: int = 0                                        # runs found finished in the store
+    memory: dict[str, dict] = field(default_factory=dict)   # task key -> its worker's memory (see _work)
+
+    def to_dict(self) -> dict:
+        return {"workers": self.workers, "seconds": round(self.seconds, 1), "tasks_done": len(self.done),
+                "task_seconds": round(sum(self.done.values()), 1), "already_stored": self.skipped,
+                "failed": self.failed}
+
+
+def _work(cfg: RunConfig, analysis: str | None, analyze: Analyze | None = None) -> tuple[float, dict]:
+    """One run or analysis in a worker process; returns its seconds and the worker's memory: its
+    resident set after the task and the largest it has had (``ru_maxrss``). Between tasks the
+    worker gives its free pages back to the OS, so that one waiting for work (while a notebook
+    renders in its slot) holds what it uses rather than its last task's high-water mark."""
+    import gc
+    import resource
+
+    t0 = time.perf_counter()
+    if analysis is None:
+        from .run import run
+
+        run(cfg.replace(progress=False))
+    else:
+        analyze(analysis, cfg)
+    seconds = time.perf_counter() - t0
+    gc.collect()
+    allocator.release_free_memory()
+    import psutil
+
+    rss = psutil.Process().memory_info().rss / 2**20
+    # The kernel's high-water mark is updated lazily and can trail the current RSS by a page or two.
+    peak = max(rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    return seconds, {"rss_mib": round(rss), "max_rss_mib": round(peak)}
+
+
+class _Calibration:
+    """Seconds per unit of estimated cost, per kind of task, from the tasks that finished."""
+
+    def __init__(self) -> None:
+        self.by_kind: dict[tuple, list[float]] = defaultdict(list)
+
+    def add(self, task: Task, seconds: float) -> None:
+        self.by_kind[task.kind].append(seconds / task.cost)
+
+    def seconds(self, task: Task) -> float:
+        # The nearest finished kind: the same kind; else, for a run, the same method (its cost per
+        # image is mostly the method's: FedPFT+Con's contrastive branch costs several FedAvg steps,
+        # which the config's size cannot see); else the same sort; else the first guess.
+        kind = task.kind
+        ratios = self.by_kind.get(kind)
+        if not ratios and _sort(kind) == "run":
+            ratios = [r for k, v in self.by_kind.items() if _sort(k) == "run" and k[0] == kind[0] for r in v]
+        if not ratios:
+            ratios = [r for k, v in self.by_kind.items() if _sort(k) == _sort(kind) for r in v]
+        return task.cost * (statistics.median(ratios) if ratios else _FIRST_GUESS[_sort(kind)])
+
+
+# Configs as a list, or keyed by their hashes (a plan's ``runs``); analyses as ``(name, config)``
+# pairs, or keyed by ``(name, run hash)`` (a plan's ``analyses``).
+Runs = Sequence[RunConfig] | Mapping[str, RunConfig]
+Analyses = Sequence[tuple[str, RunConfig]] | Mapping[tuple[str, str], RunConfig]
+# Computes the analysis of a name on a stored run, in a worker process (so a module-level function).
+Analyze = Callable[[str, RunConfig], object]
+
+
+def unfinished(runs: Sequence[RunConfig]) -> set[str]:
+    """The hashes of ``runs`` that are not finished in their store."""
+    from ..runs.store import RunStore
+
+    return {c.hash() for c in runs if RunStore(c.runs_dir).status(c) != "done"}
+
+
+def plan_tasks(runs: Runs, analyses: Analyses = (), pending: set[str] | None = None) -> tuple[list[Task], int]:
+    """Tasks for the runs not yet stored and for ``analyses`` (``(name, run config)``), and how many
+    runs were found stored. ``pending``: the hashes known to be unfinished, from a caller that
+    looked them up in a process of its own; without it, this
+    process looks them up. Runs and analyses may come keyed by their hashes, as a
+    :class:`fedrepro.papers.plan.Plan` holds them: hashing a config reads its method's defaults, which
+    imports torch, and a process that only schedules need not."""
+    unique = dict(runs) if isinstance(runs, Mapping) else {c.hash(): c for c in runs}
+    keyed = (list(analyses.items()) if isinstance(analyses, Mapping)
+             else [((name, cfg.hash()), cfg) for name, cfg in analyses])
+    if pending is None:
+        pending = unfinished(list(unique.values()))
+    tasks = [Task(h, cfg, cost=estimate_cost(cfg)) for h, cfg in unique.items() if h in pending]
+    stored = len(unique) - len(tasks)
+    pending = {t.key for t in tasks}
+    for (name, h), cfg in keyed:
+        tasks.append(Task(f"{name}:{h}", cfg, analysis=name, deps=frozenset({h} & pending)))
+    return tasks, stored
+
+
+def _remote_seconds(fut):
+    """A remote run's future as the pool's: its training seconds, and no worker memory here."""
+    from concurrent.futures import Future
+
+    out: Future = Future()
+
+    def done(f) -> None:
+        if f.cancelled():
+            out.cancel()
+        elif f.exception() is not None:
+            out.set_exception(f.exception())
+        else:
+            out.set_result((f.result().seconds, {}))
+
+    fut.add_done_callback(done)
+    return out
+
+
+def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
+             progress: bool = True, calls: Sequence[Task] = (), calls_at_once: int | None = None,
+             pending: set[str] | None = None, executor=None, analyze: Analyze | None = None) -> PoolReport:
+    """Train ``runs`` that are not finished, compute ``analyses`` (``(name, run config)``) and make
+    ``calls`` (tasks with ``call`` and ``deps``), ``workers`` at a time and at most
+    ``calls_at_once`` calls at a time (each notebook render starts a kernel as large as a worker);
+    returns what was done and how long each task took. ``pending``: see :func:`plan_tasks`.
+
+    ``executor`` (:mod:`fedrepro.execute`): a remote one (Ray) takes every run as soon as it is
+    ready, longest first, beside the ``workers`` slots that analyses and calls keep using here
+    (they read the store, which stays on this machine)."""
+    import contextlib
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
+
+    ex = make_executor(executor)
+
+    t0 = time.perf_counter()
+    tasks, stored = plan_tasks(runs, analyses, pending)
+    tasks += list(calls)
+    report = PoolReport(workers=workers, skipped=stored)
+    if not tasks:
+        return report
+    keys = {t.key for t in tasks}
+    for t in tasks:
+        if not t.deps <= keys:
+            raise FedreproError(f"task {t.key} depends on {sorted(t.deps - keys)[:3]}, which are not tasks here")
+    blocked = [t for t in tasks if t.deps]
+    ready = [t for t in tasks if not t.deps]
+    calib = _Calibration()
+    running: dict = {}
+    bar = tqdm(total=1.0, desc=f"pool ({workers} workers)", unit="s", disable=not progress, mininterval=2.0,
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix} [{elapsed}<{remaining}, {rate_fmt}]")
+
+    def refresh() -> None:
+        done_s = sum(report.done.values())
+        left = sum(calib.seconds(t) for t in [*ready, *blocked, *running.values()])
+        bar.total = max(done_s + left, 1e-9)
+        bar.n = done_s
+        bar.set_postfix_str(f"{len(report.done) + len(report.failed)}/{len(tasks)} tasks", refresh=False)
+        bar.refresh()
+
+    def settle(task: Task, seconds: float | None, error: BaseException | None) -> None:
+        """Record a finished task; release what waited only for done tasks, and fail (in a
+        chain) what needs a failed one."""
+        nonlocal blocked
+        if error is None:
+            report.done[task.key] = seconds
+            calib.add(task, seconds)
+        else:
+            report.failed[task.key] = f"{type(error).__name__}: {error}"
+            report.errors[task.key] = error
+        changed = True
+        while changed:
+            changed, still = False, []
+            for t in blocked:
+                bad = t.deps & report.failed.keys()
+                if bad:
+                    report.failed[t.key] = f"needs {min(bad)}, which failed"
+                    changed = True
+                elif t.deps <= report.done.keys():
+                    ready.append(t)
+                else:
+                    still.append(t)
+            blocked = still
+
+    def elsewhere(t: Task) -> bool:
+        return ex.remote and t.call is None and t.analysis is None
+
+    ctx = mp.get_context("spawn")  # forking a process whose OpenMP pool runs can deadlock
+    with allocator.for_children(), settings.for_children(), ProcessPoolExecutor(workers, mp_context=ctx) as procs, \
+            ThreadPoolExecutor(workers) as threads, \
+            (ex.session(progress=False) if ex.remote else contextlib.nullcontext()) as remote:
+        try:
+            while ready or running:
+                while ready:
+                    ready.sort(key=calib.seconds)
+                    here = [t for t in running.values() if not elsewhere(t)]
+                    calls_running = sum(t.call is not None for t in here)
+                    takeable = [i for i, t in enumerate(ready) if elsewhere(t) or (
+                        len(here) < workers
+                        and (t.call is None or calls_at_once is None or calls_running < calls_at_once))]
+                    if not takeable:
+                        break
+                    task = ready.pop(takeable[-1])  # the longest first
+                    if elsewhere(task):
+                        fut = _remote_seconds(remote.submit(task.cfg))
+                    elif task.call is not None:
+                        fut = threads.submit(task.call)
+                    else:
+                        fut = procs.submit(_work, task.cfg, task.analysis, analyze)
+                    running[fut] = task
+                refresh()
+                finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    task = running.pop(fut)
+                    try:
+                        seconds = fut.result()
+                        if isinstance(seconds, tuple):  # a worker's task: (seconds, memory)
+                            seconds, report.memory[task.key] = seconds
+                    except Exception as e:  # noqa: BLE001  (reported with the rest; others go on)
+                        settle(task, None, e)
+                    else:
+                        settle(task, seconds, None)
+        except BaseException:
+            procs.shutdown(wait=False, cancel_futures=True)
+            threads.shutdown(wait=False, cancel_futures=True)
+            raise
+        finally:
+            refresh()
+            bar.close()
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def default_workers(base: RunConfig) -> int:
+    """How many runs :func:`run_grid` trains at once: ``FEDREPRO_WORKERS`` if set, else the cores
+    divided by the run's ``threads`` on a CPU device (small models leave cores idle: two 1-thread
+    runs train about 1.6x the images per second of one 2-thread run on a 2-core machine) and 1 on a
+    GPU or at the smoke profile. Worker processes are spawned, so a script calling this needs the usual
+    ``if __name__ == "__main__":`` guard (notebooks do not)."""
+    env = os.environ.get("FEDREPRO_WORKERS")
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise ConfigError(f"FEDREPRO_WORKERS={env!r}; valid: a positive integer")
+        return n
+    from ..fl.device import resolve_device  # defers torch: the scheduling process never loads it
+
+    if base.profile == "smoke" or resolve_device(base.device).type != "cpu":
+        return 1  # smoke runs take about a second: starting processes would cost more than it saves
+    return max(1, cpu_cores() // base.threads)
+
+
+@EXECUTORS.register("local")
+@dataclass(frozen=True)
+class LocalExecutor(Executor):
+    """Worker processes on this machine; ``workers``: how many (default: the cores over the runs'
+    thread counts, ``FEDREPRO_WORKERS`` if set)."""
+
+    name: ClassVar[str] = "local"
+    workers: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int)
+                                         or self.workers < 1):
+            raise ConfigError(f"executor 'local': workers={self.workers!r}; valid: a positive integer or None")
+
+    def train(self, cfgs: Sequence[RunConfig], progress: bool = True) -> int:
+        """Train the pending runs ``workers`` at a time in worker processes. With one worker (or one
+        pending run) nothing is trained here: :func:`fedrepro.run` then trains each in the calling
+        process when it is asked for."""
+        todo = pending(cfgs)
+        workers = default_workers(cfgs[0]) if self.workers is None and cfgs else self.workers or 1
+        if workers > 1 and len(todo) > 1:
+            report = run_pool(todo, workers=min(workers, len(todo)), progress=progress)
+            if report.errors:  # the others finished and are stored; the first failure is the caller's
+                raise next(iter(report.errors.values()))
+        return len(todo)

@@ -1,0 +1,164 @@
+"""Learning rates chosen on validation data, with the same search for every row of a table.
+
+A table that compares methods gives each the same budget: every row (a method, or a method with
+its own arguments) tries every learning rate of one grid, on its own config with a share of the
+training split held out as validation data (``data.validation``; the test split is never read),
+at one seed. The rate with the highest validation score is the row's, for every seed of the
+table. A row that still fails to learn at its best rate is a straw man of the table, not of the
+tuning, and the notebook shows it apart.
+
+The search runs are ordinary runs (stored, reused, fingerprinted). Until all of a row's search
+runs are stored, its rate is unknown: :meth:`LrSearch.choose` raises :class:`TuningPending`
+with the runs to train, which ``TableDef.run`` trains first and ``fedrepro reproduce`` trains
+before planning the table again.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import pandas as pd
+
+from ..config import RunConfig
+from ..errors import ConfigError, FedreproError
+from ..runs.store import RunStore
+
+
+class TuningPending(FedreproError):
+    """A table's row cannot be configured before its search runs are stored; ``configs`` lists them."""
+
+    def __init__(self, configs: Sequence[RunConfig]):
+        self.configs = list(configs)
+        super().__init__(f"{len(self.configs)} learning-rate search runs are not stored yet")
+
+
+@dataclass(frozen=True)
+class LrSearch:
+    """``train.lr`` per row, chosen from ``grid`` by ``metric`` on validation data.
+
+    ``validation``: the share of each run's training split held out (stratified) as its test
+    split; ``seed``: the one seed the search runs at; ``applies``: which rows are searched (default
+    all; the others keep their config's rate). Ties go to the rate nearest the setup's own (the
+    first in grid order when equally near), so a flat score never moves a row away from it.
+    """
+
+    grid: tuple[float, ...]
+    validation: float = 0.2
+    metric: str = "final_acc_mean"
+    seed: int = 0
+    applies: Callable[[RunConfig], bool] | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.grid) < 2 or any(not (isinstance(v, (int, float)) and v > 0) for v in self.grid):
+            raise ConfigError(f"LrSearch(grid={self.grid!r}); valid: two or more positive learning rates")
+        if len(set(self.grid)) != len(self.grid):
+            raise ConfigError(f"LrSearch(grid={self.grid!r}) repeats a value")
+        if not 0 < self.validation < 1:
+            raise ConfigError(f"LrSearch(validation={self.validation!r}); valid: a fraction in (0, 1)")
+
+    def searched(self, cfg: RunConfig) -> bool:
+        return self.applies is None or bool(self.applies(cfg))
+
+    def search_configs(self, cfg: RunConfig) -> list[RunConfig]:
+        """The row's search runs: its config at the search seed, on validation data, once per rate."""
+        if not self.searched(cfg):
+            return []
+        return [cfg.replace(**{"seed": self.seed, "data.validation": self.validation, "train.lr": float(lr)})
+                for lr in self.grid]
+
+    def scores(self, cfg: RunConfig) -> dict[float, float]:
+        """Validation score per rate for ``cfg``'s row; raises :class:`TuningPending` when some search
+        runs are not stored (or are stale under the stale policy, so they will be trained anew)."""
+        from ..runs.train import is_stale as _is_stale, on_stale_policy
+
+        runs = self.search_configs(cfg)
+        policy = on_stale_policy()
+        missing = [c for c in runs if RunStore(c.runs_dir).status(c) != "done"
+                   or _is_stale(RunStore(c.runs_dir), c, policy)]
+        if missing:
+            raise TuningPending(missing)
+        out = {}
+        for c in runs:
+            summary = RunStore(c.runs_dir).load(c).summary
+            if self.metric not in summary:
+                raise ConfigError(f"LrSearch(metric={self.metric!r}): run {c.hash()} has no such summary value; "
+                                  f"valid: {', '.join(sorted(k for k in summary if k.startswith(('best_', 'final_'))))}")
+            v = summary[self.metric]  # NaN is stored as null
+            # A diverged run (no score) loses to any run that was scored.
+            out[float(c.train.lr)] = float("-inf") if v is None or v != v else float(v)
+        return out
+
+    def choose(self, cfg: RunConfig) -> RunConfig:
+        """``cfg`` with its row's chosen rate (unchanged when the row is not searched)."""
+        if not self.searched(cfg):
+            return cfg
+        scores = self.scores(cfg)
+        own = float(cfg.train.lr)
+        best = max(scores.values())
+        tied = [lr for lr in self.grid if scores[float(lr)] == best]
+        lr = min(tied, key=lambda v: abs(v - own))
+        return cfg.replace(**{"train.lr": float(lr)})
+
+    def table(self, cfgs: Sequence[RunConfig], label: Callable[[RunConfig], str]) -> pd.DataFrame:
+        """The search as a table: one row per searched row of ``cfgs`` (by ``label``), one column per
+        rate (the validation score), and the rate chosen."""
+        rows, seen = [], set()
+        for cfg in cfgs:
+            name = label(cfg)
+            if name in seen or not self.searched(cfg):
+                continue
+            seen.add(name)
+            scores = self.scores(cfg)
+            rows.append({"row": name, **{f"lr={lr:g}": scores[float(lr)] for lr in self.grid},
+                         "chosen lr": float(self.choose(cfg).train.lr)})
+        return pd.DataFrame(rows).set_index("row") if rows else pd.DataFrame()
+
+
+STRAW_CHANCE = 2.0  # a score below twice chance has not learned the task
+STRAW_MEDIAN = 0.5  # nor has one below half of what the table's methods typically reach in that column
+
+
+def straw_men(results: pd.DataFrame, chance: float, values: Sequence[str], by: Sequence[str]) -> pd.DataFrame:
+    """The straw-man cells of a table at its chosen rates, from its runs (a ``run_grid`` table).
+
+    A cell is a group of ``by`` (the method first, then e.g. α) and one of ``values``, scored by its
+    mean over seeds. It is a straw man when its runs diverged (no value, and a ``diverged_round``),
+    its score is below :data:`STRAW_CHANCE` × ``chance``, or below :data:`STRAW_MEDIAN` × the median
+    of its column (the same ``values`` entry and the same ``by`` values after the method) over the
+    methods: a method far below every other one in a column has not learned what that column
+    measures, whatever its other columns say. A cell with no value and no divergence (a personalised
+    method's global accuracy, which it does not have) is not scored, so it is no straw man.
+
+    Returns one row per straw-man cell: ``method``, ``column``, ``score`` (NaN if diverged), ``why``."""
+    if not 0 < chance < 1:
+        raise ConfigError(f"straw_men: chance={chance!r}; valid: a probability in (0, 1)")
+    by = list(by)
+    missing = [c for c in [*by, *values] if c not in results.columns]
+    if missing:
+        raise ConfigError(f"straw_men: columns {missing} are not in the results; valid: {list(results.columns)}")
+    gone = results["diverged_round"].notna() if "diverged_round" in results else pd.Series(False, results.index)
+    cells = []
+    for key, g in results.groupby(by, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        for v in values:
+            score = g[v].mean()
+            if pd.isna(score) and not gone[g.index].any():
+                continue  # not scored, not diverged
+            label = " ".join(str(k) for k in key[1:]) if len(values) == 1 and len(key) > 1 else \
+                " ".join([v, *(str(k) for k in key[1:])])
+            cells.append((key[0], label, score))
+    rows = []
+    for label in dict.fromkeys(c[1] for c in cells):
+        col = [(m, sc) for m, lab, sc in cells if lab == label]
+        floor = max(STRAW_CHANCE * chance, STRAW_MEDIAN * float(pd.Series([sc for _, sc in col]).median()))
+        for method, sc in col:
+            if pd.isna(sc):
+                why = "diverged"
+            elif sc < STRAW_CHANCE * chance:
+                why = f"below {STRAW_CHANCE:g}× chance ({100 * STRAW_CHANCE * chance:.0f}%)"
+            elif sc < floor:
+                why = f"below {STRAW_MEDIAN:g}× the column's median ({100 * floor:.1f}%)"
+            else:
+                continue
+            rows.append({"method": method, "column": label, "score": sc, "why": why})
+    return pd.DataFrame(rows, columns=["method", "column", "score", "why"])

@@ -1,0 +1,129 @@
+"""What each notebook reads, known before it runs: the plan that ``fedrepro reproduce`` trains first.
+
+Every paper package has a ``NOTEBOOKS`` mapping (``notebooks.py``) from a notebook's file stem to
+its :class:`Need` entries: a table of the paper (``TableDef.configs``) or runs built another way,
+and the cached analyses the notebook computes on them. :func:`plan` turns the selected notebooks
+into one deduplicated list of runs and analyses; a run two notebooks share appears once.
+
+A plan is a promise, checked: while a notebook renders, :mod:`fedrepro.env.trace` records every run it
+reads, and a run the notebook had to train itself (the plan missed it) is reported by name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from ..config import PROFILES, RunConfig
+from ..errors import ConfigError
+from . import PAPERS
+from . import paper as paper_package
+
+
+@dataclass(frozen=True)
+class Need:
+    """Runs a notebook reads: one table of its paper (``table``, with ``TableDef.configs``
+    keywords in ``kwargs``) or runs built another way (``runs``: profile -> configs), and the
+    analyses (names in :data:`fedrepro.analysis.grid.CACHED`) it computes on those of them that
+    ``where`` accepts. ``profiles``: the profiles at which the notebook reads them."""
+
+    table: str | None = None
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    runs: Callable[[str], Iterable[RunConfig]] | None = None
+    analyses: tuple[str, ...] = ()
+    where: Callable[[RunConfig], bool] | None = None
+    profiles: tuple[str, ...] = PROFILES
+
+    def __post_init__(self) -> None:
+        if (self.table is None) == (self.runs is None):
+            raise ConfigError("Need: give exactly one of table= (a table name) or runs= (profile -> configs)")
+
+    def configs(self, paper: str, profile: str) -> list[RunConfig]:
+        if profile not in self.profiles:
+            return []
+        if self.runs is not None:
+            return list(self.runs(profile))
+
+        tables = paper_package(paper).TABLES
+        if self.table not in tables:
+            raise ConfigError(f"Need(table={self.table!r}): paper {paper!r} has no such table; valid: "
+                              f"{', '.join(tables)}")
+        table = tables[self.table]
+        # A tuned table's notebook also reads its learning-rate search (TuningPending until stored).
+        return table.search_configs(profile, **dict(self.kwargs)) + table.configs(profile, **dict(self.kwargs))
+
+
+@dataclass
+class Plan:
+    """The runs and cached analyses of a set of notebooks, each once."""
+
+    runs: dict[str, RunConfig] = field(default_factory=dict)              # config hash -> config
+    analyses: dict[tuple[str, str], RunConfig] = field(default_factory=dict)  # (analysis, run hash) -> run
+    readers: dict[str, list[str]] = field(default_factory=dict)           # notebook -> run hashes
+    computes: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # notebook -> analyses
+    # Notebooks whose tables wait for a learning-rate search (fedrepro.execute.tuning): planned so far are
+    # only the search runs; plan again once they are stored.
+    incomplete: list[str] = field(default_factory=list)
+
+    def add(self, notebook: str, paper: str, needs: Iterable[Need], profile: str) -> None:
+        from ..execute.tuning import TuningPending
+
+        hashes = self.readers.setdefault(notebook, [])
+        mine = self.computes.setdefault(notebook, [])
+        for need in needs:
+            try:
+                cfgs, searching = need.configs(paper, profile), False
+            except TuningPending as e:
+                cfgs, searching = e.configs, True
+                if notebook not in self.incomplete:
+                    self.incomplete.append(notebook)
+            for cfg in cfgs:
+                h = cfg.hash()
+                self.runs.setdefault(h, cfg)
+                if h not in hashes:
+                    hashes.append(h)
+                if not searching and (need.where is None or need.where(cfg)):
+                    for name in need.analyses:
+                        self.analyses.setdefault((name, h), cfg)
+                        if (name, h) not in mine:
+                            mine.append((name, h))
+
+
+def notebook_key(path: Path, nb_root: Path) -> tuple[str, str]:
+    """``(paper, stem)`` of a numbered notebook: ``fedpft/02_x.ipynb`` -> ``("fedpft", "02_x")``;
+    a notebook at the top level belongs to the tour (``00_tour``) or to no paper (``99_*``)."""
+    rel = path.relative_to(nb_root)
+    return (rel.parts[0] if len(rel.parts) > 1 else "tour"), path.stem
+
+
+def needs_of(path: Path, nb_root: Path) -> list[Need] | None:
+    """The notebook's :class:`Need` entries; None when its folder is not a paper's (the backbones'
+    notebooks and the claims summary read no runs)."""
+
+    name, stem = notebook_key(path, nb_root)
+    if name not in PAPERS or stem.startswith("99_"):
+        return None
+    table = getattr(paper_package(name), "NOTEBOOKS", {})
+    if stem not in table:
+        raise ConfigError(f"notebook {path.relative_to(nb_root)} has no entry in fedrepro.papers.{name}.NOTEBOOKS; "
+                          f"add one (an empty list when it reads no runs); entries: {', '.join(table)}")
+    return list(table[stem])
+
+
+def plan(notebooks: Iterable[Path], nb_root: Path, profile: str, runs_dir: str | None = None) -> Plan:
+    """The plan of ``notebooks`` at ``profile``; ``runs_dir`` replaces each config's runs folder
+    (the folder the notebooks will read, ``FEDREPRO_RUNS`` by default)."""
+    if profile not in PROFILES:
+        raise ConfigError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    out = Plan()
+    for path in notebooks:
+        needs = needs_of(path, nb_root)
+        rel = str(path.relative_to(nb_root))
+        if needs is None:
+            out.readers[rel], out.computes[rel] = [], []
+            continue
+        out.add(rel, notebook_key(path, nb_root)[0], needs, profile)
+    if runs_dir is not None:
+        out.runs = {h: c.replace(runs_dir=runs_dir) for h, c in out.runs.items()}
+        out.analyses = {k: c.replace(runs_dir=runs_dir) for k, c in out.analyses.items()}
+    return out

@@ -1,0 +1,759 @@
+"""The results store: one immutable folder per run, ``<runs_dir>/<config-hash>/``.
+
+Layout (every file written to a temporary name, then ``os.replace``-d into place):
+
+- ``config.json``   the resolved config (and its hash);
+- ``meta.json``     seed, partition hash, package versions, git commit, device, start time;
+- ``checkpoint.pt`` while running: the full simulator state after the last finished round;
+- ``rounds.jsonl``  one line per round (means, std, timing);
+- ``clients.jsonl`` one line per (evaluated round, client);
+- ``final_state.pt`` the trained state after the last round: the shared tensors and every client's
+  persistent state (what analyses such as the mismatch probe need; ``RunResult.final_state()``);
+- ``summary.json``  best-round and final-round values, and the sha256 and size of every other file
+  (``files_sha256``). Written last: its presence marks a finished run, which is then read-only and
+  reused, never re-run or overwritten.
+
+Crash safety: a run folder is published by renaming a temporary folder (``.<hash>.<id>.tmp``)
+that already holds ``config.json`` and ``meta.json``, so a crash at any instant leaves either no
+run (a stale temporary folder, removed by the next launch) or a resumable one (resumed from its
+last checkpoint, which is kept until ``summary.json`` is in place).
+
+Concurrency: a process writes a run only while it holds an exclusive ``flock`` on
+``<runs_dir>/.locks/<hash>.lock`` (the OS releases it when the process dies). A second launcher of
+the same config waits, reuses the first one's result, or stops with :class:`RunBusyError`
+(:data:`ON_BUSY`).
+
+Integrity: loading a finished run checks every file against the recorded sha256 (``final_state.pt``
+by size at load and by hash when it is read) and the structure (a config that hashes to the folder
+name, one rounds line per round). A run finished before the record existed ("legacy", no
+``files_sha256``) gets the structural checks only. Any mismatch raises
+:class:`~fedrepro.errors.CorruptCacheError` naming the file and the fix.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import logging
+import math
+import os
+import platform
+import shutil
+import socket
+import stat
+import subprocess
+import tempfile
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterator
+
+import pandas as pd
+
+# torch is imported only where a state or checkpoint is (de)serialised: listing and reading runs
+# (fedrepro runs, fedrepro show, RunResult's tables) never load it.
+from ..config import RunConfig, from_dict
+from ..errors import ConfigError, CorruptCacheError, FedreproError, RunBusyError
+from ..env.settings import ENV_OUTPUT, ENV_RUNS
+from ..env.settings import output_path
+from ..env.settings import source
+from ..version import VERSION as __version__
+from ..env.host import cpu_model
+from .catalog import order_round_columns, percent
+
+try:  # POSIX; elsewhere runs are not locked (see RunLock)
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger("fedrepro")
+
+# What a second launcher of a config that another process is writing does: wait for it (then
+# reuse its result, or resume the run if it stopped unfinished), reuse its result (wait, but never
+# train here), or stop at once with RunBusyError.
+ON_BUSY = ("wait", "reuse", "error")
+# meta.json of runs written with a hash record says so: a missing record is then damage, not age.
+STORE_FORMAT = 2
+_RECORD = "files_sha256"
+# Files covered by the record besides summary.json itself (hashed in canonical form).
+_RECORDED = ("config.json", "meta.json", "rounds.jsonl", "clients.jsonl", "final_state.pt")
+# Checked by size only at load: it can be large, and only analyses read it (hash checked then).
+_LAZY = ("final_state.pt",)
+_SUMMARY_KEYS = ("rounds", "best_round", "best_acc_mean", "final_acc_mean", "config_hash")
+# The files of a run folder that travel between machines (fedrepro.execute): a started run's
+# (resumable anywhere from them) and a finished one's.
+PARTIAL_FILES = ("config.json", "meta.json", "checkpoint.pt")
+FINISHED_FILES = (*_RECORDED, "summary.json")
+
+
+def _clean(obj: Any) -> Any:
+    """JSON has no NaN: write ``null`` instead."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def _fsync_dir(path: Path) -> None:
+    # A rename is durable only once its directory is synced; some filesystems refuse: best effort.
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> str:
+    """Write ``data`` to ``path`` atomically and durably; returns its sha256 (hex)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return hashlib.sha256(data).hexdigest()
+
+
+def _json_bytes(obj: Any) -> bytes:
+    return json.dumps(_clean(obj), indent=2, sort_keys=True, allow_nan=False).encode()
+
+
+def atomic_write_json(path: Path, obj: Any) -> str:
+    return atomic_write_bytes(path, _json_bytes(obj))
+
+
+def atomic_write_jsonl(path: Path, rows: list[dict]) -> str:
+    lines = "".join(json.dumps(_clean(r), sort_keys=True, allow_nan=False) + "\n" for r in rows)
+    return atomic_write_bytes(path, lines.encode())
+
+
+def _torch_bytes(obj: Any) -> bytes:
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def _summary_digest(summary: dict) -> str:
+    """sha256 of the summary without its record, in the form it is written (so a re-read matches)."""
+    return hashlib.sha256(_json_bytes(summary)).hexdigest()
+
+
+def _corrupt(path: Path, why: str, folder: Path | None = None) -> CorruptCacheError:
+    folder = folder or path.parent
+    return CorruptCacheError(f"run file {path} {why}; delete the folder {folder} to run this config again")
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise _corrupt(path, f"is unreadable ({e.strerror or e})") from e
+
+
+def _parse_json(path: Path, data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _corrupt(path, f"is unreadable ({e})") from e
+
+
+def _parse_jsonl(path: Path, data: bytes) -> list[dict]:
+    try:
+        return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _corrupt(path, f"is unreadable ({e})") from e
+
+
+def read_json(path: Path) -> Any:
+    return _parse_json(path, _read_bytes(path))
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return _parse_jsonl(path, _read_bytes(path))
+
+
+def default_runs_dir() -> Path:
+    """``$FEDREPRO_RUNS``, else ``runs/`` under the output root (:mod:`fedrepro.env.settings`)."""
+
+    return output_path("runs")
+
+
+def _runs_dir_source() -> str:
+
+    return f"${ENV_RUNS}" if os.environ.get(ENV_RUNS) else f"the output root, {source()}"
+
+
+def environment_info() -> dict[str, Any]:
+    import numpy
+    import torch
+    import torchvision
+
+
+
+    info = {"python": platform.python_version(), "platform": platform.platform(), "torch": torch.__version__,
+            "torch_git": torch.version.git_version, "torchvision": torchvision.__version__,
+            "numpy": numpy.__version__, "fedrepro": __version__, "cpu": cpu_model(),
+            "git_commit": None, "git_dirty": None}
+    repo = Path(__file__).resolve().parent.parent
+    try:
+        info["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                                            text=True, timeout=5, check=True).stdout.strip()
+        info["git_dirty"] = bool(subprocess.run(["git", "status", "--porcelain", "--", "fedrepro"], cwd=repo,
+                                                capture_output=True, text=True, timeout=5).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return info
+
+
+@dataclass
+class RunResult:
+    """A finished run, read from its folder (a path or a string, e.g. a ``run_grid`` table's
+    ``path`` column). Tables come as pandas DataFrames. Every file is checked against the sha256
+    recorded when the run finished, as it is read (:meth:`verify` checks them all at once)."""
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
+
+    @cached_property
+    def _summary_and_record(self) -> tuple[dict, dict | None]:
+        f = self.path / "summary.json"
+        raw = read_json(f)
+        if not isinstance(raw, dict):
+            raise _corrupt(f, f"holds {type(raw).__name__}, not a summary")
+        record = raw.pop(_RECORD, None)
+        missing = [k for k in _SUMMARY_KEYS if k not in raw]
+        if missing:
+            raise _corrupt(f, f"is incomplete (no {', '.join(missing)})")
+        if record is not None:
+            if not isinstance(record, dict) or _summary_digest(raw) != record.get("summary.json"):
+                raise _corrupt(f, "does not match the sha256 recorded when the run finished (edited or damaged)")
+        return raw, record
+
+    def _record_entry(self, name: str) -> dict | None:
+        record = self._summary_and_record[1]
+        if record is None:
+            if self._meta_unchecked.get("store_format", 1) >= STORE_FORMAT:
+                raise _corrupt(self.path / "summary.json", f"has no {_RECORD} record although meta.json says "
+                               f"store_format {STORE_FORMAT} (edited?)")
+            return None  # a legacy run: structural checks only
+        entry = record.get(name)
+        if not isinstance(entry, dict):
+            raise _corrupt(self.path / "summary.json", f"has no sha256 recorded for {name}")
+        return entry
+
+    @cached_property
+    def _meta_unchecked(self) -> dict:
+        meta = read_json(self.path / "meta.json")
+        return meta if isinstance(meta, dict) else {}
+
+    def _checked_bytes(self, name: str) -> bytes:
+        f = self.path / name
+        if not f.is_file():
+            raise _corrupt(f, "is missing from a finished run")
+        data = _read_bytes(f)
+        entry = self._record_entry(name)
+        if entry is not None and hashlib.sha256(data).hexdigest() != entry.get("sha256"):
+            raise _corrupt(f, "does not match the sha256 recorded when the run finished (edited or damaged)")
+        return data
+
+    def _check_size(self, name: str) -> None:
+        f = self.path / name
+        if not f.is_file():
+            raise _corrupt(f, "is missing from a finished run")
+        entry = self._record_entry(name)
+        if entry is not None and f.stat().st_size != entry.get("bytes"):
+            raise _corrupt(f, f"has {f.stat().st_size} bytes, not the {entry.get('bytes')} recorded when the run "
+                           "finished (truncated or replaced)")
+
+    def verify(self, deep: bool = False) -> "RunResult":
+        """Check the finished run: every file against its recorded sha256 (``final_state.pt`` by size
+        unless ``deep``), the config against the folder name, one rounds line per round."""
+        summary = self.summary
+        for name in _RECORDED:
+            if deep or name not in _LAZY:
+                self._checked_bytes(name)
+            else:
+                self._check_size(name)
+        stored = self._stored_config
+        if stored.get("hash") != summary["config_hash"]:
+            raise _corrupt(self.path / "config.json", f"is for config {stored.get('hash')!r}, not the summary's "
+                           f"{summary['config_hash']!r}")
+        rounds = _parse_jsonl(self.path / "rounds.jsonl", self._checked_bytes("rounds.jsonl"))
+        if [r.get("round") for r in rounds] != list(range(1, int(summary["rounds"]) + 1)):
+            raise _corrupt(self.path / "rounds.jsonl", f"holds {len(rounds)} rounds, not the summary's "
+                           f"{summary['rounds']} (truncated?)")
+        return self
+
+    @cached_property
+    def _stored_config(self) -> dict:
+        f = self.path / "config.json"
+        stored = _parse_json(f, self._checked_bytes("config.json"))
+        if not isinstance(stored, dict) or not isinstance(stored.get("config"), dict):
+            raise _corrupt(f, "does not hold {'hash': ..., 'config': {...}}")
+        return stored
+
+    @cached_property
+    def config(self) -> RunConfig:
+        try:
+            return from_dict(self._stored_config["config"])
+        except FedreproError as e:
+            raise _corrupt(self.path / "config.json", f"holds an invalid config ({e})") from e
+
+    @cached_property
+    def meta(self) -> dict:
+        return _parse_json(self.path / "meta.json", self._checked_bytes("meta.json"))
+
+    @cached_property
+    def summary(self) -> dict:
+        """Best-round and final-round values (without the file hash record)."""
+        return dict(self._summary_and_record[0])
+
+    @cached_property
+    def rounds(self) -> pd.DataFrame:
+        """One row per round: ``round``, ``acc_mean``, ``acc_weighted``, ``acc_std``... first, the rest
+        alphabetically (NaN when not evaluated)."""
+        return order_round_columns(pd.DataFrame(_parse_jsonl(self.path / "rounds.jsonl",
+                                                             self._checked_bytes("rounds.jsonl"))))
+
+    @cached_property
+    def clients(self) -> pd.DataFrame:
+        """One row per (evaluated round, client): ``acc``, ``loss``, ``n_test``, ``held_out``."""
+        return pd.DataFrame(_parse_jsonl(self.path / "clients.jsonl", self._checked_bytes("clients.jsonl")))
+
+    @property
+    def best(self) -> float:
+        return self.summary["best_acc_mean"]
+
+    @property
+    def final(self) -> float:
+        return self.summary["final_acc_mean"]
+
+    def final_state(self) -> dict:
+        """``{"shared": ..., "server_state": ..., "client_states": [...]}`` after the last round (CPU)."""
+        import torch
+
+        f = self.path / "final_state.pt"
+        data = self._checked_bytes("final_state.pt")
+        try:
+            return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+        except Exception as e:
+            raise _corrupt(f, f"is unreadable ({type(e).__name__}: {e})") from e
+
+    def final_clients(self) -> pd.DataFrame:
+        c = self.clients
+        return c[c["round"] == c["round"].max()].reset_index(drop=True)
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return (f"RunResult({self.config.method.name}, seed={self.config.seed}, best={percent(s['best_acc_mean'])}% "
+                f"@ round {s['best_round']}, final={percent(s['final_acc_mean'])}%, path={self.path})")
+
+
+class RunLock:
+    """An exclusive ``flock`` on one lock file. The OS drops it when the process dies, so a killed
+    run never blocks its config. (Without ``fcntl``, e.g. on Windows, it always succeeds.)"""
+
+    def __init__(self, file: Path):
+        self.file = file
+        self._fd: int | None = None
+
+    def acquire(self, block: bool) -> bool:
+        fd = os.open(self.file, os.O_RDWR | os.O_CREAT, 0o666)
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if block else fcntl.LOCK_NB))
+            except BlockingIOError:
+                os.close(fd)
+                return False
+            except BaseException:
+                os.close(fd)
+                raise
+        self._fd = fd
+        # Who holds it, for the message a busy launcher gets (best effort: read without the lock).
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
+
+    def holder(self) -> str:
+        try:
+            return self.file.read_text().strip() or "another process"
+        except OSError:
+            return "another process"
+
+
+class RunStore:
+    """Finds, creates, resumes and finishes run folders under ``runs_dir``."""
+
+    def __init__(self, runs_dir: str | os.PathLike | None = None):
+        self.root = Path(runs_dir).expanduser() if runs_dir else default_runs_dir()
+        self._chosen_by = "runs_dir" if runs_dir else _runs_dir_source()
+
+    def path(self, cfg: RunConfig) -> Path:
+        return self.root / cfg.hash()
+
+    def status(self, cfg: RunConfig) -> str:
+        """``"missing"``, ``"partial"`` (started, resumable) or ``"done"``; checks consistency."""
+        p = self.path(cfg)
+        if not p.is_dir():
+            return "missing"
+        cfg_file = p / "config.json"
+        if not cfg_file.is_file():
+            raise _corrupt(cfg_file, "is missing (the folder was not written by fedrepro, or was edited)", p)
+        stored = read_json(cfg_file)
+        if not isinstance(stored, dict) or stored.get("hash") != p.name:
+            got = stored.get("hash") if isinstance(stored, dict) else None
+            raise CorruptCacheError(f"{cfg_file} hashes to {got!r}, not to its folder name "
+                                    f"{p.name!r}; delete the folder {p}")
+        self._check_config_matches(cfg_file, stored)
+        if not (p / "meta.json").is_file():
+            raise _corrupt(p / "meta.json", "is missing (a run folder holds config.json and meta.json from the "
+                           "start; was it edited?)", p)
+        if (p / "summary.json").is_file():
+            for name in ("rounds.jsonl", "clients.jsonl", "meta.json", "final_state.pt"):
+                if not (p / name).is_file():
+                    raise CorruptCacheError(f"finished run {p} is missing {name}; delete the folder to re-run")
+            return "done"
+        return "partial"
+
+    @staticmethod
+    def _check_config_matches(cfg_file: Path, stored: dict) -> None:
+        # The stored config itself must hash to the folder name: a hand-edited config.json of a
+        # started run would otherwise be resumed and reported as the run's config.
+        try:
+            rehash = from_dict(stored["config"]).hash()
+        except (FedreproError, KeyError, TypeError) as e:
+            raise _corrupt(cfg_file, f"holds an invalid config ({e})") from e
+        if rehash != stored["hash"]:
+            raise _corrupt(cfg_file, f"was edited: its config hashes to {rehash!r}, not {stored['hash']!r}")
+
+    def meta(self, cfg: RunConfig) -> dict:
+        """``meta.json`` of ``cfg``'s run, finished or not (written when the run began)."""
+        return read_json(self.path(cfg) / "meta.json")
+
+    def load(self, cfg: RunConfig) -> RunResult:
+        """The finished run of ``cfg``, checked (see :meth:`RunResult.verify`)."""
+        res = RunResult(self.path(cfg)).verify()
+        self._tidy_finished(cfg)
+        return res
+
+    # ----------------------------------------------------------------------------------------
+    # Writing: only under the run's lock (see claim)
+
+    def prepare_root(self) -> None:
+        """Create ``runs_dir``; a ConfigError naming it, and the setting that chose it, when it is a
+        file or cannot be written."""
+        root = self.root
+        where = f"invalid runs_dir={str(root)!r} (chosen by {self._chosen_by})"
+        valid = f"valid: a writable folder (set runs_dir, {ENV_RUNS} or {ENV_OUTPUT})"
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            (root / ".locks").mkdir(exist_ok=True)
+        except (FileExistsError, NotADirectoryError) as e:
+            raise ConfigError(f"{where}: {e.filename or root} is a file; {valid}") from e
+        except OSError as e:
+            raise ConfigError(f"{where}: cannot create it ({e.strerror or e}); {valid}") from e
+        if not os.access(root, os.W_OK | os.X_OK):
+            raise ConfigError(f"{where}: the folder is not writable; {valid}")
+
+    def _lock(self, name: str) -> RunLock:
+        return RunLock(self.root / ".locks" / f"{name}.lock")
+
+    @contextlib.contextmanager
+    def claim(self, cfg: RunConfig, on_busy: str = "wait") -> Iterator[str]:
+        """Hold ``cfg``'s run lock for the block; yields the run's status once held (another
+        launcher may have finished or half-written it meanwhile). ``on_busy`` (see :data:`ON_BUSY`)
+        decides what happens when another process holds it."""
+        check_on_busy(on_busy)
+        self.prepare_root()
+        p = self.path(cfg)
+        lock = self._lock(p.name)
+        waited = False
+        if not lock.acquire(block=False):
+            if on_busy == "error":
+                raise RunBusyError(f"run {p} is being written by {lock.holder()}; on_busy='error' stops here. "
+                                   "Valid on_busy: 'wait' (then reuse or resume it) or 'reuse' (wait for its result)")
+            log.warning("fedrepro: run %s is being written by %s; waiting for it (on_busy=%r)", p, lock.holder(),
+                        on_busy)
+            lock.acquire(block=True)
+            waited = True
+        try:
+            status = self.status(cfg)
+            if waited and on_busy == "reuse" and status != "done":
+                raise RunBusyError(f"the process writing run {p} stopped before finishing it; on_busy='reuse' never "
+                                   "trains. Run again with on_busy='wait' to resume it from its checkpoint")
+            if status != "done":
+                self._remove_temporaries(p)
+            yield status
+        finally:
+            lock.release()
+
+    def _remove_temporaries(self, p: Path) -> None:
+        """Under ``p``'s lock: drop what a killed writer left (a half-built folder, half-written files)."""
+        for tmp in self.root.glob(f".{p.name}.*.tmp"):
+            shutil.rmtree(tmp, ignore_errors=True)
+        if p.is_dir():
+            for f in p.glob(".*.tmp"):
+                with contextlib.suppress(OSError):
+                    f.unlink()
+
+    def _sweep_stale(self) -> None:
+        """Remove other configs' temporary folders whose writer is gone (their lock is free)."""
+        for tmp in self.root.glob(".*.tmp"):
+            name = tmp.name[1:].split(".", 1)[0]
+            lock = self._lock(name)
+            with contextlib.suppress(OSError):
+                if lock.acquire(block=False):
+                    try:
+                        shutil.rmtree(tmp, ignore_errors=True)
+                    finally:
+                        lock.release()
+
+    def _tidy_finished(self, cfg: RunConfig) -> None:
+        """A writer killed after ``summary.json`` leaves its checkpoint and writable files: tidy them
+        when nobody holds the run (best effort; the run is complete either way)."""
+        p = self.path(cfg)
+        extra = [f for f in p.iterdir() if f.name == "checkpoint.pt" or f.name.endswith(".tmp")
+                 or f.stat().st_mode & stat.S_IWUSR]
+        if not extra:
+            return
+        with contextlib.suppress(OSError):
+            lock = self._lock(p.name)
+            if (self.root / ".locks").is_dir() and lock.acquire(block=False):
+                try:
+                    self._seal(p)
+                finally:
+                    lock.release()
+
+    @staticmethod
+    def _seal(path: Path) -> None:
+        ckpt = path / "checkpoint.pt"
+        if ckpt.exists():
+            ckpt.unlink()
+        for f in path.glob(".*.tmp"):
+            f.unlink()
+        for f in path.iterdir():  # a finished run is immutable: make that visible on disk too
+            f.chmod(f.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+    def retire(self, cfg: RunConfig, tag: str) -> Path:
+        """Under ``cfg``'s lock (:meth:`claim`): move its folder to ``.stale/<hash>.<tag>`` (kept for
+        inspection, never read again), so that the config can be trained anew by today's code."""
+        p = self.path(cfg)
+        dest = self.root / ".stale" / f"{p.name}.{tag}"
+        dest.parent.mkdir(exist_ok=True)
+        if dest.exists():
+            dest = dest.with_name(f"{dest.name}-{uuid.uuid4().hex[:6]}")
+        os.rename(p, dest)
+        _fsync_dir(self.root)
+        return dest
+
+    def begin(self, cfg: RunConfig, meta: dict) -> Path:
+        """Publish a new run folder holding ``config.json`` and ``meta.json``: built under a temporary
+        name, then renamed, so that no launcher ever sees a folder without them."""
+        p = self.path(cfg)
+        self._sweep_stale()
+        tmp = self.root / f".{p.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
+        tmp.mkdir()
+        try:
+            meta = {**meta, **environment_info(), "started": datetime.now(timezone.utc).isoformat(),
+                    "store_format": STORE_FORMAT}
+            atomic_write_json(tmp / "meta.json", meta)
+            atomic_write_json(tmp / "config.json", {"hash": p.name, "config": cfg.to_dict()})
+            os.rename(tmp, p)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        _fsync_dir(self.root)
+        return p
+
+    @staticmethod
+    def load_checkpoint(path: Path) -> dict | None:
+        import torch
+
+        f = path / "checkpoint.pt"
+        if not f.is_file():
+            return None
+        try:
+            return torch.load(f, map_location="cpu", weights_only=False)
+        except Exception as e:  # torch raises several types for a truncated or garbled file
+            raise CorruptCacheError(f"checkpoint {f} is unreadable ({type(e).__name__}: {e}); delete it to restart "
+                                    "this run from round 0") from e
+
+    def finish(self, path: Path, round_rows: list[dict], client_rows: list[dict], summary: dict,
+               final_state: dict, meta_update: dict | None = None) -> RunResult:
+        """Write the results, then ``summary.json`` with every file's sha256: until it is in place the
+        run stays resumable from its checkpoint, which is removed only after."""
+        if meta_update:
+            meta = read_json(path / "meta.json")
+            meta.update(meta_update, finished=datetime.now(timezone.utc).isoformat())
+            atomic_write_json(path / "meta.json", meta)
+        record = {
+            "rounds.jsonl": atomic_write_jsonl(path / "rounds.jsonl", round_rows),
+            "clients.jsonl": atomic_write_jsonl(path / "clients.jsonl", client_rows),
+            "final_state.pt": atomic_write_bytes(path / "final_state.pt", _torch_bytes(final_state)),
+        }
+        entries = {name: {"sha256": h, "bytes": (path / name).stat().st_size} for name, h in record.items()}
+        for name in ("config.json", "meta.json"):
+            blob = _read_bytes(path / name)
+            entries[name] = {"sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob)}
+        summary = _clean(summary)
+        entries["summary.json"] = _summary_digest(summary)
+        atomic_write_json(path / "summary.json", {**summary, _RECORD: entries})
+        self._seal(path)
+        _fsync_dir(path)
+        return RunResult(path)
+
+
+def read_files(folder: Path, names: tuple[str, ...]) -> dict[str, bytes]:
+    """The bytes of ``names`` in ``folder`` (those that exist)."""
+    out = {}
+    for name in names:
+        with contextlib.suppress(FileNotFoundError):
+            out[name] = (Path(folder) / name).read_bytes()
+    return out
+
+
+class RunReceiver:
+    """Writes into ``store`` the files of runs trained elsewhere (a Ray worker with a private
+    store; :mod:`fedrepro.execute`), through the same atomic writes as a run trained here. The
+    caller holds the run's lock (:meth:`RunStore.claim`), as for any write.
+
+    A started run arrives as :data:`PARTIAL_FILES` (its folder is published with ``config.json``
+    and ``meta.json`` already in it, as :meth:`RunStore.begin` does); a finished one as
+    :data:`FINISHED_FILES`, checked against its own sha256 record before any of it is written, and
+    written with ``summary.json`` last (as :meth:`RunStore.finish` does): a crash at any instant
+    leaves no run, a resumable run or the finished one."""
+
+    def __init__(self, store: "RunStore"):
+        self.store = store
+
+    def _check_config(self, cfg: RunConfig, files: dict[str, bytes], what: str) -> None:
+        missing = [n for n in ("config.json", "meta.json") if n not in files]
+        if missing:
+            raise CorruptCacheError(f"{what} of run {cfg.hash()} came without {', '.join(missing)}")
+        stored = _parse_json(self.store.path(cfg) / "config.json", files["config.json"])
+        if not isinstance(stored, dict) or stored.get("hash") != cfg.hash():
+            got = stored.get("hash") if isinstance(stored, dict) else None
+            raise CorruptCacheError(f"{what} for run {cfg.hash()} holds the config of run {got!r}")
+
+    def _publish(self, cfg: RunConfig, files: dict[str, bytes], names: tuple[str, ...]) -> Path:
+        """A new run folder holding ``names`` from ``files``, built under a temporary name and renamed."""
+        p = self.store.path(cfg)
+        tmp = self.store.root / f".{p.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
+        tmp.mkdir()
+        try:
+            for name in names:
+                atomic_write_bytes(tmp / name, files[name])
+            os.rename(tmp, p)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        _fsync_dir(self.store.root)
+        return p
+
+    def checkpoint(self, cfg: RunConfig, files: dict[str, bytes]) -> Path:
+        """Store a started run's last checkpoint (:data:`PARTIAL_FILES`)."""
+        self._check_config(cfg, files, "a checkpoint")
+        if "checkpoint.pt" not in files:
+            raise CorruptCacheError(f"a checkpoint of run {cfg.hash()} came without checkpoint.pt")
+        p = self.store.path(cfg)
+        if not p.is_dir():
+            return self._publish(cfg, files, PARTIAL_FILES)
+        if (p / "summary.json").exists():
+            raise CorruptCacheError(f"run {p} is finished; a checkpoint of it cannot be stored")
+        # The worker may have begun the run anew (it found the checkpoint stale): its meta.json goes first.
+        if _read_bytes(p / "meta.json") != files["meta.json"]:
+            atomic_write_bytes(p / "meta.json", files["meta.json"])
+        atomic_write_bytes(p / "checkpoint.pt", files["checkpoint.pt"])
+        return p
+
+    def finished(self, cfg: RunConfig, files: dict[str, bytes]) -> RunResult:
+        """Store a finished run (:data:`FINISHED_FILES`), after checking it against its own record."""
+        self._check_config(cfg, files, "a finished run")
+        missing = [n for n in FINISHED_FILES if n not in files]
+        if missing:
+            raise CorruptCacheError(f"finished run {cfg.hash()} came without {', '.join(missing)}")
+        p = self.store.path(cfg)
+        # Checked as it will be read: every file against the sha256 the worker recorded.
+        check = Path(tempfile.mkdtemp(dir=self.store.root, prefix=f".{p.name}.check-", suffix=".tmp"))
+        try:
+            for name in FINISHED_FILES:
+                (check / name).write_bytes(files[name])
+            RunResult(check).verify(deep=True)
+        finally:
+            shutil.rmtree(check, ignore_errors=True)
+        if not p.is_dir():
+            p = self._publish(cfg, files, FINISHED_FILES)
+        else:
+            for name in FINISHED_FILES:
+                if name != "summary.json":
+                    atomic_write_bytes(p / name, files[name])
+            atomic_write_bytes(p / "summary.json", files["summary.json"])
+        RunStore._seal(p)
+        _fsync_dir(p)
+        return RunResult(p)
+
+
+class CheckpointWriter:
+    """Writes a run's checkpoints on a background thread, so that the disk write and its fsync
+    overlap the next round's training instead of adding to it (at the laptop's sizes a round takes
+    about half a second and a durable write tens of milliseconds).
+
+    :meth:`save` serialises the state at once, on the caller's thread, so the checkpoint is the
+    state of that round whatever training does next; it first waits for the previous write, so at
+    most one is in flight and they land in order. :meth:`wait` (and leaving the ``with`` block)
+    waits for the last one and re-raises its error, if any. Each write is atomic
+    (:func:`atomic_write_bytes`): a crash leaves the previous checkpoint or this one.
+    """
+
+    def __init__(self, path: Path):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.file = Path(path) / "checkpoint.pt"
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="fedrepro-checkpoint")
+        self._pending = None
+
+    def save(self, payload: dict) -> None:
+        data = _torch_bytes(payload)
+        self.wait()
+        self._pending = self._pool.submit(atomic_write_bytes, self.file, data)
+
+    def wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def __enter__(self) -> "CheckpointWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.wait()
+        finally:
+            self._pool.shutdown(wait=True)
+
+
+def check_on_busy(on_busy: str) -> None:
+    if on_busy not in ON_BUSY:
+        raise ConfigError(f"invalid on_busy={on_busy!r}; valid: {', '.join(ON_BUSY)}")
