@@ -32,7 +32,7 @@ def layers(paper: str, base: Mapping[str, Layer], changes: Mapping[str, Mapping[
            profile: str, variant: str = "default") -> list[dict]:
     """``[base of profile, change of variant at profile]`` from a paper's ``BASE`` and ``CHANGES``."""
     if profile not in base:
-        raise ConfigError(f"unknown {paper} setup profile {profile!r}; valid: {', '.join(base)}")
+        raise ConfigError(f"unknown {paper} setup profile {profile!r}; valid: {', '.join(p for p in PROFILES if p in base)}")
     if variant not in changes:
         raise ConfigError(f"unknown {paper} setup variant {variant!r}; valid: {', '.join(changes)}")
     return [_called(copy.deepcopy(dict(base[profile]))), _called(_change(paper, changes, profile, variant, ()))]
@@ -74,7 +74,7 @@ def _called(layer: Any) -> Any:
 def check(paper: str, base: Mapping[str, Layer], changes: Mapping[str, Mapping[str, Layer | str]]) -> None:
     """Every profile has a base and every variant an entry at every profile (a layer, or a string
     saying why it does not run there); ``default`` changes nothing. Raises :class:`ConfigError`."""
-    if tuple(base) != PROFILES:
+    if set(base) != set(PROFILES):
         raise ConfigError(f"{paper} BASE: profiles {', '.join(base)}; expected {', '.join(PROFILES)}")
     if changes.get("default") != {p: {} for p in PROFILES}:
         raise ConfigError(f"{paper} CHANGES['default'] must change nothing at every profile")
