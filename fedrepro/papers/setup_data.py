@@ -19,7 +19,8 @@ from the environment (a weights file, the data root) is read at that moment.
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..config import PROFILES
 from ..errors import ConfigError
@@ -32,7 +33,8 @@ def layers(paper: str, base: Mapping[str, Layer], changes: Mapping[str, Mapping[
            profile: str, variant: str = "default") -> list[dict]:
     """``[base of profile, change of variant at profile]`` from a paper's ``BASE`` and ``CHANGES``."""
     if profile not in base:
-        raise ConfigError(f"unknown {paper} setup profile {profile!r}; valid: {', '.join(p for p in PROFILES if p in base)}")
+        valid = ", ".join(p for p in PROFILES if p in base)
+        raise ConfigError(f"unknown {paper} setup profile {profile!r}; valid: {valid}")
     if variant not in changes:
         raise ConfigError(f"unknown {paper} setup variant {variant!r}; valid: {', '.join(changes)}")
     return [_called(copy.deepcopy(dict(base[profile]))), _called(_change(paper, changes, profile, variant, ()))]

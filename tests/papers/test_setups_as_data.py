@@ -1,7 +1,6 @@
 """The papers' setups as tables (issue 33, item 5): every profile × variant resolves from each
 paper's ``BASE`` and ``CHANGES``, a bad name is a one-line error naming the valid ones, the rules
-of :mod:`fedrepro.papers.setup_data` hold, and the resolved configs keep the hashes they had when
-the setups were if/elif code."""
+of :mod:`fedrepro.papers.setup_data` hold, and the resolved configs keep their pinned hashes."""
 from __future__ import annotations
 
 import hashlib
@@ -165,7 +164,7 @@ def test_check_rejects_an_incomplete_table():
     setup_data.check("toy", TOY_BASE, TOY)
 
 
-# Values the if/elif code computed, now written out in the tables: the rule they follow.
+# Values written out in the tables (products of clients and images, shares of clients): the rules they follow.
 @pytest.mark.parametrize("profile", PROFILES)
 def test_fedpft_pathological_caps_are_the_bases_clients_times_images(profile):
     base = setup("fedpft", profile).data
@@ -190,7 +189,8 @@ def test_fedotp_three_clients_per_domain_get_three_times_the_feature_shift_budge
     one = setup("fedotp", profile, "feature_shift").data
     three = setup("fedotp", profile, variant).data
     assert three.partition_args["clients_per_domain"] == 3
-    assert (three.max_train, three.max_test, three.num_clients) == (3 * one.max_train, 3 * one.max_test, 3 * one.num_clients)
+    assert (three.max_train, three.max_test, three.num_clients) == \
+        (3 * one.max_train, 3 * one.max_test, 3 * one.num_clients)
 
 
 @pytest.mark.parametrize("profile", PROFILES)

@@ -119,10 +119,13 @@ CHANGES = {
     # domain held out (holdout_by_domain), the rest train (paper: 54, 6 of them per round; small
     # profiles: one of each font's two clients).
     "heldout_feature_shift": {
-        "paper": {"on": "feature_shift", "data": {"holdout_clients": 6, "partition_args": {"holdout_by_domain": True}},
+        "paper": {"on": "feature_shift",
+                  "data": {"holdout_clients": 6, "partition_args": {"holdout_by_domain": True}},
                   "train": {"participation": 6 / 54}},
-        "laptop": {"on": "feature_shift", "data": {"holdout_clients": 6, "partition_args": {"holdout_by_domain": True}}},
-        "smoke": {"on": "feature_shift", "data": {"holdout_clients": 6, "partition_args": {"holdout_by_domain": True}}}},
+        "laptop": {"on": "feature_shift",
+                   "data": {"holdout_clients": 6, "partition_args": {"holdout_by_domain": True}}},
+        "smoke": {"on": "feature_shift",
+                  "data": {"holdout_clients": 6, "partition_args": {"holdout_by_domain": True}}}},
     # Table 1's Tiny-ImageNet columns, PEP-FedPT (arXiv) §5.1: "for TinyImageNet we consider 200
     # clients", 5 per round, pathological 10 classes per client; 224×224 inputs as the paper
     # resizes (§5.1). The small profiles keep Fashion-MNIST.
