@@ -72,8 +72,8 @@ CHANGES = {
         "laptop": {"on": "pathological"}, "smoke": {"on": "pathological"}},
     # FedPFT (ICLR) App. I, Table 10: "PACS and DomainNet have four and six domains, respectively,
     # with each domain assigned to one client ... 1000 training samples and 500 testing samples" per
-    # client (ResNet-10, as on the paper's other 3-channel datasets beyond CIFAR-10). Small
-    # profiles: the 6 Fashion-MNIST styles, one per client, at the base's per-client counts.
+    # client. App. I names no model; ResNet-10 is our choice. Small profiles: the 6 Fashion-MNIST
+    # styles, one per client, at the base's model and per-client counts.
     "feature_shift": {
         "paper": {"data": {"dataset": "domainnet", "partition": "domain", "num_clients": 6,
                            "partition_args": {"train_per_client": 1000, "test_per_client": 500}},
