@@ -9,7 +9,9 @@ A paper package exposes:
 
 - ``TITLE``: the paper, as a user would cite it;
 - ``VARIANTS`` and ``layers(profile, variant)``: the config override layers of its setups, which
-  :func:`setup` turns into a :class:`~fedrepro.config.RunConfig`;
+  :func:`setup` turns into a :class:`~fedrepro.config.RunConfig`; ``setup.py`` declares them as
+  tables, ``BASE`` (per profile) and ``CHANGES`` (per variant and profile), read by
+  :mod:`fedrepro.papers.setup_data`;
 - ``TABLES``: its :class:`~fedrepro.papers.tables.TableDef` entries (rows, columns, the runs that fill
   them, the paper's numbers to show beside ours);
 - ``reference.TABLES``: the paper's reported numbers;

@@ -1,7 +1,13 @@
 """FedOTP's experimental setups at each profile (FedOTP (CVPR 2024) §5.1 and App. B).
 
-:func:`layers` returns the override layers that :func:`fedrepro.papers.setup` applies in order: the
-profile's base, then the variant's changes.
+``BASE`` is each profile's base config and ``CHANGES`` what each variant changes at each profile
+(the form is :mod:`fedrepro.papers.setup_data`'s); :func:`layers` returns ``[base, change]`` for
+:func:`fedrepro.papers.setup`.
+
+Every profile: a frozen CLIP, CoOp prompts, SGD with momentum 0.9 and weight decay 5e-4 (the
+official code's values; the paper does not print them), γ = 0.8 and λ = 0.1 (the method's
+defaults). The variants named ``<setting>:<dataset>`` pick another of the paper's datasets for a
+setting; at the small profiles the dirichlet and feature-shift ones are the stand-in's setting itself.
 
 The small profiles run on the committed CLIP stand-in (``model.name: clip``, ``arch: standin``)
 and on images it never saw: the second half of Fashion-MNIST's training images and its test split,
@@ -14,158 +20,197 @@ from __future__ import annotations
 
 import os
 
-from ...errors import ConfigError
+from .. import setup_data
 
 # The paper profile's CLIP: a local OpenAI/LAION file named by $FEDREPRO_CLIP_WEIGHTS (read by
 # fedrepro.models.clip_model); the data: image folders under the data root (no download).
 PAPER_DATASETS = ("food101", "dtd", "caltech101", "flowers102", "oxford_pets")
-# The official split gives each of 10 clients a block of round(C/10) shuffled classes and the last
-# client the rest (Pets: 4 each, the last 1). Our pathological partitioner gives every client the same
-# number, spreading the surplus over clients, so where 10·k exceeds C a few classes are shared.
-PAPER_CLASSES_PER_CLIENT = {"food101": 10, "dtd": 5, "caltech101": 10, "flowers102": 10, "oxford_pets": 4}
 STANDIN_DATASETS = ("original", "noisy", "edges")
 # Table 2/A3's domains at the small profiles: four styles, as Office-Caltech10 has four domains.
 STANDIN_DOMAINS = ["original", "noisy", "edges", "tinted"]
-DEFAULT_DATASET = {"paper": "caltech101", "laptop": "noisy", "smoke": "noisy"}
 
-BASE_VARIANTS = ("default", "pathological", "dirichlet", "feature_shift", "feature_label_shift", "style_groups")
-# The paper's other datasets for a setting (the first is the variant's default); at the small
-# profiles these variants are the stand-in's setting itself, so every table resolves everywhere.
-PAPER_ONLY = {"dirichlet": ("cifar100", "cifar10"), "feature_shift": ("office_caltech10", "domainnet"),
-              "feature_label_shift": ("office_caltech10", "domainnet")}
-# Clients per domain under feature + label shift: Table A3 splits each Office domain into 3, Table 2
-# each DomainNet domain into 5.
-LABEL_SHIFT_CLIENTS = {"office_caltech10": 3, "domainnet": 5}
-NUM_DOMAINS = {"office_caltech10": 4, "domainnet": 6}
-VARIANTS = (*BASE_VARIANTS, *(f"pathological:{d}" for d in (*STANDIN_DATASETS, *PAPER_DATASETS)),
-            *(f"{v}:{d}" for v, ds in PAPER_ONLY.items() for d in ds[1:]))
+
+def data_folder(name: str):
+    """The image folder of dataset ``name`` under the data root ($FEDREPRO_DATA, else ``data``), read
+    when the setup is resolved. CoOp's splits are not reproduced: the loader holds out
+    test_fraction of each class, seeded (a stated gap)."""
+    return lambda: os.path.join(os.environ.get("FEDREPRO_DATA", "data"), name)
+
+
+# Why a ``pathological:<dataset>`` variant does not run at a profile.
+ONLY_AT_PAPER = f"a CLIP dataset; at the small profiles the datasets are the styles {', '.join(STANDIN_DATASETS)}"
+ONLY_SMALL = f"a stand-in style; at the paper profile the datasets are {', '.join(PAPER_DATASETS)}"
+
+BASE = {
+    # FedOTP (CVPR 2024) §5.1, Table 1: "ResNet50 as the backbone", the CLIP datasets under "a
+    # Pathological setting by randomly allocating a distinct number of non-overlapping classes to
+    # each client": 10 clients, all taking part, 10 rounds; few-shot, 4 shots (our inference from
+    # Table A4); E = 5 (the official rn50.yaml), batch 32, lr 0.001 (official code). Caltech101's
+    # 100 classes give each client a block of 10. Every client evaluated every round.
+    "paper": {"data": {"dataset": "image_folder",
+                       "dataset_args": {"path": data_folder("caltech101"), "image_size": 224},
+                       "partition": "pathological", "num_clients": 10,
+                       "partition_args": {"classes_per_client": 10, "shots": 4},
+                       "max_train": None, "max_test": None},
+              "model": {"name": "clip", "args": {"arch": "RN50"}},
+              "train": {"momentum": 0.9, "weight_decay": 5e-4, "lr": 0.001, "rounds": 10, "local_epochs": 5,
+                        "batch_size": 32, "participation": 1.0, "eval_every": 1}},
+    # Ours, scaled for a 2-core CPU: the CLIP stand-in, whose 16-position text context leaves room
+    # for fewer than 16 context vectors (n_ctx None: as many as fit); Table 1's pathological split
+    # as 5 clients with 2 disjoint classes each of the noisy style (10 Fashion-MNIST classes cannot
+    # give 10 clients a block each without leaving one class per client), 4 shots, 10 rounds,
+    # E = 5, batch 32 (the official code's; one batch holds a client's whole 4-shot set), 500 test
+    # images; every client evaluated at the last round only (the claims read the final round; the
+    # learning-curve table evaluates every round). lr 0.01 here; the tables' rows run at each
+    # method's best of {0.001, 0.01, 0.1, 1} on seed 0 of the noisy pathological split
+    # (fedrepro.papers.fedotp.variants.LR), the same search for every method.
+    "laptop": {"data": {"dataset": "fashion_mnist_domains", "dataset_args": {"styles": ["noisy"], "half": "federated"},
+                        "partition": "pathological", "num_clients": 5,
+                        "partition_args": {"classes_per_client": 2, "shots": 4},
+                        "max_train": None, "max_test": 500},
+               "model": {"name": "clip", "args": {"arch": "standin"}},
+               "train": {"momentum": 0.9, "weight_decay": 5e-4, "lr": 0.01, "rounds": 10, "local_epochs": 5,
+                         "batch_size": 32, "participation": 1.0, "eval_every": 10}},
+    # Ours: the laptop's setting at 100 test images, 2 rounds of 1 epoch.
+    "smoke": {"data": {"dataset": "fashion_mnist_domains", "dataset_args": {"styles": ["noisy"], "half": "federated"},
+                       "partition": "pathological", "num_clients": 5,
+                       "partition_args": {"classes_per_client": 2, "shots": 4},
+                       "max_train": None, "max_test": 100},
+              "model": {"name": "clip", "args": {"arch": "standin"}},
+              "train": {"momentum": 0.9, "weight_decay": 5e-4, "lr": 0.01, "rounds": 2, "local_epochs": 1,
+                        "batch_size": 32, "participation": 1.0, "eval_every": 2}},
+}
+
+CHANGES = {
+    "default": {"paper": {}, "laptop": {}, "smoke": {}},
+    # Table 1 (and Tables 4, A4, Fig. 3 on the same split), on the base's dataset.
+    "pathological": {"paper": {}, "laptop": {}, "smoke": {}},
+    # Table 1's columns at the small profiles: one style each.
+    "pathological:original": {"paper": ONLY_SMALL,
+                              "laptop": {"data": {"dataset_args": {"styles": ["original"], "half": "federated"}}},
+                              "smoke": {"data": {"dataset_args": {"styles": ["original"], "half": "federated"}}}},
+    "pathological:noisy": {"paper": ONLY_SMALL,
+                           "laptop": {"data": {"dataset_args": {"styles": ["noisy"], "half": "federated"}}},
+                           "smoke": {"data": {"dataset_args": {"styles": ["noisy"], "half": "federated"}}}},
+    "pathological:edges": {"paper": ONLY_SMALL,
+                           "laptop": {"data": {"dataset_args": {"styles": ["edges"], "half": "federated"}}},
+                           "smoke": {"data": {"dataset_args": {"styles": ["edges"], "half": "federated"}}}},
+    # Table 1's columns at the paper profile: each CLIP dataset's image folder. The official split
+    # gives each of 10 clients a block of round(C/10) shuffled classes and the last client the rest
+    # (Pets: 4 each, the last 1). Our pathological partitioner gives every client the same number,
+    # spreading the surplus over clients, so where 10·k exceeds C a few classes are shared.
+    "pathological:food101": {"paper": {"data": {"dataset_args": {"path": data_folder("food101")},
+                                                "partition_args": {"classes_per_client": 10}}},
+                             "laptop": ONLY_AT_PAPER, "smoke": ONLY_AT_PAPER},
+    "pathological:dtd": {"paper": {"data": {"dataset_args": {"path": data_folder("dtd")},
+                                            "partition_args": {"classes_per_client": 5}}},
+                         "laptop": ONLY_AT_PAPER, "smoke": ONLY_AT_PAPER},
+    "pathological:caltech101": {"paper": {"data": {"dataset_args": {"path": data_folder("caltech101")},
+                                                   "partition_args": {"classes_per_client": 10}}},
+                                "laptop": ONLY_AT_PAPER, "smoke": ONLY_AT_PAPER},
+    "pathological:flowers102": {"paper": {"data": {"dataset_args": {"path": data_folder("flowers102")},
+                                                   "partition_args": {"classes_per_client": 10}}},
+                                "laptop": ONLY_AT_PAPER, "smoke": ONLY_AT_PAPER},
+    "pathological:oxford_pets": {"paper": {"data": {"dataset_args": {"path": data_folder("oxford_pets")},
+                                                    "partition_args": {"classes_per_client": 4}}},
+                                 "laptop": ONLY_AT_PAPER, "smoke": ONLY_AT_PAPER},
+    # Tables 3 and A5, FedOTP (CVPR 2024) §5.1: CIFAR-100 (or CIFAR-10, dirichlet:cifar10) "partitioned
+    # randomly among clients using a symmetric Dirichlet distribution", α = 0.3; 100 clients with 500
+    # training and 100 test images each (our reading of the official hierarchical split), 10% taking
+    # part, 150 rounds, E = 1, ViT-B/16 (the default backbone). Small (ours): 20 clients of the
+    # noisy style (8 at smoke), 40 training and 40 test images each (20 at smoke), 25% taking part.
+    "dirichlet": {
+        "paper": {"data": {"dataset": "cifar100", "dataset_args": {},
+                           "partition": "fixed_dirichlet", "num_clients": 100,
+                           "partition_args": {"alpha": 0.3, "train_per_client": 500, "test_per_client": 100}},
+                  "model": {"name": "clip", "args": {"arch": "ViT-B-16"}},
+                  "train": {"rounds": 150, "local_epochs": 1, "participation": 0.1}},
+        "laptop": {"data": {"partition": "fixed_dirichlet", "num_clients": 20,
+                            "partition_args": {"alpha": 0.3, "train_per_client": 40, "test_per_client": 40},
+                            "max_test": None},
+                   "train": {"participation": 0.25}},
+        "smoke": {"data": {"partition": "fixed_dirichlet", "num_clients": 8,
+                           "partition_args": {"alpha": 0.3, "train_per_client": 20, "test_per_client": 20},
+                           "max_test": None},
+                  "train": {"participation": 0.25}}},
+    "dirichlet:cifar10": {"paper": {"on": "dirichlet", "data": {"dataset": "cifar10"}},
+                          "laptop": {"on": "dirichlet"}, "smoke": {"on": "dirichlet"}},
+    # Table A2, FedOTP (CVPR 2024) App. C.1: "each client is assigned data from distinct domains while
+    # sharing the same label distribution": Office-Caltech10's 4 domains (or DomainNet's 6,
+    # feature_shift:domainnet), one client each, ViT-B/16. Small (ours): four styles, one client
+    # each, a few-shot budget of 160 training and 400 test images per client (40 and 80 at smoke).
+    "feature_shift": {
+        "paper": {"data": {"dataset": "office_caltech10", "dataset_args": {"image_size": 224},
+                           "partition": "domain_dirichlet", "num_clients": 4,
+                           "partition_args": {"clients_per_domain": 1, "alpha": None}},
+                  "model": {"name": "clip", "args": {"arch": "ViT-B-16"}}},
+        "laptop": {"data": {"dataset": "fashion_mnist_domains",
+                            "dataset_args": {"styles": STANDIN_DOMAINS, "half": "federated"},
+                            "partition": "domain_dirichlet", "num_clients": 4,
+                            "partition_args": {"clients_per_domain": 1, "alpha": None},
+                            "max_train": 160, "max_test": 400}},
+        "smoke": {"data": {"dataset": "fashion_mnist_domains",
+                           "dataset_args": {"styles": STANDIN_DOMAINS, "half": "federated"},
+                           "partition": "domain_dirichlet", "num_clients": 4,
+                           "partition_args": {"clients_per_domain": 1, "alpha": None},
+                           "max_train": 40, "max_test": 80}}},
+    "feature_shift:domainnet": {"paper": {"on": "feature_shift", "data": {"dataset": "domainnet", "num_clients": 6}},
+                                "laptop": {"on": "feature_shift"}, "smoke": {"on": "feature_shift"}},
+    # Tables 2 and A3: each domain split into clients by Dir(0.1) (the official default α),
+    # Office-Caltech10 "dividing data within a domain into three clients" (App. C.2: 4 × 3 = 12
+    # clients), DomainNet "within a domain into five clients" (§5.2, Table 2: 6 × 5 = 30,
+    # feature_label_shift:domainnet). Small (ours): four styles into 12 clients, the same per-client
+    # budget as feature_shift.
+    "feature_label_shift": {
+        "paper": {"data": {"dataset": "office_caltech10", "dataset_args": {"image_size": 224},
+                           "partition": "domain_dirichlet", "num_clients": 12,
+                           "partition_args": {"clients_per_domain": 3, "alpha": 0.1}},
+                  "model": {"name": "clip", "args": {"arch": "ViT-B-16"}}},
+        "laptop": {"data": {"dataset": "fashion_mnist_domains",
+                            "dataset_args": {"styles": STANDIN_DOMAINS, "half": "federated"},
+                            "partition": "domain_dirichlet", "num_clients": 12,
+                            "partition_args": {"clients_per_domain": 3, "alpha": 0.1},
+                            "max_train": 3 * 160, "max_test": 3 * 400}},
+        "smoke": {"data": {"dataset": "fashion_mnist_domains",
+                           "dataset_args": {"styles": STANDIN_DOMAINS, "half": "federated"},
+                           "partition": "domain_dirichlet", "num_clients": 12,
+                           "partition_args": {"clients_per_domain": 3, "alpha": 0.1},
+                           "max_train": 3 * 40, "max_test": 3 * 80}}},
+    "feature_label_shift:domainnet": {
+        "paper": {"on": "feature_label_shift", "data": {"dataset": "domainnet", "num_clients": 30,
+                                                        "partition_args": {"clients_per_domain": 5}}},
+        "laptop": {"on": "feature_label_shift"}, "smoke": {"on": "feature_label_shift"}},
+    # Fig. A5's structure: groups of clients that share one data distribution (the paper: 5 clients
+    # per CIFAR-100 coarse label, its fine labels spread evenly). Ours: each domain split into 3
+    # clients with the same label distribution (domains rather than coarse labels, which the
+    # partitioners do not group by).
+    "style_groups": {
+        "paper": {"data": {"dataset": "office_caltech10", "dataset_args": {"image_size": 224},
+                           "partition": "domain_dirichlet", "num_clients": 12,
+                           "partition_args": {"clients_per_domain": 3, "alpha": None}},
+                  "model": {"name": "clip", "args": {"arch": "ViT-B-16"}}},
+        "laptop": {"data": {"dataset": "fashion_mnist_domains",
+                            "dataset_args": {"styles": STANDIN_DOMAINS, "half": "federated"},
+                            "partition": "domain_dirichlet", "num_clients": 12,
+                            "partition_args": {"clients_per_domain": 3, "alpha": None},
+                            "max_train": 3 * 160, "max_test": 3 * 400}},
+        "smoke": {"data": {"dataset": "fashion_mnist_domains",
+                           "dataset_args": {"styles": STANDIN_DOMAINS, "half": "federated"},
+                           "partition": "domain_dirichlet", "num_clients": 12,
+                           "partition_args": {"clients_per_domain": 3, "alpha": None},
+                           "max_train": 3 * 40, "max_test": 3 * 80}}},
+}
+
+VARIANTS = tuple(CHANGES)
 
 
 def datasets(profile: str) -> tuple[str, ...]:
     """Table 1's columns at ``profile``: the paper's five CLIP datasets, the stand-in's styles, or
-    one style at smoke."""
-    return {"paper": PAPER_DATASETS, "laptop": STANDIN_DATASETS}.get(profile, (DEFAULT_DATASET["smoke"],))
-
-
-def _styled(style: str) -> dict:
-    return {"dataset": "fashion_mnist_domains", "dataset_args": {"styles": [style], "half": "federated"}}
-
-
-def _image_folder(name: str) -> dict:
-    # One folder per dataset under the data root (its class folders inside); CoOp's splits are not
-    # reproduced: the loader holds out test_fraction of each class, seeded (a stated gap).
-    root = os.environ.get("FEDREPRO_DATA", "data")
-    return {"dataset": "image_folder", "dataset_args": {"path": os.path.join(root, name), "image_size": 224}}
+    one style at smoke (its base's)."""
+    return {"paper": PAPER_DATASETS, "laptop": STANDIN_DATASETS}.get(
+        profile, tuple(BASE["smoke"]["data"]["dataset_args"]["styles"]))
 
 
 def layers(profile: str, variant: str = "default") -> list[dict]:
-    """FedOTP (CVPR 2024) §5.1 and App. B.2: a frozen CLIP (ResNet-50 for Table 1, ViT-B/16
-    otherwise), CoOp prompts of L = 16 context vectors, SGD (lr 0.001, momentum 0.9, weight decay
-    5e-4: the official code's values; the paper does not print them), γ = 0.8, λ = 0.1 (the method's
-    defaults). Table 1: 10 clients with disjoint class blocks, all taking part, 10 rounds, few-shot
-    (4 shots, our inference from Table A4), E = 5 (the official rn50.yaml), batch 32.
-
-    Small profiles (our choices, scaled for a 2-core CPU): the CLIP stand-in, whose 16-position text
-    context leaves room for fewer than 16 context vectors (``n_ctx`` None: as many as fit); Table 1's
-    pathological split as 5 clients with 2 disjoint classes each (10 Fashion-MNIST classes cannot
-    give 10 clients a block each without leaving one class per client), 4 shots, 10 rounds, E = 5,
-    batch 32 (the official code's; one batch holds a client's whole 4-shot set), 500 test images;
-    every client evaluated at the last round only (the claims read the final round; the
-    learning-curve table evaluates every round).
-    The learning rate is each method's best of {0.001, 0.01, 0.1, 1} on seed 0 of the noisy
-    pathological split (:data:`fedrepro.papers.fedotp.variants.LR`), the same search for every
-    method.
-
-    Variants:
-
-    - ``pathological`` (= ``default``) and ``pathological:<dataset>``: Table 1 (and Tables 4, A4,
-      Fig. 3 on the same split); ``<dataset>`` is a style at the small profiles, a CLIP dataset's
-      image folder at paper;
-    - ``dirichlet``: Tables 3 and A5, Dir(α) label skew, α = 0.3 by default (paper: CIFAR-100, or
-      ``dirichlet:cifar10`` for Table 3's other column, 100 clients with 500 training and 100 test
-      images each (our reading of the official hierarchical split), 10% taking part, 150 rounds,
-      E = 1 with ViT-B/16; small: 20 clients of the noisy style, 40 training and 40 test images
-      each, 25% taking part, 10 rounds);
-
-    The ``:<dataset>`` variants of ``dirichlet`` and the feature-shift settings name the paper
-    profile's other datasets; at the small profiles they are the stand-in's setting itself.
-
-    - ``feature_shift``: Table A2, one client per domain, the same label distribution (paper:
-      Office-Caltech10, 4 clients, or ``feature_shift:domainnet``, 6; small: four styles, one
-      client each, 160 training images);
-    - ``feature_label_shift``: Tables 2 and A3, each domain split into 3 clients by Dir(0.1)
-      (paper: Office-Caltech10's 4 domains into 12 clients, the official default α = 0.1, or
-      ``feature_label_shift:domainnet``, Table 2's 6 DomainNet domains into 5 clients each; small:
-      four styles into 12 clients);
-    - ``style_groups``: Fig. A5's structure, groups of clients that share one data distribution
-      (the paper: 5 clients per CIFAR-100 coarse label, its fine labels spread evenly): each domain
-      split into 3 clients with the same label distribution (ours: domains rather than coarse
-      labels, which the partitioners do not group by).
-    """
-    if variant not in VARIANTS:
-        raise ConfigError(f"unknown fedotp setup variant {variant!r}; valid: {', '.join(VARIANTS)}")
-    name, _, dataset = variant.partition(":")
-    if name in PAPER_ONLY:
-        dataset = dataset or PAPER_ONLY[name][0]
-    if name == "default":
-        name = "pathological"
-    train = {"momentum": 0.9, "weight_decay": 5e-4}
-    if profile == "paper":
-        model = {"name": "clip", "args": {"arch": "RN50"}}
-        table1 = dataset if name == "pathological" and dataset else DEFAULT_DATASET["paper"]
-        data = {**_image_folder(table1), "partition": "pathological",
-                "num_clients": 10, "partition_args": {"classes_per_client": PAPER_CLASSES_PER_CLIENT[table1], "shots": 4},
-                "max_train": None, "max_test": None}
-        train = {**train, "lr": 0.001, "rounds": 10, "local_epochs": 5, "batch_size": 32, "participation": 1.0,
-                 "eval_every": 1}
-    else:
-        model = {"name": "clip", "args": {"arch": "standin"}}
-        smoke = profile == "smoke"
-        if name == "pathological" and dataset and dataset not in STANDIN_DATASETS:
-            raise ConfigError(f"fedotp setup {variant!r}: at the {profile} profile the datasets are the styles "
-                              f"{', '.join(STANDIN_DATASETS)}")
-        style = dataset if name == "pathological" and dataset else DEFAULT_DATASET[profile]
-        data = {**_styled(style), "partition": "pathological",
-                "num_clients": 5, "partition_args": {"classes_per_client": 2, "shots": 4},
-                "max_train": None, "max_test": 100 if smoke else 500}
-        rounds = 2 if smoke else 10
-        train = {**train, "lr": 0.01, "rounds": rounds, "local_epochs": 1 if smoke else 5, "batch_size": 32,
-                 "participation": 1.0, "eval_every": rounds}
-    base = {"data": data, "model": model, "train": train}
-    extra: dict = {}
-    if name == "dirichlet":
-        if profile == "paper":
-            extra = {"data": {"dataset": dataset, "dataset_args": {}, "partition": "fixed_dirichlet",
-                              "num_clients": 100, "partition_args": {"alpha": 0.3, "train_per_client": 500,
-                                                                     "test_per_client": 100}},
-                     "model": {"name": "clip", "args": {"arch": "ViT-B-16"}},
-                     "train": {"rounds": 150, "local_epochs": 1, "participation": 0.1}}
-        else:
-            per = (20, 20) if profile == "smoke" else (40, 40)
-            extra = {"data": {"partition": "fixed_dirichlet", "num_clients": 8 if profile == "smoke" else 20,
-                              "partition_args": {"alpha": 0.3, "train_per_client": per[0],
-                                                 "test_per_client": per[1]},
-                              "max_test": None},
-                     "train": {"participation": 0.25}}
-    elif name in ("feature_shift", "feature_label_shift", "style_groups"):
-        per_domain = 1 if name == "feature_shift" else 3
-        domains = 4
-        if profile == "paper":
-            dataset = dataset or PAPER_ONLY["feature_shift"][0]
-            if name == "feature_label_shift":
-                per_domain = LABEL_SHIFT_CLIENTS[dataset]
-            domains = NUM_DOMAINS[dataset]
-            data = {"dataset": dataset, "dataset_args": {"image_size": 224}}
-            extra_model = {"model": {"name": "clip", "args": {"arch": "ViT-B-16"}}}
-        else:
-            data = {"dataset": "fashion_mnist_domains", "dataset_args": {"styles": STANDIN_DOMAINS, "half": "federated"}}
-            extra_model = {}
-        alpha = 0.1 if name == "feature_label_shift" else None
-        partition_args = {"clients_per_domain": per_domain, "alpha": alpha}
-        if profile != "paper":
-            # ours: a few-shot budget per client, as in the label-shift tables
-            data["max_train"] = 160 * per_domain if profile == "laptop" else 40 * per_domain
-            data["max_test"] = 400 * per_domain if profile == "laptop" else 80 * per_domain
-        extra = {"data": {**data, "partition": "domain_dirichlet", "num_clients": domains * per_domain,
-                          "partition_args": partition_args}, **extra_model}
-    return [base, extra]
+    """``[base, change]``: :data:`BASE` at ``profile``, then :data:`CHANGES` of ``variant`` there."""
+    return setup_data.layers("fedotp", BASE, CHANGES, profile, variant)
