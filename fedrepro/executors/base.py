@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, ContextManager
 
 from ..errors import ConfigError
+from ..params import check_fields, hp
 from ..registry import Registry
 
 EXECUTORS: Registry[type["Executor"]] = Registry("executor")
@@ -51,12 +52,10 @@ class LocalExecutor(Executor):
     thread counts, ``FEDREPRO_WORKERS`` if set)."""
 
     name: ClassVar[str] = "local"
-    workers: int | None = None
+    workers: int | None = hp(None, ge=1)
 
     def __post_init__(self) -> None:
-        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int)
-                                         or self.workers < 1):
-            raise ConfigError(f"executor 'local': workers={self.workers!r}; valid: a positive integer or None")
+        check_fields(self)
 
 
 def make_executor(executor: "str | Executor | None" = None, **options: Any) -> Executor:
