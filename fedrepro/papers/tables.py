@@ -29,6 +29,7 @@ import pandas as pd
 
 from ..config import RunConfig, default_seeds
 from ..errors import ConfigError
+from ..params import check_fields, hp
 
 if TYPE_CHECKING:
     from ..tuning import LrSearch
@@ -66,14 +67,13 @@ class Rows:
     (rows no claim reads: the table seeds).
     """
 
-    grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]] = field(default_factory=dict)
-    variants: Mapping[str, Mapping[str, Any]] | None = None
-    seeds: str = "claim"
-    base: Mapping[str, Any] = field(default_factory=dict)
+    grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]] = hp(factory=dict)
+    variants: Mapping[str, Mapping[str, Any]] | None = hp(None)
+    seeds: str = hp("claim", choices=SEED_KINDS)
+    base: Mapping[str, Any] = hp(factory=dict)
 
     def __post_init__(self) -> None:
-        if self.seeds not in SEED_KINDS:
-            raise ConfigError(f"Rows(seeds={self.seeds!r}); valid: {', '.join(SEED_KINDS)}")
+        check_fields(self)
 
 
 @dataclass(frozen=True)
