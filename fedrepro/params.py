@@ -12,11 +12,15 @@ A config section or a method's ``Params`` dataclass declares each field with :fu
 ``bool``, ``str``, optionally ``| None``) and bounds, and raises a :class:`~fedrepro.errors.ConfigError`
 naming the key and what would be valid. Checks that relate two fields stay in the dataclass's own
 ``validate()``, which runs after the field checks.
+
+A function's own arguments (a partitioner's ``min_size``, a dataset's ``image_size``) are checked
+by :func:`check_value`, with the same bounds and the same wording as a field.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import typing
 from typing import Any, Callable, Sequence
 
@@ -110,6 +114,36 @@ def _ok(value: Any, base: type | None, b: Bounds) -> bool:
             and (b.le is None or value <= b.le) and (b.lt is None or value < b.lt))
 
 
+def _check(label: str, value: Any, annotation: Any, b: Bounds, error: type[Exception] = ConfigError) -> None:
+    """Raise ``error`` naming ``label`` and what is valid unless ``value`` fits ``annotation`` and ``b``."""
+    base, nullable = _kind(annotation)
+    if value is None and nullable:
+        return
+    if not _ok(value, base, b):
+        raise error(f"invalid {label}={value!r}; valid: {describe(base, b, nullable)}")
+
+
+def check_value(name: str, value: Any, annotation: Any, *, ge: float | None = None, gt: float | None = None,
+                le: float | None = None, lt: float | None = None, choices: Sequence | None = None,
+                check: Callable[[Any], bool] | None = None, valid: str | None = None,
+                error: type[Exception] = ConfigError) -> Any:
+    """Check a function's argument as :func:`check_fields` checks an :func:`hp` field annotated
+    ``annotation`` with these bounds, in the same words; returns it.
+
+    ``check_value("min_size", min_size, int, ge=0)`` raises ``invalid min_size=-1; valid: an integer
+    >= 0``. An integer of another integral type (numpy's, from array arithmetic) passes as ``int`` and
+    comes back as one. ``error`` is the exception raised (a subclass of ``ValueError`` where a caller's
+    own error type says more, e.g. a partition's).
+    """
+    if (check is None) != (valid is None):
+        raise ValueError("check_value(check=...) needs valid=... to describe what passes, and vice versa")
+    b = Bounds(ge, gt, le, lt, None if choices is None else tuple(choices), check, valid)
+    if _kind(annotation)[0] is int and isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = int(value)
+    _check(name, value, annotation, b, error)
+    return value
+
+
 def _non_finite(value: Any, path: str = "") -> tuple[str, float] | None:
     """``(where, value)`` of the first NaN or infinity inside ``value`` (nested lists and dicts),
     else None. No field takes one: each number is a weight, a rate or a size."""
@@ -143,13 +177,8 @@ def check_fields(obj: Any, prefix: str = "") -> None:
             raise ConfigError(f"invalid {prefix}{f.name}{where}={x!r}; valid: a finite number (NaN and infinity "
                               "are not accepted)")
         b = f.metadata.get(_META)
-        if b is None:
-            continue
-        base, nullable = _kind(hints.get(f.name))
-        if value is None and nullable:
-            continue
-        if not _ok(value, base, b):
-            raise ConfigError(f"invalid {prefix}{f.name}={value!r}; valid: {describe(base, b, nullable)}")
+        if b is not None:
+            _check(prefix + f.name, value, hints.get(f.name), b)
     validate = getattr(obj, "validate", None)
     if validate is not None:
         validate()

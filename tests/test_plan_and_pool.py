@@ -16,7 +16,8 @@ from fedrepro.execute.grid import run_grid
 from fedrepro.papers import PAPERS
 from fedrepro.papers.plan import Need, needs_of, plan
 from fedrepro.execute.local import estimate_cost, run_pool
-from fedrepro.app.reproduce import numbered_notebooks
+from fedrepro.analysis.grid import check_cached
+from fedrepro.app.reproduce import analyze, numbered_notebooks
 from fedrepro.runs.store import RunStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,7 +104,7 @@ def test_pool_takes_a_plans_mappings_and_reports_worker_memory(tiny):
     cfgs = {c.hash(): c for c in (tiny(seed=s) for s in range(2))}
     h = next(iter(cfgs))
     report = run_pool(cfgs, {("linear_probe:features", h): cfgs[h]}, workers=2, progress=False,
-                      pending=set(cfgs))
+                      pending=set(cfgs), analyze=analyze)
     assert not report.failed
     assert set(report.done) == {*cfgs, f"linear_probe:features:{h}"}
     for mem in report.memory.values():
@@ -144,12 +145,15 @@ def test_the_scheduling_process_imports_no_torch():
 def test_pool_reports_a_failed_task_and_keeps_the_rest(tiny):
     good = tiny(seed=0)
     bad = tiny(seed=1, **{"data.num_clients": 100})  # 240 images cannot give 100 clients 5 each
-    report = run_pool([good, bad], analyses=[("linear_probe:features", bad)], workers=2, progress=False)
+    report = run_pool([good, bad], analyses=[("linear_probe:features", bad)], workers=2, progress=False,
+                      analyze=analyze)
     assert RunStore(good.runs_dir).status(good) == "done"
     assert set(report.failed) == {bad.hash(), f"linear_probe:features:{bad.hash()}"}
     assert "PartitionError" in report.failed[bad.hash()]
     with pytest.raises(Exception, match="unknown analysis"):
-        run_pool([good], analyses=[("nope", good)], workers=1, progress=False)
+        check_cached(["nope"])
+    with pytest.raises(Exception, match="needs analyze="):
+        run_pool([good], analyses=[("linear_probe:features", good)], workers=1, progress=False)
 
 
 # --- one config, one result -------------------------------------------------------------------

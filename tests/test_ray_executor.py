@@ -42,13 +42,13 @@ def test_executors_are_named_and_their_options_checked():
         make_executor("ray", gpus=1)
     with pytest.raises(ConfigError, match="num_gpus=-1; valid: a number >= 0"):
         RayExecutor(num_gpus=-1)
-    with pytest.raises(ConfigError, match="num_cpus=0; valid: a number > 0"):
+    with pytest.raises(ConfigError, match="num_cpus=0; valid: null or a number > 0"):
         RayExecutor(num_cpus=0)
-    with pytest.raises(ConfigError, match="max_retries=-1"):
+    with pytest.raises(ConfigError, match="max_retries=-1; valid: an integer >= 0"):
         RayExecutor(max_retries=-1)
-    with pytest.raises(ConfigError, match="address=''"):
+    with pytest.raises(ConfigError, match="address=''; valid: null .*'auto'.*HOST:PORT"):
         RayExecutor(address="")
-    with pytest.raises(ConfigError, match="workers=0"):
+    with pytest.raises(ConfigError, match="workers=0; valid: null or an integer >= 1"):
         make_executor("local", workers=0)
 
 

@@ -22,8 +22,10 @@ def test_validation_is_hashed_only_when_set(tiny):
         cfg.replace(**{"data.validation": 1.0})
 
 
-@pytest.mark.parametrize("kw, match", [({"grid": (0.1,)}, "two or more"), ({"grid": (0.1, -1.0)}, "positive"),
-                                       ({"grid": (0.1, 0.1)}, "repeats"), ({"grid": (0.1, 0.01), "validation": 0}, "fraction")])
+@pytest.mark.parametrize("kw, match", [({"grid": (0.1,)}, r"grid=\(0\.1,\); valid: two or more"),
+                                       ({"grid": (0.1, -1.0)}, r"grid=\(0\.1, -1\.0\); valid: .*positive"),
+                                       ({"grid": (0.1, 0.1)}, r"grid=\(0\.1, 0\.1\); valid: .*distinct"),
+                                       ({"grid": (0.1, 0.01), "validation": 0}, r"validation=0; valid: a number in \(0, 1\)")])
 def test_a_search_names_what_is_wrong_with_it(kw, match):
     with pytest.raises(ConfigError, match=match):
         LrSearch(**kw)

@@ -27,7 +27,7 @@ order are the same for every γ of a seed, so the γ's of one seed are paired.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -38,6 +38,7 @@ from torch import Tensor
 from ..data.planted import PlantedConfig, PlantedSplit, PlantedTask, make_planted
 from ..errors import ConfigError
 from ..ot.transport import ot_score
+from ..params import check_fields, hp
 from .embedding import analysis_generator
 from .ot_maps import converged_plan, mass_on
 
@@ -55,30 +56,19 @@ class PlantedOTConfig:
     """
 
     # Half the task's default clients and shots: 3 seeds x 5 γ take ~12 s on one CPU thread.
-    task: PlantedConfig = field(default_factory=lambda: PlantedConfig(num_clients=5, train_per_client=32))
-    rounds: int = 5
-    local_epochs: int = 1
-    batch_size: int = 32
-    lr: float = 0.5
-    momentum: float = 0.9
-    scale: float = 100.0
-    lam: float = 0.1
-    max_iter: int = 100
-    thresh: float = 1e-3
+    task: PlantedConfig = hp(factory=lambda: PlantedConfig(num_clients=5, train_per_client=32))
+    rounds: int = hp(5, ge=1)
+    local_epochs: int = hp(1, ge=1)
+    batch_size: int = hp(32, ge=1)
+    lr: float = hp(0.5, gt=0)
+    momentum: float = hp(0.9, ge=0, lt=1)
+    scale: float = hp(100.0, gt=0)
+    lam: float = hp(0.1, gt=0)
+    max_iter: int = hp(100, ge=1)
+    thresh: float = hp(1e-3, ge=0)
 
     def __post_init__(self) -> None:
-        for key in ("rounds", "local_epochs", "batch_size", "max_iter"):
-            v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ConfigError(f"{key} must be an int >= 1, got {v!r}")
-        for key in ("lr", "scale", "lam"):
-            v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-                raise ConfigError(f"{key} must be a number > 0, got {v!r}")
-        if not 0 <= self.momentum < 1:
-            raise ConfigError(f"momentum must be in [0, 1), got {self.momentum!r}")
-        if not self.thresh >= 0:
-            raise ConfigError(f"thresh must be >= 0, got {self.thresh!r}")
+        check_fields(self)
 
 
 @dataclass

@@ -36,7 +36,7 @@ from ..errors import StaleRunError
 from ..env.trace import notebook_file
 from ..runs.fingerprint import STALE, UNKNOWN, staleness
 from ..execute.local import default_workers
-from ..execute.local import check_analyses, unfinished
+from ..execute.local import unfinished
 from ..execute import make_executor
 from ..execute.local import estimate_cost, run_pool
 from ..execute.local import Task
@@ -201,7 +201,9 @@ def _planned(profile: str, only: str | None, workers: int | None,
     if not notebooks:
         raise ConfigError(f"no numbered notebook matches {only!r} under {nb_root}")
     the_plan = plan(notebooks, nb_root, profile, runs_dir=runs_dir)
-    check_analyses([name for name, _ in the_plan.analyses])
+    from ..analysis.grid import check_cached  # defers torch, which planning loads anyway in this process
+
+    check_cached([name for name, _ in the_plan.analyses])
     runs = list(the_plan.runs.values())
     if workers is None:
         workers = default_workers(runs[0]) if runs else 1
@@ -306,7 +308,7 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
         # One render at a time: a notebook's kernel is as large as a worker, and renders are a
         # small share of the work, so the other slot trains meanwhile.
         pool = run_pool(runs, analyses, workers=workers, progress=progress, calls=renders, calls_at_once=1,
-                        pending=pending_hashes, executor=executor)
+                        pending=pending_hashes, executor=executor, analyze=analyze)
         pool.done, pool.memory = {**searched, **pool.done}, {**searched_memory, **pool.memory}
     wall = time.perf_counter() - t_start
     cpu = _cpu_seconds() - cpu_start

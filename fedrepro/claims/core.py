@@ -32,6 +32,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..params import check_value
 from ..registry import Registry
 from ..env.settings import output_path
 from ..runs.store import atomic_write_json
@@ -80,8 +81,9 @@ class Test:
     exact: bool = False   # a quantity no seed changes (a parameter count): its interval is its value
 
     def __post_init__(self) -> None:
-        if self.requires not in REQUIRES:
-            raise ValueError(f"Test.requires must be one of {REQUIRES}, got {self.requires!r}")
+        # Only ``requires`` is a choice: the other fields are measurements (a NaN effect is a result to
+        # report, not a bad option), so this record is not check_fields'd as an option class is.
+        check_value("requires", self.requires, str, choices=REQUIRES)
 
     @property
     def interval(self) -> tuple[float, float, float]:

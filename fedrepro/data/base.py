@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..errors import ConfigError
+from ..params import check_value
 
 # A constant channel has std 0; dividing by it would produce inf/NaN, so such
 # channels are left un-scaled instead.
@@ -159,8 +159,7 @@ def _stratified_pick(
     """Sorted indices of a (domain, class)-stratified random subset, or None for "all"."""
     if limit is None:
         return None
-    if not isinstance(limit, (int, np.integer)) or isinstance(limit, bool) or limit < 0:
-        raise ConfigError(f"{param} must be a non-negative int or None, got {limit!r}")
+    check_value(param, limit, int, ge=0)
     n = len(y)
     if limit >= n:
         return None

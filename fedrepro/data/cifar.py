@@ -15,7 +15,8 @@ import numpy as np
 import numpy._core.multiarray as _multiarray
 import torch
 
-from ..errors import ConfigError, CorruptCacheError
+from ..errors import CorruptCacheError
+from ..params import check_value
 from .base import ImageDataset
 from .registry import DATASETS
 from .root import data_not_found
@@ -134,8 +135,7 @@ def load_cifar100(root: Path, download: bool, label_type: str = "fine") -> Image
 
     ``label_type="fine"`` gives the 100 classes, ``"coarse"`` the 20 superclasses.
     """
-    if label_type not in _LABEL_TYPES:
-        raise ConfigError(f"label_type must be one of {', '.join(_LABEL_TYPES)}, got {label_type!r}")
+    check_value("label_type", label_type, str, choices=tuple(_LABEL_TYPES))
     label_key, names_key = _LABEL_TYPES[label_type]
     folder = root / "cifar-100-python"
     _locate("cifar100", folder, ["train", "test", "meta"], root, download, "CIFAR100")

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ConfigError
+from ..params import check_value
 from .base import ImageDataset
 from .cache import load_cache, save_atomic
 from .fashion_mnist import load_fashion_mnist
@@ -143,10 +144,8 @@ def load_fashion_mnist_domains(
     default keeps all 60,000.
     """
     chosen = _check_styles(styles)
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
-        raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
-    if half not in (None, "federated"):
-        raise ConfigError(f"half must be null (all training images) or 'federated', got {half!r}")
+    check_value("seed", seed, int, ge=0)
+    check_value("half", half, str | None, choices=("federated",))  # null: all training images
     base = load_fashion_mnist(root, download)
     if half is not None:
 

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
+from ..params import check_value
 from .base import ImageDataset
 from .registry import DATASETS
 
@@ -132,8 +133,7 @@ def font_id(font: str | int) -> int:
 def caption(label: int, font: str | int | None = None) -> str:
     """Text for class ``label``: ``"the digit 7"``, ``"the small letter k"``; with a font,
     ``"the small letter k in bold serif"``."""
-    if not isinstance(label, (int, np.integer)) or isinstance(label, bool) or not 0 <= label < len(GLYPH_CLASSES):
-        raise ConfigError(f"label must be an int in [0, {len(GLYPH_CLASSES)}), got {label!r}")
+    check_value("label", label, int, ge=0, lt=len(GLYPH_CLASSES))
     text = f"the {GLYPH_CLASSES[int(label)]}"
     return text if font is None else f"{text} in {font_style(font)}"
 
@@ -198,11 +198,9 @@ def render_glyphs(
     index :data:`GLYPH_FONTS`. ``classes`` restricts the labels (indices into :data:`GLYPH_CLASSES`).
     Labels are balanced: every class appears ``n // len(classes)`` or one more times, shuffled.
     """
-    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
-        raise ConfigError(f"n must be an int >= 0, got {n!r}")
-    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or noise < 0:
-        raise ConfigError(f"noise must be a number >= 0, got {noise!r}")
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(_check_seed(seed))
+    check_value("n", n, int, ge=0)
+    check_value("noise", noise, float, ge=0)
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(check_value("seed", seed, int, ge=0))
     font_ids = _resolve_fonts(fonts)
     cls = np.arange(len(GLYPH_CLASSES)) if classes is None else np.asarray(classes, dtype=np.int64)
     if cls.ndim != 1 or len(cls) == 0 or cls.min() < 0 or cls.max() >= len(GLYPH_CLASSES):
@@ -226,12 +224,6 @@ def render_glyphs(
     return torch.from_numpy(images), torch.from_numpy(labels.astype(np.int64)), torch.from_numpy(fid)
 
 
-def _check_seed(seed: object) -> int:
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
-        raise ConfigError(f"seed must be an int >= 0 or a numpy Generator, got {seed!r}")
-    return int(seed)
-
-
 @DATASETS.register("glyphs")
 def load_glyphs(
     root: object,
@@ -246,11 +238,11 @@ def load_glyphs(
     Defaults to the held-out fonts, the ones no committed backbone saw. ``root``/``download`` are
     ignored. Train and test come from independent streams of ``seed``.
     """
-    for key, value in {"train_size": train_size, "test_size": test_size}.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ConfigError(f"{key} must be an int >= 0, got {value!r}")
+    check_value("train_size", train_size, int, ge=0)
+    check_value("test_size", test_size, int, ge=0)
     ids = _resolve_fonts(fonts)
-    tr_rng, te_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(_check_seed(seed)).spawn(2))
+    seed = check_value("seed", seed, int, ge=0)
+    tr_rng, te_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
     tr_x, tr_y, tr_f = render_glyphs(train_size, tr_rng, ids.tolist())
     te_x, te_y, te_f = render_glyphs(test_size, te_rng, ids.tolist())
     # Domain ids index the chosen fonts, as ImageDataset.domains requires.

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
+from ..params import check_value
 from .base import ImageDataset
 from .cache import load_cache, save_atomic
 from .imaging import check_image_size, decode_images, is_image
@@ -105,14 +106,11 @@ def _decode_domain(domain_dir: Path, entries: list[_Entry], image_size: int) -> 
 
 
 def _check_options(test_fraction: float, seed: int, domains: object) -> None:
-    if isinstance(test_fraction, bool) or not isinstance(test_fraction, (int, float)) or not 0 <= test_fraction < 1:
-        raise ConfigError(f"test_fraction must be a number in [0, 1), got {test_fraction!r}")
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
-        raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
-    if domains is not None and (
-        isinstance(domains, str) or not isinstance(domains, Sequence) or not all(isinstance(d, str) for d in domains)
-    ):
-        raise ConfigError(f"domains must be a list of domain names or None, got {domains!r}")
+    check_value("test_fraction", test_fraction, float, ge=0, lt=1)
+    check_value("seed", seed, int, ge=0)
+    check_value("domains", domains, Sequence[str] | None, valid="null or a list of domain names",
+                check=lambda d: not isinstance(d, str) and isinstance(d, Sequence)
+                and all(isinstance(x, str) for x in d))
 
 
 def load_image_folder_at(

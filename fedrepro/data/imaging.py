@@ -12,7 +12,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..errors import ConfigError, CorruptCacheError
+from ..errors import CorruptCacheError
+from ..params import check_value
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 
@@ -55,6 +56,4 @@ def decode_images(paths: Sequence[Path], size: int, workers: int | None = None) 
 
 def check_image_size(image_size: object) -> int:
     """Validate an ``image_size`` option (a positive int)."""
-    if not isinstance(image_size, int) or isinstance(image_size, bool) or image_size < 1:
-        raise ConfigError(f"image_size must be a positive int, got {image_size!r}")
-    return image_size
+    return check_value("image_size", image_size, int, ge=1)

@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import ConfigError, CorruptCacheError, PartitionError
+from ..params import check_value
 from ..registry import Registry
 
 __all__ = [
@@ -247,10 +248,7 @@ def _prepare_labels(
     train_labels: Any, test_labels: Any, num_clients: int, num_classes: int | None
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Validate the inputs every scheme shares and infer ``num_classes``."""
-    if isinstance(num_clients, bool) or not isinstance(num_clients, (int, np.integer)):
-        raise PartitionError(f"num_clients must be an integer >= 1, got {num_clients!r}")
-    if num_clients < 1:
-        raise PartitionError(f"num_clients must be >= 1, got {num_clients}")
+    num_clients = check_value("num_clients", num_clients, int, ge=1, error=PartitionError)
     y_tr = _as_labels(train_labels, "train_labels")
     y_te = _as_labels(test_labels, "test_labels")
     if y_tr.size == 0:
@@ -263,9 +261,8 @@ def _prepare_labels(
     observed = int(max(y_tr.max(), y_te.max() if y_te.size else -1)) + 1
     if num_classes is None:
         num_classes = observed
-    elif isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) \
-            or num_classes < 1:
-        raise PartitionError(f"num_classes must be an integer >= 1, got {num_classes!r}")
+    else:
+        num_classes = check_value("num_classes", num_classes, int, ge=1, error=PartitionError)
     for name, y in (("train_labels", y_tr), ("test_labels", y_te)):
         if y.size and (y.min() < 0 or y.max() >= num_classes):
             raise PartitionError(
@@ -284,24 +281,18 @@ def _check_rng(rng: Any) -> np.random.Generator:
     return rng
 
 
-def _check_alpha(alpha: Any, name: str = "alpha", allow_inf: bool = True) -> float:
+def _positive(alpha: Any) -> bool:
     try:
-        a = float(alpha)
+        return float(alpha) > 0  # NaN fails; inf passes (exactly uniform proportions)
     except (TypeError, ValueError):
-        raise PartitionError(f"{name} must be a number > 0, got {alpha!r}") from None
-    if math.isnan(a) or a <= 0 or (math.isinf(a) and not allow_inf):
-        valid = "a float > 0 (inf = no label skew)" if allow_inf else "a finite float > 0"
-        raise PartitionError(f"{name} must be {valid}; got {alpha!r}")
-    return a
+        return False
 
 
-def _check_int(value: Any, name: str, lo: int, hi: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise PartitionError(f"{name} must be an integer, got {value!r}")
-    if value < lo or (hi is not None and value > hi):
-        rng_txt = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise PartitionError(f"{name} must be {rng_txt}, got {value}")
-    return int(value)
+def _check_alpha(alpha: Any) -> float:
+    """The Dirichlet concentration as a float; anything ``float()`` reads counts (a YAML ``inf`` is a string)."""
+    check_value("alpha", alpha, float, check=_positive, valid="a number > 0 (inf: no label skew)",
+                error=PartitionError)
+    return float(alpha)
 
 
 # --------------------------------------------------------------------------------------------
@@ -552,8 +543,8 @@ def dirichlet(
     y_tr, y_te, n_classes = _prepare_labels(train_labels, test_labels, num_clients, num_classes)
     rng = _check_rng(rng)
     alpha = _check_alpha(alpha)
-    min_size = _check_int(min_size, "min_size", 0)
-    max_retries = _check_int(max_retries, "max_retries", 1)
+    min_size = check_value("min_size", min_size, int, ge=0, error=PartitionError)
+    max_retries = check_value("max_retries", max_retries, int, ge=1, error=PartitionError)
     train, test, attempts = _dirichlet_split(
         y_tr, y_te, n_classes, num_clients, alpha, min_size, max_retries, bool(balance), rng
     )
@@ -608,8 +599,7 @@ def pathological(
     """
     y_tr, y_te, n_classes = _prepare_labels(train_labels, test_labels, num_clients, num_classes)
     rng = _check_rng(rng)
-    k = _check_int(classes_per_client, f"classes_per_client (num_classes={n_classes})",
-                   1, n_classes)
+    k = check_value("classes_per_client", classes_per_client, int, ge=1, le=n_classes, error=PartitionError)
     per_class = np.bincount(y_tr, minlength=n_classes)
     present = np.flatnonzero(per_class)
     if k > present.size:
@@ -618,7 +608,7 @@ def pathological(
             f"split (num_classes={n_classes}); use classes_per_client <= {present.size}"
         )
     if shots is not None:
-        shots = _check_int(shots, "shots", 1)
+        shots = check_value("shots", shots, int, ge=1, error=PartitionError)
 
     sets = _balanced_class_sets(present, num_clients, k, rng)
     member = np.zeros((n_classes, num_clients), dtype=bool)
@@ -731,8 +721,8 @@ def fixed_dirichlet(
     """
     y_tr, y_te, n_classes = _prepare_labels(train_labels, test_labels, num_clients, num_classes)
     rng = _check_rng(rng)
-    train_per_client = _check_int(train_per_client, "train_per_client", 1)
-    test_per_client = _check_int(test_per_client, "test_per_client", 0)
+    train_per_client = check_value("train_per_client", train_per_client, int, ge=1, error=PartitionError)
+    test_per_client = check_value("test_per_client", test_per_client, int, ge=0, error=PartitionError)
     if classes_per_client is None:
         if alpha is None:
             raise PartitionError(
@@ -740,9 +730,8 @@ def fixed_dirichlet(
             )
         alpha = _check_alpha(alpha)
     else:
-        classes_per_client = _check_int(
-            classes_per_client, f"classes_per_client (num_classes={n_classes})", 1, n_classes
-        )
+        classes_per_client = check_value("classes_per_client", classes_per_client, int, ge=1, le=n_classes,
+                                         error=PartitionError)
     if num_clients * train_per_client > y_tr.size:
         raise PartitionError(
             f"fixed_dirichlet: num_clients={num_clients} x train_per_client={train_per_client} "
@@ -881,9 +870,9 @@ def domain(
             f"use domain_dirichlet with clients_per_domain to split domains further"
         )
     if train_per_client is not None:
-        train_per_client = _check_int(train_per_client, "train_per_client", 1)
+        train_per_client = check_value("train_per_client", train_per_client, int, ge=1, error=PartitionError)
     if test_per_client is not None:
-        test_per_client = _check_int(test_per_client, "test_per_client", 0)
+        test_per_client = check_value("test_per_client", test_per_client, int, ge=0, error=PartitionError)
     train, test = [], []
     for d in range(n_dom):
         train.append(_subsample(np.flatnonzero(d_tr == d), train_per_client,
@@ -929,9 +918,9 @@ def domain_dirichlet(
         isinstance(alpha, (int, float)) and math.isinf(alpha))
     if skew:
         alpha = _check_alpha(alpha)
-    min_size = _check_int(min_size, "min_size", 0)
-    max_retries = _check_int(max_retries, "max_retries", 1)
-    m = _check_int(clients_per_domain, "clients_per_domain", 1)
+    min_size = check_value("min_size", min_size, int, ge=0, error=PartitionError)
+    max_retries = check_value("max_retries", max_retries, int, ge=1, error=PartitionError)
+    m = check_value("clients_per_domain", clients_per_domain, int, ge=1, error=PartitionError)
     d_tr, d_te, n_dom = _domains(train_domains, test_domains, y_tr, y_te, "domain_dirichlet")
     if num_clients != m * n_dom:
         raise PartitionError(
@@ -1049,12 +1038,11 @@ def make_partition(
             f"valid parameters: {', '.join(valid)}"
         )
     rng = _check_rng(rng)
-    if isinstance(holdout_clients, bool) or not isinstance(holdout_clients, (int, np.integer)):
-        raise PartitionError(f"holdout_clients must be an integer, got {holdout_clients!r}")
+    holdout_clients = check_value("holdout_clients", holdout_clients, int, ge=0, error=PartitionError)
     if isinstance(num_clients, (int, np.integer)) and not isinstance(num_clients, bool) \
-            and num_clients >= 1 and not 0 <= holdout_clients < num_clients:
+            and num_clients >= 1 and holdout_clients >= num_clients:
         raise PartitionError(
-            f"holdout_clients={holdout_clients} must be in [0, num_clients={num_clients})"
+            f"invalid holdout_clients={holdout_clients}; valid: an integer in [0, num_clients={num_clients})"
         )
     part = fn(train_labels, test_labels, num_clients, rng, train_domains=train_domains,
               test_domains=test_domains, num_classes=num_classes, **params)

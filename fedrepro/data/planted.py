@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..errors import ConfigError
+from ..params import check_fields, hp
 
 
 @dataclass(frozen=True)
@@ -30,39 +30,25 @@ class PlantedConfig:
     ``noise`` is the per-coordinate std, so its norm is ``noise·√dim``.
     """
 
-    num_classes: int = 10
-    num_clients: int = 10
-    num_patches: int = 49
-    dim: int = 64
-    object_fraction: float = 0.25
-    style_scale: float = 0.6
-    clutter_scale: float = 1.0
-    num_clutter: int = 32
-    noise: float = 0.1
-    train_per_client: int = 64
-    test_per_client: int = 32
-    seed: int = 0
+    num_classes: int = hp(10, ge=1)
+    num_clients: int = hp(10, ge=1)
+    num_patches: int = hp(49, ge=1)
+    dim: int = hp(64, ge=1)
+    object_fraction: float = hp(0.25, gt=0, le=1)
+    style_scale: float = hp(0.6, ge=0)
+    clutter_scale: float = hp(1.0, ge=0)
+    num_clutter: int = hp(32, ge=1)
+    noise: float = hp(0.1, ge=0)
+    train_per_client: int = hp(64, ge=0)
+    test_per_client: int = hp(32, ge=0)
+    seed: int = hp(0, ge=0)
 
     def __post_init__(self) -> None:
-        for key in ("num_classes", "num_clients", "num_patches", "dim", "num_clutter"):
-            _check_int(key, getattr(self, key), 1)
-        for key in ("train_per_client", "test_per_client", "seed"):
-            _check_int(key, getattr(self, key), 0)
-        if not 0 < self.object_fraction <= 1:
-            raise ConfigError(f"object_fraction must be in (0, 1], got {self.object_fraction!r}")
-        for key in ("style_scale", "clutter_scale", "noise"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ConfigError(f"{key} must be a number >= 0, got {value!r}")
+        check_fields(self)
 
     @property
     def num_objects(self) -> int:
         return max(1, round(self.object_fraction * self.num_patches))
-
-
-def _check_int(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ConfigError(f"{name} must be an int >= {minimum}, got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from ..errors import ConfigError
+from ..params import check_value
 from .base import ImageDataset
 from .fashion_mnist import load_fashion_mnist
 from .registry import DATASETS
@@ -32,8 +33,7 @@ HALVES = {"pretrain": FASHION_MNIST_PRETRAIN, "federated": FASHION_MNIST_FEDERAT
 
 def fashion_mnist_half(ds: ImageDataset, half: str) -> ImageDataset:
     """``ds`` (full Fashion-MNIST) with its training split cut to one half; the test split is kept."""
-    if half not in HALVES:
-        raise ConfigError(f"half must be one of {', '.join(HALVES)}, got {half!r}")
+    check_value("half", half, str, choices=tuple(HALVES))
     if len(ds.train_y) != FASHION_MNIST_TRAIN_SIZE:
         raise ConfigError(f"expected the full Fashion-MNIST training split ({FASHION_MNIST_TRAIN_SIZE}), "
                           f"got {len(ds.train_y)} images")

@@ -11,19 +11,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..errors import ConfigError
+from ..params import check_value
 from .base import ImageDataset
 from .registry import DATASETS
 
 _MAX_FREQ = 2  # frequencies 0..2 per axis: smooth, few-blob patterns
 # Mixing weights (unit total variance) of the shared vs per-channel component in colour images.
 _CHANNEL_SHARED, _CHANNEL_OWN = 0.9, float(np.sqrt(1 - 0.9**2))
-
-
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
-        raise ConfigError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def _templates(rng: np.random.Generator, k: int, c: int, size: int) -> np.ndarray:
@@ -80,15 +74,13 @@ def load_synthetic(
 
     ``noise`` is the per-pixel noise std relative to the pattern's std: higher is harder.
     """
-    k = _check_int("num_classes", num_classes, 2)
-    n_tr = _check_int("train_per_class", train_per_class, 1)
-    n_te = _check_int("test_per_class", test_per_class, 0)
-    size = _check_int("image_size", image_size, 4)
-    seed = _check_int("seed", seed, 0)
-    if channels not in (1, 3) or isinstance(channels, bool):
-        raise ConfigError(f"channels must be 1 or 3, got {channels!r}")
-    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or noise < 0:
-        raise ConfigError(f"noise must be a number >= 0, got {noise!r}")
+    k = check_value("num_classes", num_classes, int, ge=2)
+    n_tr = check_value("train_per_class", train_per_class, int, ge=1)
+    n_te = check_value("test_per_class", test_per_class, int, ge=0)
+    size = check_value("image_size", image_size, int, ge=4)
+    seed = check_value("seed", seed, int, ge=0)
+    channels = check_value("channels", channels, int, choices=(1, 3))
+    check_value("noise", noise, float, ge=0)
     # Independent streams: the templates do not depend on the requested split sizes.
     t_rng, tr_rng, te_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
     templates = _templates(t_rng, k, channels, size)

@@ -27,6 +27,7 @@ from ..env import allocator, settings
 from ..config import RunConfig
 from ..errors import ConfigError, FedreproError
 from ..env.host import cpu_cores
+from ..params import check_fields, hp
 from .executors import EXECUTORS, Executor, make_executor, pending
 
 # Per-image cost of a training step relative to ResNet-8 at width 16 on a CPU core (docs/config.md,
@@ -225,6 +226,9 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
 
     ex = make_executor(executor)
 
+    if analyses and analyze is None:
+        raise FedreproError("run_pool(analyses=...) needs analyze=: the function that computes an analysis "
+                            "of a stored run (fedrepro.app.reproduce.analyze)")
     t0 = time.perf_counter()
     tasks, stored = plan_tasks(runs, analyses, pending)
     tasks += list(calls)
@@ -352,12 +356,10 @@ class LocalExecutor(Executor):
     thread counts, ``FEDREPRO_WORKERS`` if set)."""
 
     name: ClassVar[str] = "local"
-    workers: int | None = None
+    workers: int | None = hp(None, ge=1)
 
     def __post_init__(self) -> None:
-        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int)
-                                         or self.workers < 1):
-            raise ConfigError(f"executor 'local': workers={self.workers!r}; valid: a positive integer or None")
+        check_fields(self)
 
     def train(self, cfgs: Sequence[RunConfig], progress: bool = True) -> int:
         """Train the pending runs ``workers`` at a time in worker processes. With one worker (or one

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -22,17 +21,11 @@ from .local import estimate_cost
 from .ray_worker import Relay, train_run
 from ..runs import fingerprint
 from ..env.host import cpu_cores
+from ..params import check_fields, hp
 
 log = logging.getLogger("fedrepro")
 
 RAY_PIN = "ray==2.55.1"
-
-
-def _number(name: str, value: Any, low: float, strict: bool) -> None:
-    ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-          and (value > low if strict else value >= low))
-    if not ok:
-        raise ConfigError(f"executor 'ray': {name}={value!r}; valid: a number {'>' if strict else '>='} {low:g}")
 
 
 def import_ray():
@@ -63,26 +56,17 @@ class RayExecutor(Executor):
 
     name: ClassVar[str] = "ray"
     remote: ClassVar[bool] = True
-    address: str | None = None
-    num_cpus: float | None = None
-    num_gpus: float = 0.0
-    max_retries: int = 3
-    checkpoint_every_s: float = 10.0
-    max_in_flight: int | None = None
+    address: str | None = hp(None, check=lambda a: isinstance(a, str) and bool(a.strip()),
+                             valid="null (a Ray instance on this machine), 'auto' (the cluster this machine "
+                                   "joined) or 'HOST:PORT' of a head node")
+    num_cpus: float | None = hp(None, gt=0)
+    num_gpus: float = hp(0.0, ge=0)
+    max_retries: int = hp(3, ge=0)
+    checkpoint_every_s: float = hp(10.0, gt=0)
+    max_in_flight: int | None = hp(None, ge=1)
 
     def __post_init__(self) -> None:
-        if self.address is not None and (not isinstance(self.address, str) or not self.address.strip()):
-            raise ConfigError(f"executor 'ray': address={self.address!r}; valid: None (a Ray instance on this "
-                              "machine), 'auto' (the cluster this machine joined) or 'HOST:PORT' of a head node")
-        if self.num_cpus is not None:
-            _number("num_cpus", self.num_cpus, 0, strict=True)
-        _number("num_gpus", self.num_gpus, 0, strict=False)
-        _number("checkpoint_every_s", self.checkpoint_every_s, 0, strict=True)
-        for name in ("max_retries", "max_in_flight"):
-            v = getattr(self, name)
-            low = 0 if name == "max_retries" else 1
-            if (v is not None or name == "max_retries") and (isinstance(v, bool) or not isinstance(v, int) or v < low):
-                raise ConfigError(f"executor 'ray': {name}={v!r}; valid: an integer >= {low}")
+        check_fields(self)
 
     def resources(self, cfg) -> dict[str, float]:
         """What Ray reserves for ``cfg``'s run; a ConfigError when its device needs a GPU it would not get."""

@@ -15,13 +15,14 @@ before planning the table again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 
 from ..config import RunConfig
 from ..errors import ConfigError, FedreproError
 from ..runs.store import RunStore
+from ..params import check_fields, hp
 
 
 class TuningPending(FedreproError):
@@ -30,6 +31,15 @@ class TuningPending(FedreproError):
     def __init__(self, configs: Sequence[RunConfig]):
         self.configs = list(configs)
         super().__init__(f"{len(self.configs)} learning-rate search runs are not stored yet")
+
+
+def _rates(grid: Any) -> bool:
+    """Two or more learning rates, each a number > 0, none repeated (it would be trained twice)."""
+    try:
+        return (len(grid) >= 2 and len(set(grid)) == len(grid)
+                and all(isinstance(v, (int, float)) and v > 0 for v in grid))
+    except TypeError:  # not a sequence of hashable values
+        return False
 
 
 @dataclass(frozen=True)
@@ -42,19 +52,14 @@ class LrSearch:
     first in grid order when equally near), so a flat score never moves a row away from it.
     """
 
-    grid: tuple[float, ...]
-    validation: float = 0.2
-    metric: str = "final_acc_mean"
-    seed: int = 0
-    applies: Callable[[RunConfig], bool] | None = None
+    grid: tuple[float, ...] = hp(check=_rates, valid="two or more distinct positive learning rates")
+    validation: float = hp(0.2, gt=0, lt=1)
+    metric: str = hp("final_acc_mean")
+    seed: int = hp(0)
+    applies: Callable[[RunConfig], bool] | None = hp(None)
 
     def __post_init__(self) -> None:
-        if len(self.grid) < 2 or any(not (isinstance(v, (int, float)) and v > 0) for v in self.grid):
-            raise ConfigError(f"LrSearch(grid={self.grid!r}); valid: two or more positive learning rates")
-        if len(set(self.grid)) != len(self.grid):
-            raise ConfigError(f"LrSearch(grid={self.grid!r}) repeats a value")
-        if not 0 < self.validation < 1:
-            raise ConfigError(f"LrSearch(validation={self.validation!r}); valid: a fraction in (0, 1)")
+        check_fields(self)
 
     def searched(self, cfg: RunConfig) -> bool:
         return self.applies is None or bool(self.applies(cfg))

@@ -22,7 +22,7 @@ import json
 import warnings
 import zipfile
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import ConfigError, DataNotFoundError
+from ..params import check_fields, hp
 
 PAPER_ARCHS = ("ViT-B-16", "RN50")
 # The committed stand-in, written by ``fedrepro pretrain clip`` (record beside it, same stem, .json).
@@ -54,22 +55,22 @@ class StandinArch:
     Patch 4 on 28×28 gives M = 49 feature-map tokens, as many as RN50's 7×7 map in FedOTP.
     """
 
-    embed_dim: int = 64
-    image_size: int = 28
-    patch_size: int = 4
-    vision_width: int = 96
-    vision_layers: int = 6
-    vision_head_width: int = 32
-    vision_mlp_ratio: float = 2.0
-    context_length: int = 16
-    text_width: int = 64
-    text_heads: int = 2
-    text_layers: int = 3
+    embed_dim: int = hp(64, ge=1)
+    image_size: int = hp(28, ge=1)
+    patch_size: int = hp(4, ge=1)
+    vision_width: int = hp(96, ge=1)
+    vision_layers: int = hp(6, ge=1)
+    vision_head_width: int = hp(32, ge=1)
+    vision_mlp_ratio: float = hp(2.0, gt=0)
+    context_length: int = hp(16, ge=1)
+    text_width: int = hp(64, ge=1)
+    text_heads: int = hp(2, ge=1)
+    text_layers: int = hp(3, ge=1)
 
     def __post_init__(self) -> None:
-        for key, value in asdict(self).items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ConfigError(f"StandinArch.{key} must be a positive number, got {value!r}")
+        check_fields(self)
+
+    def validate(self) -> None:
         if self.image_size % self.patch_size:
             raise ConfigError(
                 f"StandinArch.image_size ({self.image_size}) must be a multiple of patch_size ({self.patch_size})"

@@ -36,6 +36,7 @@ from .reference import beside
 from ..claims.core import PAPER_COLUMN
 from ..execute.tuning import TuningPending
 from ..runs.tables import pivot_mean_std
+from ..params import check_fields, hp
 
 if TYPE_CHECKING:
     from ..execute.tuning import LrSearch
@@ -71,14 +72,13 @@ class Rows:
     (rows no claim reads: the table seeds).
     """
 
-    grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]] = field(default_factory=dict)
-    variants: Mapping[str, Mapping[str, Any]] | None = None
-    seeds: str = "claim"
-    base: Mapping[str, Any] = field(default_factory=dict)
+    grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]] = hp(factory=dict)
+    variants: Mapping[str, Mapping[str, Any]] | None = hp(None)
+    seeds: str = hp("claim", choices=SEED_KINDS)
+    base: Mapping[str, Any] = hp(factory=dict)
 
     def __post_init__(self) -> None:
-        if self.seeds not in SEED_KINDS:
-            raise ConfigError(f"Rows(seeds={self.seeds!r}); valid: {', '.join(SEED_KINDS)}")
+        check_fields(self)
 
 
 @dataclass(frozen=True)

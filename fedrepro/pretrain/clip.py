@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from ..errors import ConfigError
 from ..models.clip import STANDIN_CHECKPOINT, ClipBackbone, StandinArch, bpe_tokenizer, build_standin
+from ..params import check_fields, hp
 from . import clip_data
 from .clip_data import FASHION_PRETRAIN_COUNT, FASHION_VAL_COUNT, CaptionedImages
 from ..models.record import write_checkpoint
@@ -37,45 +38,35 @@ _MAX_LOGIT_SCALE = math.log(100.0)  # CLIP clips the learned temperature at 100
 class PretrainClipConfig:
     """Everything that determines the stand-in's weights (plus where to write them)."""
 
-    seed: int = 0
+    seed: int = hp(0, ge=0)
     # Sized for ~6 minutes on one busy CPU core (0.7–1.3 s a step), so that `make pretrain` stays
     # well under 15 minutes on a 2-core machine.
-    steps: int = 420
-    batch_size: int = 128
-    lr: float = 1e-3
-    warmup_steps: int = 40
-    weight_decay: float = 0.1
-    glyphs: int = 20_000
-    val_glyphs: int = 1_000
-    font_caption_fraction: float = 0.5
+    steps: int = hp(420, ge=1)
+    batch_size: int = hp(128, ge=1)
+    lr: float = hp(1e-3)
+    warmup_steps: int = hp(40, ge=0)
+    weight_decay: float = hp(0.1)
+    glyphs: int = hp(20_000, ge=0)
+    val_glyphs: int = hp(1_000, ge=0)
+    font_caption_fraction: float = hp(0.5, ge=0, le=1)
     # Fashion-MNIST training images 0..fashion_images-1 are trained on (0: glyphs only); the last
-    # FASHION_VAL_COUNT images of the pretraining half are the validation split.
-    fashion_images: int = FASHION_PRETRAIN_COUNT - FASHION_VAL_COUNT
+    # FASHION_VAL_COUNT images of the pretraining half are the validation split, and the other half
+    # is the downstream data, so no more can be taken.
+    fashion_images: int = hp(FASHION_PRETRAIN_COUNT - FASHION_VAL_COUNT, ge=0,
+                             le=FASHION_PRETRAIN_COUNT - FASHION_VAL_COUNT)
     # One thread: on a shared 2-core machine a second intra-op thread waits on busy cores and makes
     # each step many times slower. Results are bitwise reproducible only at the same thread count.
-    threads: int = 1
-    evaluate: bool = True
-    out: str = ""  # "" writes the committed stand-in, fedrepro/models/weights/clip_standin.pt
-    arch: StandinArch = field(default_factory=StandinArch)
+    threads: int = hp(1, ge=1)
+    evaluate: bool = hp(True)
+    out: str = hp("")  # "" writes the committed stand-in, fedrepro/models/weights/clip_standin.pt
+    arch: StandinArch = hp(factory=StandinArch)
 
     def __post_init__(self) -> None:
         if isinstance(self.arch, dict):  # from YAML / --set arch={...}
             object.__setattr__(self, "arch", StandinArch(**self.arch))
-        for key in ("seed", "glyphs", "val_glyphs", "fashion_images", "warmup_steps"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(f"{key} must be an int >= 0, got {value!r}")
-        for key in ("steps", "batch_size", "threads"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{key} must be an int >= 1, got {value!r}")
-        if self.fashion_images > FASHION_PRETRAIN_COUNT - FASHION_VAL_COUNT:
-            raise ConfigError(
-                f"fashion_images must be <= {FASHION_PRETRAIN_COUNT - FASHION_VAL_COUNT}: the rest of Fashion-MNIST "
-                f"is the validation split and the downstream data, got {self.fashion_images}"
-            )
-        if not 0 <= self.font_caption_fraction <= 1:
-            raise ConfigError(f"font_caption_fraction must be in [0, 1], got {self.font_caption_fraction!r}")
+        check_fields(self)
+
+    def validate(self) -> None:
         if self.glyphs + self.fashion_images == 0:
             raise ConfigError("glyphs and fashion_images cannot both be 0: there would be nothing to train on")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,11 +25,11 @@ from ..analysis.backbone_quality import backbone_quality, probe_sample
 from ..data.base import ImageDataset
 from ..data.glyphs import GLYPH_CLASSES, heldout_fonts, pretrain_fonts, render_glyphs
 from ..data.splits import FASHION_MNIST_PRETRAIN, fashion_mnist_half
-from ..errors import ConfigError
 from ..models.registry import create_model
 from ..models.vit import WEIGHTS_DIR, ViTShape, arch_kwargs, shape_dict
 from ..models.record import tensor_hash, write_checkpoint
 from ..data import load_dataset
+from ..params import check_fields, hp
 
 DEFAULT_OUT = WEIGHTS_DIR / "vit_glyphs.pt"
 GRAD_CLIP = 1.0
@@ -39,38 +39,31 @@ GRAD_CLIP = 1.0
 class ViTPretrainConfig:
     """Everything that determines the checkpoint. ``out`` empty means the committed path."""
 
-    seed: int = 0
-    steps: int = 800  # sized for a 2-core machine shared with other jobs: ~10 min at 0.7 s/step
-    batch_size: int = 96
-    lr: float = 2e-3
-    weight_decay: float = 0.05
-    warmup_steps: int = 80
-    glyphs: int = 30000  # rendered once from the pretraining fonts, then sampled with replacement
-    fashion_mnist: bool = True  # add the pretraining half of Fashion-MNIST's training images
-    threads: int = 1  # on a shared CPU, 2 threads per process spin-wait and run slower than 1
-    patch_size: int = 4
-    dim: int = 96
-    depth: int = 6
-    heads: int = 3
-    mlp_ratio: float = 2.0
-    probe_train: int = 5000  # quality: Fashion-MNIST federated-half images fitting the probe
-    probe_test: int = 2000  # quality: Fashion-MNIST test images scoring it
-    measure: bool = True
-    progress: bool = True
-    out: str = ""
+    seed: int = hp(0)
+    steps: int = hp(800, ge=1)  # sized for a 2-core machine shared with other jobs: ~10 min at 0.7 s/step
+    batch_size: int = hp(96, ge=1)
+    lr: float = hp(2e-3, gt=0)
+    weight_decay: float = hp(0.05, ge=0)
+    warmup_steps: int = hp(80, ge=0)
+    glyphs: int = hp(30000, ge=1)  # rendered once from the pretraining fonts, then sampled with replacement
+    fashion_mnist: bool = hp(True)  # add the pretraining half of Fashion-MNIST's training images
+    threads: int = hp(1, ge=1)  # on a shared CPU, 2 threads per process spin-wait and run slower than 1
+    patch_size: int = hp(4, ge=1)
+    dim: int = hp(96, ge=1)
+    depth: int = hp(6, ge=1)
+    heads: int = hp(3, ge=1)
+    mlp_ratio: float = hp(2.0, gt=0)
+    probe_train: int = hp(5000)  # quality: Fashion-MNIST federated-half images fitting the probe
+    probe_test: int = hp(2000)  # quality: Fashion-MNIST test images scoring it
+    measure: bool = hp(True)
+    progress: bool = hp(True)
+    out: str = hp("")
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if f.type == "int" and (not isinstance(v, int) or isinstance(v, bool)):
-                raise ConfigError(f"{f.name} must be an int, got {v!r}")
-        for key in ("steps", "batch_size", "threads"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)!r}")
-        if self.glyphs < 1 or self.warmup_steps < 0 or self.lr <= 0 or self.weight_decay < 0:
-            raise ConfigError("glyphs must be >= 1, warmup_steps >= 0, lr > 0 and weight_decay >= 0; "
-                              f"got {self.glyphs}, {self.warmup_steps}, {self.lr}, {self.weight_decay}")
-        self.shape.check()
+        check_fields(self)
+
+    def validate(self) -> None:
+        self.shape.check()  # the divisibility of image, patch, width and heads
 
     @property
     def shape(self) -> ViTShape:

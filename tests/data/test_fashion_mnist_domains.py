@@ -88,7 +88,7 @@ def test_fashion_mnist_domains_federated_half(tmp_path: Path) -> None:
     src = torch.from_numpy(arrays["train-images-idx3-ubyte"])
     assert ds.train_x.shape[0] == 30000 and ds.test_x.shape[0] == 20
     assert torch.equal(ds.train_x[:, 0], src[30000:])
-    with pytest.raises(ConfigError, match="half must be"):
+    with pytest.raises(ConfigError, match="^invalid half='pretrain'; valid: null or federated$"):
         load_dataset("fashion_mnist_domains", root=tmp_path, styles=["original"], half="pretrain")
 
 

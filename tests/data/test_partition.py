@@ -426,7 +426,7 @@ Y, YT = labels(200, 5, 0), labels(50, 5, 1)
         (dict(scheme="domain_dirichlet", alpha=-0.5, clients_per_domain=1), "alpha"),
         (dict(scheme="iid", num_clients=201), "num_clients"),
         (dict(scheme="iid", num_clients=0), "num_clients"),
-        (dict(scheme="pathological", classes_per_client=6), "classes_per_client.*num_classes"),
+        (dict(scheme="pathological", classes_per_client=6), r"classes_per_client=6; valid: an integer in \[1, 5\]"),
         (dict(scheme="pathological", classes_per_client=0), "classes_per_client"),
         (dict(scheme="domain"), "train_domains"),
         (dict(scheme="domain_dirichlet", alpha=0.5, clients_per_domain=2), "train_domains"),
