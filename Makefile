@@ -22,7 +22,7 @@ SMOKE_ENV = $(OUTPUT_ENV) FEDREPRO_PROFILE=smoke FEDREPRO_RUNS=$(OUTPUT)/output/
 # Jupyter refuses to start as root (containers) unless told to.
 ALLOW_ROOT = $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup data browser test test-unit test-notebooks reproduce smoke book pretrain lab bench clean distclean
+.PHONY: help setup data browser lint test test-unit test-notebooks reproduce smoke book pretrain lab bench clean distclean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-15s %s\n", $$1, $$2}'
@@ -52,7 +52,10 @@ browser: ## install Debian's chromium and chromium-driver (the site's browser te
 		 (apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $(BROWSER_PACKAGES) >/dev/null)); \
 	else echo "note: chromium/chromedriver not found; tests/test_site.py's browser checks will be skipped"; fi
 
-test: setup browser test-unit test-notebooks ## set up, then run pytest and nbval on every notebook (smoke profile)
+test: setup browser lint test-unit test-notebooks ## set up, then lint, then run pytest and nbval on every notebook (smoke profile)
+
+lint: $(STAMP) ## ruff, with the rules in pyproject.toml
+	$(PY) -m ruff check fedrepro tests bench
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -q tests

@@ -54,18 +54,20 @@ def test_select_raises_on_missing_rows():
 
 def test_saved_claims_are_collected_and_unchecked_ones_are_not_run(tmp_path, monkeypatch):
     import fedrepro.claims.core as claims_mod
+    import fedrepro.papers.verdicts as verdicts
 
-    monkeypatch.setattr(claims_mod, "claims_dir", lambda profile, root=None: tmp_path)
+    for mod in (claims_mod, verdicts):
+        monkeypatch.setattr(mod, "claims_dir", lambda profile, root=None: tmp_path)
     t = pd.concat([claim_table([0.9, 0.9], [0.6, 0.6], 0.1)])  # +30 at both seeds
     out = evaluate_claims(t, paper="tour")
     claims_mod.save_claims(out, "00_tour", "smoke")
-    collected = claims_mod.collect_claims("smoke").set_index("claim_id")
+    collected = verdicts.collect_claims("smoke").set_index("claim_id")
     assert collected.loc["tour.local_beats_fedavg_skewed", "verdict"] == "PASS"
     assert collected.loc["tour.local_beats_fedavg_skewed", "notebook"] == "00_tour"
     assert collected.loc["tour.local_beats_fedavg_skewed", "interval"].startswith("+30.00 pts [+30.00, +30.00]")
     assert collected.loc["tour.fedavg_beats_local_iid", "verdict"] == "NOT RUN"
     (tmp_path / "00_tour.json").unlink()
-    assert (claims_mod.collect_claims("smoke")["verdict"] == "NOT RUN").all()
+    assert (verdicts.collect_claims("smoke")["verdict"] == "NOT RUN").all()
 
 
 def test_a_check_that_returns_a_bare_bool_is_refused():
