@@ -22,6 +22,7 @@ import yaml
 
 from .errors import ConfigError
 from .params import check_fields, hp
+from .registry import did_you_mean
 from .version import VERSION as __version__
 
 PROFILES = ("smoke", "laptop", "paper")
@@ -396,9 +397,9 @@ def from_dict(d: Mapping[str, Any]) -> RunConfig:
     return cfg
 
 
-def _check(cond: bool, key: str, value: Any, valid: str) -> None:
+def _check(cond: bool, key: str, value: Any, valid: str, hint: str = "") -> None:
     if not cond:
-        raise ConfigError(f"invalid {key}={value!r}; valid: {valid}")
+        raise ConfigError(f"invalid {key}={value!r}{hint}; valid: {valid}")
 
 
 def validate(cfg: RunConfig) -> None:
@@ -420,12 +421,8 @@ def validate(cfg: RunConfig) -> None:
         _check(isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and math.isfinite(alpha) and alpha > 0,
                "data.partition_args.alpha", alpha, "a number > 0")
     # Names are looked up in registries (dicts): anything but a string is invalid, not unhashable.
-    _check(isinstance(d.dataset, str) and d.dataset in list_datasets(), "data.dataset", d.dataset,
-           ", ".join(list_datasets()))
-    _check(isinstance(d.partition, str) and d.partition in list_partitions(), "data.partition", d.partition,
-           ", ".join(list_partitions()))
-    _check(isinstance(cfg.model.name, str) and cfg.model.name in list_models(), "model.name", cfg.model.name,
-           ", ".join(list_models()))
-    _check(isinstance(cfg.method.name, str) and cfg.method.name in METHODS, "method.name", cfg.method.name,
-           ", ".join(METHODS.names()))
+    for key, value, names in (("data.dataset", d.dataset, list_datasets()), ("data.partition", d.partition,
+                              list_partitions()), ("model.name", cfg.model.name, list_models()),
+                              ("method.name", cfg.method.name, METHODS.names())):
+        _check(isinstance(value, str) and value in names, key, value, ", ".join(names), did_you_mean(value, names))
     METHODS.get(cfg.method.name).parse_params(cfg.method.args)

@@ -1,7 +1,8 @@
 """A tiny name -> object registry, shared by datasets, partitioners, models and methods."""
 from __future__ import annotations
 
-from typing import Callable, Generic, Iterator, TypeVar
+import difflib
+from typing import Callable, Generic, Iterable, Iterator, TypeVar
 
 from .errors import ConfigError
 
@@ -35,9 +36,8 @@ class Registry(Generic[T]):
         try:
             return self._items[name]
         except KeyError:
-            raise ConfigError(
-                f"unknown {self.kind} {name!r}; valid {self.kind}s: {', '.join(sorted(self._items))}"
-            ) from None
+            raise ConfigError(f"unknown {self.kind} {name!r}{did_you_mean(name, self._items)}; valid {self.kind}s: "
+                              f"{', '.join(sorted(self._items))}") from None
 
     def names(self) -> list[str]:
         return sorted(self._items)
@@ -47,6 +47,14 @@ class Registry(Generic[T]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
+
+
+def did_you_mean(name: object, valid: Iterable[str]) -> str:
+    """`` (did you mean 'fedprox'?)`` for the valid name closest to a misspelled one, else ""."""
+    if not isinstance(name, str):
+        return ""
+    close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _origin(obj: object) -> str:

@@ -169,8 +169,9 @@ def _main(argv: list[str] | None = None) -> int:
     p_rep.add_argument("--only", default=None, help="run only notebooks whose path contains this text")
     p_rep.add_argument("--workers", type=int, default=None,
                        help="processes that train runs and render notebooks (default: the cores over the runs' threads)")
-    p_rep.add_argument("--plan", action="store_true", help="list what each notebook reads and what is left to train; "
-                                                           "train and render nothing")
+    p_rep.add_argument("--plan", "--dry-run", dest="plan", action="store_true",
+                       help="list what each notebook reads and what is left to train; train and render nothing "
+                            "(--dry-run, as for run)")
     _executor_flags(p_rep)
     _tensorboard_flag(p_rep)
 
