@@ -119,7 +119,7 @@ def test_changing_a_name_drops_its_old_arguments():
 
 
 def test_paper_profile_matches_the_fedpft_protocol():
-    """specs/fedpft.md §3.1-3.3: 40 clients × 500/100, full-width ResNet-8, B=100, R=5, T=1000, lr 0.1."""
+    """FedPFT (ICLR) §4.1 and App. D.3: 40 clients × 500/100, full-width ResNet-8, B=100, R=5, T=1000, lr 0.1."""
     p = make_config("paper")
     assert p.model.name == "resnet8" and p.model.args == {"width": 64}
     assert p.data.partition_args == {"alpha": 0.5, "train_per_client": 500, "test_per_client": 100}

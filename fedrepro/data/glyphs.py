@@ -94,8 +94,8 @@ FONT_SETS = {"pretrain": PRETRAIN_FONTS, "heldout": HELDOUT_FONTS, "all": FONT_N
 
 IMAGE_SIZE = 28
 _SUPERSAMPLE = 2  # draw at 2x and downsample with a box filter: anti-aliased strokes, cheaply
-# Sampling ranges (our choice, sized after the feasibility note): glyph height in output pixels,
-# offset of its centre, rotation std, stroke widths at the 2x canvas, ink level.
+# Sampling ranges (our choice): glyph height in output pixels, offset of its centre, rotation std,
+# stroke widths at the 2x canvas, ink level.
 SIZE_RANGE = (16, 26)
 MAX_OFFSET = 3
 ROTATION_STD_DEG = 10.0

@@ -3,7 +3,7 @@
 The pFedCSPC code (FedCSPC, ``datasets.py``/``main_CSPC.py``) trains on CIFAR-10 with a 4-pixel
 reflect pad, a random 32-pixel crop and a horizontal flip, on CIFAR-100 and Tiny-ImageNet with a
 padded random crop and a flip, and on VireoFood172 with a flip after resizing. The papers' text is
-silent on it (specs/pfedcspc.md §2.4). Here it runs per batch on the uint8 images the client
+silent on it (pFedCSPC (TNNLS) §V-A3 lists no augmentation). Here it runs per batch on the uint8 images the client
 holds, before normalisation, as torchvision's ``RandomCrop(size, padding=4)`` and
 ``RandomHorizontalFlip()`` do on PIL images: the crop offset is uniform in [0, 2·padding] in each
 direction, the flip has probability 1/2, and every draw comes from the training loop's generator,

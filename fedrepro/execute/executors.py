@@ -1,4 +1,4 @@
-"""The executor registry and what every executor has: its name, its options, ``train(configs)``."""
+"""The executor registry and what every executor has: its name, its options, ``train(cfgs)``."""
 from __future__ import annotations
 
 import dataclasses

@@ -2,10 +2,10 @@
 
 A method never holds per-client state itself. The runner passes it in and stores what comes out:
 
-- ``init_server(ctx)`` -> ``(shared, server_state)``: the broadcast tensors and server-only state;
-- ``init_client(ctx, cid)`` -> the client's persistent state (personal layers, prompts...);
-- ``client_update(shared, state, data, gen, round)`` -> :class:`ClientUpdate` (upload, new state);
-- ``aggregate(shared, updates, server_state, round)`` -> ``(shared, server_state)``;
+- ``init_server(seed)`` -> ``(shared, server_state)``: the broadcast tensors and server-only state;
+- ``init_client(cid, seed)`` -> the client's persistent state (personal layers, prompts...);
+- ``client_update(shared, state, data, gen, rnd)`` -> :class:`ClientUpdate` (upload, new state);
+- ``aggregate(shared, updates, server_state, rnd)`` -> ``(shared, server_state)``;
 - ``evaluate(shared, state, data, gen)`` -> :class:`EvalResult` for the client's personalised model.
 
 ``shared`` and states are plain ``dict[str, Tensor | ...]`` so they checkpoint with ``torch.save``

@@ -50,7 +50,7 @@ STANDIN_STD = (0.5, 0.5, 0.5)
 
 @dataclass(frozen=True)
 class StandinArch:
-    """Shape of the CPU stand-in CLIP (sized in ../shared/notes/backbones-feasibility.md).
+    """Shape of the CPU stand-in CLIP (docs/backbones.md, "The CLIP stand-in (FedOTP)").
 
     Patch 4 on 28×28 gives M = 49 feature-map tokens, as many as RN50's 7×7 map in FedOTP.
     """

@@ -50,8 +50,8 @@ def test_time_per_round(runs):
 
 
 def test_communication_table_matches_the_papers_parameter_counts():
-    """specs/fedpft.md §3.2 and §5: φ 1,232,704 (ResNet-8); h_κ = 100·256 + 100; h_ρ = 256·128 + 128;
-    τ = 4m² + 4m plus the pre-norm LayerNorm's 2m."""
+    """FedPFT ICLR App. N Table 15 / arXiv App. I, as we read them: φ 1,232,704 (ResNet-8, 1.24M);
+    h_κ = 100·256 + 100; h_ρ = 256·128 + 128; τ = 4m² + 4m plus our pre-norm LayerNorm's 2m."""
     import fedrepro
     from fedrepro.analysis.cost import communication_table
 

@@ -60,7 +60,7 @@ def test_match_fits_train_data_and_probe_matches_it(runs):
     df = mismatch_probe(runs["fedavg"], device="cpu")
     assert (df["match_train_loss"] <= df["origin_train_loss"] + 1e-6).all()
     assert (df["match_train"] >= df["origin_train"] - 0.05).all()
-    # C = 4 <= m = 16: the inserted layer is as expressive as a new classifier (spec §2).
+    # C = 4 <= m = 16: the inserted layer is as expressive as a new classifier (W·A spans every C×m map).
     assert abs(df["probe_train"].mean() - df["match_train"].mean()) < 0.1
     s = summarize_probe(df)
     assert s["mismatch"] == pytest.approx(s["match"] - s["origin"])

@@ -1,5 +1,5 @@
 """The partition schemes (fedrepro.data.partition): cover, disjointness, counts, determinism, held-out
-clients, speed, and errors that name the parameter (peers.md §8 item 3)."""
+clients, speed, and errors that name the parameter."""
 from __future__ import annotations
 
 import time
@@ -178,7 +178,7 @@ def test_fixed_dirichlet_exact_counts_and_disjoint(problem, alpha, pathological)
 
 
 def test_fixed_dirichlet_fedpft_protocol_cifar_like():
-    """specs/fedpft.md §3.1: 40 clients × 500 train / 100 test, train/test distributions match."""
+    """FedPFT (ICLR) §4.1: 40 clients × 500 train / 100 test, train/test distributions match."""
     y_tr, y_te = np.repeat(np.arange(10), 5000), np.repeat(np.arange(10), 1000)
     for alpha in (0.1, 0.5, 1.0):
         p = make_partition("fixed_dirichlet", y_tr, y_te, 40, rng(1), alpha=alpha)

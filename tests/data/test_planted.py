@@ -1,4 +1,5 @@
-"""The planted-patch task of the FedOTP spec §9.1: masks, determinism, class and style signal."""
+"""The planted-patch task (our ground truth for FedOTP §4.3's "plans focus on the object"): masks,
+determinism, class and style signal."""
 from __future__ import annotations
 
 import pytest

@@ -215,7 +215,8 @@ def test_every_option_runs(tiny, args):
 
 
 def test_it_learns_on_the_synthetic_task(tiny):
-    # The glyph-pretrained stand-in: a random frozen ViT gives CCMP nothing to compare (spec §8.3).
+    # The glyph-pretrained stand-in: a random frozen ViT gives CCMP nothing to compare (CCMP relies on
+    # class-informative cls prototypes, PEP-FedPT (arXiv) Fig. 2).
     res = fedrepro.run(tiny(**{"model.name": "tiny_vit", "model.args": {"weights": "glyphs"},
                                "method.name": "pep_fedpt", "train.rounds": 6, "train.local_epochs": 2}))
     assert res.summary["final_acc_mean"] > 0.5, res.summary  # 4 classes: chance is 25%

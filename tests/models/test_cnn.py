@@ -10,7 +10,7 @@ from fedrepro.models import (
 
 def test_moon_cnn_flatten_and_projection():
     m = create_model("moon_cnn", 10, in_channels=3, image_size=32)
-    assert m.features.encoder[7].in_features == 400  # specs/pfedcspc.md §2.3
+    assert m.features.encoder[7].in_features == 400  # pFedCSPC (TNNLS) §V-B; 16·5·5 as in MOON's code
     assert create_model("moon_cnn", 10, in_channels=1, image_size=28).features.encoder[7].in_features == 256
     p = create_model("moon_cnn", 10, projection_dim=256)
     assert p.feature_dim == 256 and p.head.in_features == 256

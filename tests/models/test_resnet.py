@@ -1,4 +1,4 @@
-"""ResNets: FedPFT's parameter counts (specs/fedpft.md §3.2), the CIFAR stem, and the width."""
+"""ResNets: FedPFT's parameter counts (φ 1.24M / 4.91M, ICLR App. N Table 15), the CIFAR stem, and the width."""
 from __future__ import annotations
 
 import pytest
@@ -17,13 +17,13 @@ def test_resnet_feature_counts_match_fedpft_spec(name, params, with_buffers, m):
     model = create_model(name, num_classes=100, in_channels=3)
     assert model.feature_dim == m
     assert count_params(model.features) == params
-    # The spec's "with BN buffers" counts running_mean, running_var and num_batches_tracked.
+    # Our "with BN buffers" counts include running_mean, running_var and num_batches_tracked.
     assert count_params(model.features, include_buffers=True) == with_buffers
     assert sum(v.numel() for k, v in model.state_dict().items() if k.startswith("features.")) == with_buffers
 
 
 def test_resnet_cifar_stem_counts_match_spec_alternative():
-    # §3.2: "A CIFAR 3×3 stem would give 1.228M / 4.904M" (those figures include BN buffers).
+    # Our derivation: a CIFAR 3×3 stem gives 1.228M / 4.904M with BN buffers, a worse fit to ICLR Table 15.
     r8 = create_model("resnet8", 10, stem="cifar")
     r10 = create_model("resnet10", 10, stem="cifar")
     assert round(count_params(r8.features, include_buffers=True) / 1e6, 3) == 1.228

@@ -139,7 +139,7 @@ def test_pfedcspc_paper_profile_augments_as_its_code_does(variant, augment):
 
 
 def test_fedpft_trains_without_augmentation_at_every_profile():
-    # FedPFT states no training augmentation and has no code (specs/fedpft.md §3.1).
+    # FedPFT states no training augmentation (ICLR §4.1, App. D) and has no public code.
     for profile in ("smoke", "laptop", "paper"):
         assert setup("fedpft", profile).train.augment == "none"
 

@@ -1,5 +1,5 @@
-"""PEP-FedPT's reported numbers, quoted from the arXiv paper's Tables 1-13 (``../shared/papers/
-pep-fedpt.txt``). Cells are as printed (``"mean±std"``, the std exactly as typeset, e.g. Table 3's
+"""PEP-FedPT's reported numbers, quoted from the arXiv paper's (2510.25372) Tables
+1-13. Cells are as printed (``"mean±std"``, the std exactly as typeset, e.g. Table 3's
 ``04.81±.48``); every mean is a percentage unless the column says otherwise.
 
 Row keys are our registered-style method names. The paper's row labels map as follows:

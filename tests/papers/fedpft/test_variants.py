@@ -8,8 +8,8 @@ from fedrepro.papers.fedpft.variants import ABLATION_SETTINGS
 
 
 def test_fedpft_variants_follow_the_spec():
-    """specs/fedpft.md §3.1-3.2: ResNet-10 for C100/Tiny (200 test images for Tiny), 2 classes per
-    client for pathological C10, one domain per client for feature shift, 100 clients, ResNet-18."""
+    """FedPFT (ICLR) §4.1, App. D.1, I and J: ResNet-10 for C100/Tiny (200 test images for Tiny), 2 classes
+    per client for pathological C10, one domain per client for feature shift, 100 clients, ResNet-18."""
     c100 = setup("fedpft", "paper", "cifar100")
     assert (c100.data.dataset, c100.model.name) == ("cifar100", "resnet10")
     assert setup("fedpft", "paper", "tiny_imagenet").data.partition_args["test_per_client"] == 200
