@@ -1,4 +1,4 @@
-"""The papers' setups as tables (issue 33, item 5): every profile × variant resolves from each
+"""The papers' setups as tables: every profile × variant resolves from each
 paper's ``BASE`` and ``CHANGES``, a bad name is a one-line error naming the valid ones, the rules
 of :mod:`fedrepro.papers.setup_data` hold, and the resolved configs keep their pinned hashes."""
 from __future__ import annotations
