@@ -9,7 +9,11 @@ A verdict other than PASS has four common causes, and the store can tell them ap
   **not a budget artefact**). The runs are those the claim's check selected (recorded with its
   verdict); for a check on rows that name no run (a derived table), all the runs its notebook read.
 - **noise**: the verdict changed back and forth in the last quarter of the rounds (more than once):
-  each round's scores straddle the bound, so more seeds, not more rounds, would steady it.
+  each round's scores straddle the bound, so more seeds, not more rounds, would steady an
+  INCONCLUSIVE; a FAIL's seeds agree at the last round, so the round chosen as final decides it.
+
+Each claim gets one cause, and never one its verdict contradicts: a FAIL is not sent to more seeds,
+an INCONCLUSIVE is not called settled.
 - **seeds**: an INCONCLUSIVE verdict on runs that have flattened: the per-seed effects disagree
   about the bound, so more seeds (not more rounds) would decide it. A claim on one seed has no
   interval at all.
@@ -139,16 +143,18 @@ def likely_cause(verdict: str, evidence: str, moved: Movement | None,
     moving = bool(moved and moved.moving)
     if late and flips > 1:
         # Back and forth, not a drift: each round's final scores straddle the bound.
-        return (f"noise: the verdict changed {flips} times in the last quarter of the rounds (last at round "
-                f"{last_round} of {cuts}), so one round's scores sit on either side of the bound; more "
-                f"seeds, not more rounds, would steady it" + (f"; budget: {moved.text()}" if moving else ""))
+        flipped = (f"noise: the verdict changed {flips} times in the last quarter of the rounds (last at round "
+                   f"{last_round} of {cuts}), so one round's scores sit on either side of the bound")
+        if verdict == "FAIL":  # the seeds agree at the last round: which round is last decides it, not seeds
+            return flipped + "; the seeds agree at the last round, so the round chosen as final decides it"
+        return flipped + "; more seeds, not more rounds, would steady it"
     settled = bool(changed) and last_round <= (1 - SETTLED_SHARE) * cuts
     held = ((f"its verdict has been the same at every cut since round {last_round} of {cuts}" if last_round
              else f"its verdict was the same at every cut of rounds 1 to {cuts}") if changed else "")
     if moving and not settled:
-        reasons = [f"budget: the verdict changed at round {last_round} of {cuts}"] if late else []
-        reasons.append(f"budget: {moved.text()}" + (f", though {held}" if changed and not late else ""))
-        return "; ".join(reasons)
+        if late:
+            return f"budget: the verdict changed at round {last_round} of {cuts}, and {moved.text()}"
+        return f"budget: {moved.text()}" + (f", though {held}" if changed else "")
     if late:
         return f"budget: the verdict changed at round {last_round} of {cuts}"
     if _one_seed(evidence):

@@ -2,6 +2,7 @@
 import json
 
 import pandas as pd
+import pytest
 
 import fedrepro
 from fedrepro.papers.diagnose import FLAT_WINDOW, Movement, _trace_name, causes, last_change, likely_cause, movement
@@ -47,6 +48,21 @@ def test_causes_by_rule():
     assert likely_cause("INCONCLUSIVE", "seeds [0, 1, 2]", flat).startswith("seeds: the per-seed effects")
     assert likely_cause("INCONCLUSIVE", "(per seed +1.0; seeds [0])", flat).startswith("seeds: it rests on one seed")
     assert likely_cause("FAIL", "", None) == ""
+    # A FAIL whose seeds agree is never sent to more seeds.
+    assert "more seeds" not in likely_cause("FAIL", "seeds [0, 1, 2]", flat, (19, 20, 3))
+
+
+@pytest.mark.parametrize("verdict", ["FAIL", "INCONCLUSIVE"])
+@pytest.mark.parametrize("changed", [None, (0, 20, 0), (8, 20, 0), (12, 20, 0), (19, 20, 1), (19, 20, 3)])
+@pytest.mark.parametrize("moving", [0, 2])
+def test_one_cause_per_claim_consistent_with_its_verdict(verdict, changed, moving):
+    cause = likely_cause(verdict, "seeds [0, 1, 2]", Movement(6, moving, 0.03 if moving else 0.001), changed)
+    kinds = [k for k in ("budget:", "noise:", "seeds:", "not a budget artefact:") if k in cause]
+    assert len(kinds) == 1 and cause.startswith(kinds[0]), cause
+    if verdict == "FAIL":
+        assert not cause.startswith("seeds:") and "more seeds" not in cause
+    else:
+        assert not cause.startswith("not a budget artefact")
 
 
 def test_movement_reads_stored_rounds(tmp_path):
