@@ -137,7 +137,8 @@ def test_site_in_chromium(smoke_site):
     shots = ROOT / "output" / "smoke" / "screenshots"
     reports = open_pages([smoke_site / "index.html", smoke_site / "notebooks" / "00_tour.html",
                           smoke_site / "papers" / "tour.html", smoke_site / "papers" / "fedpft.html",
-                          smoke_site / "notebooks" / "fedpft" / "13_partial_participation.html"], shots)
+                          smoke_site / "notebooks" / "fedpft" / "13_partial_participation.html"], shots,
+                         width=1400)
     for r in reports:
         assert r.console_errors == [], r.url
         assert r.broken_images == [], r.url
@@ -146,6 +147,10 @@ def test_site_in_chromium(smoke_site):
         assert r.screenshot.is_file() and r.screenshot.stat().st_size > 10_000
         assert r.overflow_px <= 0, f"{r.url} runs {r.overflow_px} px past the window's width"
         assert r.cut_tables_px == [], f"{r.url}: claims tables cut by their box by {r.cut_tables_px} px"
+        assert r.content_px >= 760, f"{r.url}: the text column is {r.content_px} px wide in a 1400 px window"
+        assert r.clipped_code == 0, f"{r.url}: {r.clipped_code} code blocks run past their box"
+        assert r.shrunk_images == [], f"{r.url}: figures drawn smaller than saved: {r.shrunk_images}"
+        assert "smoke" in r.banner and "verdict" in r.banner, f"{r.url}: no smoke banner"
     index, tour, *_, paper_nb = reports
     assert tour.images >= 3  # the partitions, the accuracy bars, the curves, the per-client spread
     page = (smoke_site / "notebooks" / "00_tour.html").read_text()
@@ -155,6 +160,14 @@ def test_site_in_chromium(smoke_site):
     assert paper_nb.images >= 1 and "fedpft.partial_participation_con" in (
         smoke_site / "notebooks" / "fedpft" / "13_partial_participation.html").read_text()
     assert "table.claims-table" in (smoke_site / "_static" / "fedrepro.css").read_text()
+    assert "Copyright" in page and "the fedrepro contributors" in page
+
+
+def test_only_a_smoke_site_carries_the_smoke_banner():
+    from fedrepro.app.book.builder import SMOKE_BANNER, site_config
+
+    assert site_config("smoke")["html_theme_options"]["announcement"] == SMOKE_BANNER
+    assert "html_theme_options" not in site_config("laptop")
 
 
 def test_api_reference_from_docstrings(tmp_path, monkeypatch):

@@ -27,6 +27,15 @@ return {
     while (box && box.parentElement && getComputedStyle(box).overflowX === 'visible') box = box.parentElement;
     return {width: t.scrollWidth, room: box ? box.clientWidth : t.scrollWidth};
   }).filter(x => x.width > x.room + 2).map(x => x.width - x.room),
+  // The width of the column the text is set in, code wider than its box, and figures drawn
+  // smaller than saved (their text then falls below the size it was checked at).
+  content_px: (document.querySelector('article') || document.body).clientWidth,
+  clipped_code: Array.from(document.querySelectorAll('pre')).filter(
+      p => p.scrollWidth > p.clientWidth + 2).length,
+  shrunk_images: Array.from(document.images).filter(
+      i => i.naturalWidth > 0 && i.getBoundingClientRect().width < 0.95 * i.naturalWidth).map(
+      i => (i.currentSrc || i.src).split('/').pop()),
+  banner: (document.querySelector('.announcement') || {textContent: ''}).textContent.trim(),
 };
 """
 
@@ -52,6 +61,10 @@ class PageReport:
     screenshot: Path | None = None
     overflow_px: int = 0  # how far the page runs past the window's width (a reader scrolls sideways)
     cut_tables_px: list[int] = field(default_factory=list)  # per claims table cut by its box: how much is hidden
+    content_px: int = 0  # the width of the text column
+    clipped_code: int = 0  # code blocks wider than their box
+    shrunk_images: list[str] = field(default_factory=list)  # figures drawn smaller than saved
+    banner: str = ""  # the announcement on top of every page (a smoke site's warning)
 
     def has_claims_table(self) -> bool:
         """A table with a verdict column (a claims table) or the verdict counts (PASS, FAIL, ...)."""
@@ -99,7 +112,9 @@ def open_pages(pages: list[Path], shots: Path, width: int = 1280, max_height: in
                 broken_images=[i["src"] for i in state["images"] if not i["ok"]],
                 remote=[r for r in state["resources"] if not r.startswith("file:")],
                 table_headers=state["tables"], screenshot=shot, overflow_px=overflow,
-                cut_tables_px=[int(x) for x in state["cut_tables"]]))
+                cut_tables_px=[int(x) for x in state["cut_tables"]], content_px=int(state["content_px"]),
+                clipped_code=int(state["clipped_code"]), shrunk_images=list(state["shrunk_images"]),
+                banner=state["banner"]))
     finally:
         driver.quit()
     return reports

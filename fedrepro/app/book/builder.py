@@ -25,6 +25,8 @@ TRY_IT_HEADING = "## Try it"
 
 SPHINX_CONFIG = {
     "project": "fedrepro",
+    # The footer's "Copyright ©" line names whom (CITATION.cff's authors).
+    "copyright": "the fedrepro contributors",
     "extensions": ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.autosummary"],
     "html_theme": "furo",
     "html_title": "fedrepro",
@@ -58,8 +60,17 @@ SPHINX_CONFIG = {
 # on the first line, source and interval on the second, the evidence across the whole card. The
 # landing and results pages' markdown tables wrap long tokens (a claim id, a config key) instead,
 # except in the third column, where those tables put the verdict.
-# fedrepro.app.book.browser reports any claims table that is still cut.
-SITE_CSS = """div.cell_output { overflow-x: auto; }
+# On a wide window the content column grows (furo's is 46em, about half of a 1400 px window); a
+# figure keeps its saved size (its text is checked to be at least 8 pt at that size) and scrolls
+# inside its cell rather than shrinking; code wraps rather than running past the right edge.
+# fedrepro.app.book.browser reports any claims table that is still cut, the column's width, code
+# wider than its box, and figures drawn smaller than saved.
+SITE_CSS = """div.cell_output { overflow-x: auto; min-width: 0; max-width: 100%; }
+div.cell, div.cell_output > div, .main { min-width: 0; max-width: 100%; }
+@media (min-width: 82em) { .content { width: auto; flex: 1 1 46em; min-width: 0; max-width: 64em; padding: 0 2em; } }
+div.cell_output img { max-width: none; }
+.announcement-content { white-space: normal; }
+div.highlight pre, div.cell_output pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 div.cell_output table td { vertical-align: top; }
 table.claims-table, table.claims-table tbody { display: block; width: 100%; }
 table.claims-table thead { display: none; }
@@ -83,6 +94,20 @@ article table.docutils td { overflow-wrap: anywhere; }
 article table.docutils td:nth-child(3) { overflow-wrap: normal; }
 article table.docutils code { white-space: normal; overflow-wrap: anywhere; }
 """
+
+
+# A site built from a smoke pass: its runs train for seconds on tiny data.
+SMOKE_BANNER = ("Built from a <b>smoke</b> pass: its runs train for seconds on tiny data, so every number and "
+                "verdict on these pages checks only that the code runs; none says whether a finding holds.")
+
+
+def site_config(profile: str) -> dict:
+    """Sphinx's configuration for a site of ``profile``: a smoke site says on every page that its
+    verdicts mean nothing."""
+    config = dict(SPHINX_CONFIG)
+    if profile == "smoke":
+        config["html_theme_options"] = {"announcement": SMOKE_BANNER}
+    return config
 
 
 def output_root() -> Path:
@@ -224,7 +249,7 @@ def build(profile: str = "laptop", root: Path | None = None, notebooks_dir: Path
     try:
         src, html = work / "src", work / "html"
         stage(profile, notebooks_dir, claims_dir, src, root, api)
-        app = Sphinx(str(src), None, str(html), str(work / "doctrees"), "html", confoverrides=dict(SPHINX_CONFIG),
+        app = Sphinx(str(src), None, str(html), str(work / "doctrees"), "html", confoverrides=site_config(profile),
                      status=None if quiet else sys.stdout, warning=sys.stderr, freshenv=True)
         app.build()
         if app.statuscode:
