@@ -20,7 +20,7 @@ matplotlib.use(os.environ.get("MPLBACKEND", "Agg"), force=False)
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from . import inline, style, trace  # noqa: E402
+from . import figure_check, inline, style, trace  # noqa: E402
 from .host import repo_root  # noqa: F401,E402  (part of this module's API)
 from .settings import output_path, under_output_root  # noqa: E402
 from .store import RunResult  # noqa: E402
@@ -35,9 +35,20 @@ def figures_dir(profile: str) -> Path:
     return output_path("figures", profile, create=True)
 
 
-def savefig(fig, name: str, profile: str) -> Path:
+def savefig(fig, name: str, profile: str, caption: str | None = None) -> Path:
     """Save ``fig`` as ``<figures_dir>/<name>.png`` (written to a temporary file, then renamed) and
-    return the path (printed by notebooks); in a notebook kernel, also show it inline."""
+    return the path (printed by notebooks); in a notebook kernel, also show it inline.
+
+    First the figure check (:mod:`fedrepro.figure_check`; ``caption``: the text printed with the
+    figure, which may name its bands and notes) prints its problems; under
+    ``FEDREPRO_FIGURE_CHECK=strict`` a figure of ``figure_check.ENFORCED`` with problems raises
+    ``FigureCheckError`` and is not written."""
+    mode = figure_check.mode()
+    problems = figure_check.check(fig, caption) if mode != "off" else []
+    if problems:
+        if mode == "strict" and name in figure_check.ENFORCED:
+            raise figure_check.FigureCheckError(f"{name}: figure check failed:\n  " + "\n  ".join(map(str, problems)))
+        print(f"figure check, {name}: {len(problems)} problem(s)\n  " + "\n  ".join(map(str, problems)))
     path = figures_dir(profile) / f"{name}.png"
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -80,7 +91,8 @@ def plot_curves(results: dict[str, Sequence[RunResult]], ax=None, metric: str = 
                 linestyle=st.linestyle, marker=st.marker, markersize=3, markevery=max(1, len(m) // 8))
         if many:
             s = scale * curves.std(axis=1).fillna(0.0)
-            ax.fill_between(m.index, (m - s).values, (m + s).values, alpha=0.15, color=st.color, linewidth=0)
+            style.mark_spread(ax.fill_between(m.index, (m - s).values, (m + s).values, alpha=0.15, color=st.color,
+                                              linewidth=0))
     ax.set_xlabel("round")
     ax.set_ylabel(ylabel)
     if missing:
@@ -130,10 +142,10 @@ def plot_bars(table: pd.DataFrame, x: str, hue: str, value: str = "best", ax=Non
         err = [(p, m, scale * c["std"]) for p, m, c, s, pr in zip(pos, means, cells, single, present) if pr and not s]
         if err:
             ex, ey, es = zip(*err)
-            ax.errorbar(ex, ey, yerr=es, fmt="none", ecolor="black", elinewidth=0.8, capsize=2)
+            style.mark_spread(ax.errorbar(ex, ey, yerr=es, fmt="none", ecolor="black", elinewidth=0.8, capsize=2))
         for p, m, s, pr in zip(pos, means, single, present):
             if s and not all_single and pr:  # a hue with one seed here and several elsewhere
-                ax.annotate("¹", (p, m), ha="center", va="bottom", fontsize=7)
+                ax.annotate("¹", (p, m), ha="center", va="bottom", fontsize=8)
         if paper is not None:
             for p, xv, pr in zip(pos, xs, present):
                 v = paper(xv, h) if pr else None  # beside our bar only: a lone diamond reads as ours missing
@@ -180,15 +192,16 @@ def plot_lines(table: pd.DataFrame, x: str, hue: str | None, value: str = "final
         ax.plot(m.index, scale * m["mean"], label=label, **st.line())
         several = m[m["count"] > 1]
         if len(several):
-            ax.errorbar(several.index, scale * several["mean"], yerr=scale * several["std"], fmt="none",
-                        ecolor=st.color, elinewidth=0.8, capsize=2)
+            style.mark_spread(ax.errorbar(several.index, scale * several["mean"], yerr=scale * several["std"],
+                                          fmt="none", ecolor=st.color, elinewidth=0.8, capsize=2))
         if paper is not None:
             px = [v for v in (paper_x if paper_x is not None else m.index)]
             pv = [paper(v, h) for v in px]
             pts = [(a, b) for a, b in zip(px, pv) if b is not None and b == b]
             if pts:
-                ax.plot(*zip(*pts), color=st.color, linestyle=":", marker=st.marker, markerfacecolor="white",
-                        markersize=4.5, linewidth=1)
+                # In its method's colour, named by the one "paper" entry below.
+                figure_check.keyed_by(ax.plot(*zip(*pts), color=st.color, linestyle=":", marker=st.marker,
+                                              markerfacecolor="white", markersize=4.5, linewidth=1)[0], paper_label)
                 drew_paper = True
     if drew_paper:
         ax.plot([], [], color="black", linestyle=":", marker="o", markerfacecolor="white", label=paper_label)

@@ -152,8 +152,41 @@ SINGLE_SEED_MARK = " ¹"
 SINGLE_SEED_NOTE = "¹ one seed: no error bar"
 
 
+# A band or error bar of ± one std over seeds carries this gid (mark_spread); a legend over its axes
+# then says what the band or bar is (the figure check asks that every band be named).
+SPREAD_GID = "seed_std"
+SPREAD_NOTES = {"band": "band: ± 1 std over seeds", "bar": "error bar: ± 1 std over seeds"}
+
+
 def _note(labels) -> str | None:
     return SINGLE_SEED_NOTE if any(str(lab).endswith(SINGLE_SEED_MARK) for lab in labels) else None
+
+
+def mark_spread(artist):
+    """Mark a band (``fill_between``'s collection) or an ``errorbar`` container as ± 1 std over
+    seeds, so that the legend over its axes names it; returns the artist."""
+    from matplotlib.container import ErrorbarContainer
+
+    for part in artist.lines[2] if isinstance(artist, ErrorbarContainer) else [artist]:
+        part.set_gid(SPREAD_GID)
+    return artist
+
+
+def _spread_notes(axes) -> list[str]:
+    from matplotlib.collections import LineCollection
+
+    kinds = {("bar" if isinstance(c, LineCollection) else "band") for ax in axes for c in ax.collections
+             if c.get_gid() == SPREAD_GID}
+    return [SPREAD_NOTES[k] for k in ("band", "bar") if k in kinds]
+
+
+def _legend_title(title: str | None, labels, axes) -> str | None:
+    """The legend's title: ``title`` (default: the one-seed note where a label carries ¹), then a
+    line naming each kind of spread drawn in ``axes``."""
+    head = title if title is not None else _note(labels)
+    lines = [head] if head else []
+    lines += [n for n in _spread_notes(axes) if n not in (head or "")]
+    return "\n".join(lines) or None
 
 
 def _paper_last(handles, labels):
@@ -173,7 +206,7 @@ def legend_outside(ax, where: str = "right", handles: Sequence | None = None, la
     if not handles:
         return None
     handles, labels = _paper_last(handles, labels)
-    title = title if title is not None else _note(labels)
+    title = _legend_title(title, labels, [ax])
     n = len(handles)
     if where == "right":
         place = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "ncol": ncol or (1 if n <= 16 else 2)}
@@ -194,7 +227,7 @@ def figure_legend(fig, axes, where: str = "right", ncol: int | None = None, titl
     if not seen:
         return None
     handles, labels = _paper_last([h for _, h in seen.values()], [lab for lab, _ in seen.values()])
-    title = title if title is not None else _note(labels)
+    title = _legend_title(title, labels, axes)
     n = len(seen)
     if where == "right":
         place = {"loc": "upper left", "bbox_to_anchor": (1.0, 0.95), "ncol": ncol or (1 if n <= 16 else 2)}
