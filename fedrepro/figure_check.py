@@ -297,7 +297,7 @@ def _band_rule(fig, caption) -> list[Problem]:
     return problems
 
 
-def _stretch(values: list[float]) -> float:
+def stretch(values: list[float]) -> float:
     """How many times the span of ``values`` exceeds it without its most extreme value."""
     v = sorted(values)
     span = v[-1] - v[0]
@@ -334,9 +334,9 @@ def _outlier_rule(fig, per_axes, caption) -> list[Problem]:
             if outside:
                 problems.append(Problem("outlier", _where(ax), f"{len(outside)} point(s) outside the {axis} limits "
                                                                f"and no note says so"))
-            elif len(values) >= 4 and _stretch(values) >= OUTLIER_FACTOR:
+            elif len(values) >= 4 and stretch(values) >= OUTLIER_FACTOR:
                 problems.append(Problem("outlier", _where(ax), f"one value stretches the {axis} axis "
-                                                               f"{_stretch(values):.1f}× and no note says so"))
+                                                               f"{stretch(values):.1f}× and no note says so"))
     return problems
 
 
@@ -373,4 +373,4 @@ def assert_clean(fig, caption: str | None = None, rules: Iterable[str] = RULES) 
 
 __all__ = ["BAND_WORDS", "ENFORCED", "ENV", "FigureCheckError", "MIN_COLOUR_DISTANCE", "MIN_FONT_PT", "NOTE_WORDS",
            "OUTLIER_FACTOR", "Problem", "RULES", "assert_clean", "check", "colour_distance", "keyed_by", "lab",
-           "mode"]
+           "mode", "stretch"]

@@ -87,7 +87,8 @@ def plot_curves(results: dict[str, Sequence[RunResult]], ax=None, metric: str = 
         m = scale * curves.mean(axis=1)
         st = styles[label]
         many = curves.shape[1] > 1
-        ax.plot(m.index, m.values, label=str(label) if many else f"{label}{style.SINGLE_SEED_MARK}", color=st.color,
+        name = style.display_label(label)
+        ax.plot(m.index, m.values, label=name if many else f"{name}{style.SINGLE_SEED_MARK}", color=st.color,
                 linestyle=st.linestyle, marker=st.marker, markersize=3, markevery=max(1, len(m) // 8))
         if many:
             s = scale * curves.std(axis=1).fillna(0.0)
@@ -137,7 +138,7 @@ def plot_bars(table: pd.DataFrame, x: str, hue: str, value: str = "best", ax=Non
         present = [c is not None and pd.notna(c["mean"]) for c in cells]  # a run that logged no value: no bar
         all_single = any(present) and all(s for s, p in zip(single, present) if p)
         single_any |= any(single)
-        name = hue_format(h)
+        name = style.display_label(hue_format(h))
         ax.bar(pos, means, width, label=f"{name}{style.SINGLE_SEED_MARK}" if all_single else name, **styles[h].bar())
         err = [(p, m, scale * c["std"]) for p, m, c, s, pr in zip(pos, means, cells, single, present) if pr and not s]
         if err:
@@ -155,7 +156,7 @@ def plot_bars(table: pd.DataFrame, x: str, hue: str, value: str = "best", ax=Non
     if px:
         ax.plot(px, py, label=paper_label, **style.PAPER_MARKER)
     ax.set_xticks([i + width * (len(hues) - 1) / 2 for i in range(len(xs))])
-    ax.set_xticklabels([str(v) for v in xs])
+    ax.set_xticklabels([style.display_label(v) for v in xs])
     ax.set_xlabel(xlabel if xlabel is not None else x)
     ax.set_ylabel(ylabel if ylabel is not None else f"{value} mean client accuracy (%)")
     if title:
@@ -188,7 +189,7 @@ def plot_lines(table: pd.DataFrame, x: str, hue: str | None, value: str = "final
         st = styles.get(h, style.styles_for(["_"])["_"])
         m = g.groupby(x)[value].agg(["mean", "std", "count"])
         single = mark_single and bool((m["count"] == 1).all())
-        label = None if h is None else (f"{h}{style.SINGLE_SEED_MARK}" if single else str(h))
+        label = None if h is None else style.display_label(h) + (style.SINGLE_SEED_MARK if single else "")
         ax.plot(m.index, scale * m["mean"], label=label, **st.line())
         several = m[m["count"] > 1]
         if len(several):
@@ -233,28 +234,69 @@ def plot_paper_table(ref: pd.DataFrame, ax=None, rows: Sequence | None = None, c
     styles = style.styles_for(rows)
     width = 0.8 / max(len(rows), 1)
     for j, r in enumerate(rows):
-        ax.bar([i + j * width for i in range(len(columns))], [ref.at[r, c] for c in columns], width, label=str(r),
+        ax.bar([i + j * width for i in range(len(columns))], [ref.at[r, c] for c in columns], width, label=style.display_label(r),
                alpha=0.6, **styles[r].bar())
     ax.set_xticks([i + width * (len(rows) - 1) / 2 for i in range(len(columns))])
-    ax.set_xticklabels([str(c) for c in columns])
+    ax.set_xticklabels([style.display_label(c) for c in columns])
     ax.set_ylabel(ylabel)
     return _finish(ax, title, legend, grid="y")
 
 
 def plot_points(points: pd.DataFrame, x: str, y: str, ax=None, title: str | None = None, scale: float = 100.0,
-                legend: str | None = "right", hollow: bool = False):
+                legend: str | None = "right", hollow: bool = False, highlight: object = None, zoom: bool = False):
     """One marker per row of ``points`` (its index the label: a method or a setting), in the
     label's fixed :mod:`fedrepro.style`; a legend names them instead of text beside each point,
-    which overlaps once points crowd. ``hollow``: unfilled markers (the paper's numbers)."""
+    which overlaps once points crowd. ``hollow``: unfilled markers (the paper's numbers). A row
+    without both values is left out (no legend entry for a point not drawn). ``highlight``: the
+    label drawn larger and named beside its point. ``zoom``: the axes fit the bulk of the points; a
+    point that alone would stretch an axis (:func:`fedrepro.figure_check.stretch`) is left outside and
+    named, with its values, in a note in the corner."""
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 4))
+    points = points.dropna(subset=[x, y])
     styles = style.styles_for(points.index)
     for label, row in points.iterrows():
         st = styles[label]
         kw = st.point() if not hollow else {"marker": st.marker, "facecolors": "none", "edgecolors": st.color,
                                             "linewidths": 1.4}
-        ax.scatter(scale * row[x], scale * row[y], s=42, label=str(label), zorder=3, **kw)
+        big = highlight is not None and label == highlight
+        ax.scatter(scale * row[x], scale * row[y], s=110 if big else 42, label=style.display_label(label),
+                   zorder=4 if big else 3, **kw)
+        if big:
+            ax.annotate(style.display_label(label), (scale * row[x], scale * row[y]), xytext=(7, 7),
+                        textcoords="offset points", fontsize=9, fontweight="bold")
+    if zoom:
+        _zoom_to_bulk(ax, scale * points[x], scale * points[y])
     return _finish(ax, title, legend)
+
+
+def _zoom_to_bulk(ax, xs: pd.Series, ys: pd.Series, pad: float = 0.08) -> None:
+    """Axes limits round the points that remain once each point stretching an axis alone is
+    dropped (at most a third of them); the dropped ones are named in a note."""
+    keep = pd.Series(True, index=range(len(xs)))
+    xv, yv = xs.to_numpy(dtype=float), ys.to_numpy(dtype=float)
+    for _ in range(max(len(xv) // 3, 0)):
+        dropped = False
+        for v in (xv, yv):
+            rest = v[keep.to_numpy()]
+            if len(rest) >= 4 and figure_check.stretch(list(rest)) >= figure_check.OUTLIER_FACTOR:
+                lo, hi = rest.min(), rest.max()
+                srt = sorted(rest)
+                extreme = lo if (srt[-1] - srt[1]) < (srt[-2] - srt[0]) else hi
+                keep[(v == extreme) & keep.to_numpy()] = False
+                dropped = True
+        if not dropped:
+            break
+    if keep.all():
+        return
+    k = keep.to_numpy()
+    for v, setter in ((xv, ax.set_xlim), (yv, ax.set_ylim)):
+        lo, hi = v[k].min(), v[k].max()
+        span = (hi - lo) or 1.0
+        setter(lo - pad * span, hi + pad * span)
+    off = [f"{style.display_label(lab)} ({a:.1f}, {b:.1f})" for lab, a, b, kk in zip(xs.index, xv, yv, k) if not kk]
+    ax.text(0.02, 0.02, "off the axes (outlier): " + "; ".join(off), transform=ax.transAxes, fontsize=8,
+            va="bottom", ha="left", color="#333333")
 
 
 def plot_verdicts(verdicts: pd.DataFrame, ax=None, title: str | None = None):

@@ -241,3 +241,50 @@ def test_mode_rejects_an_unknown_value(monkeypatch):
     monkeypatch.setenv(figure_check.ENV, "loud")
     with pytest.raises(ConfigError, match="strict"):
         figure_check.mode()
+
+
+def test_styles_for_parts_methods_whose_colours_clash_in_one_figure():
+    # pFedCSPC and FedALA share a palette colour (slots 13 and 29, told apart by hatch alone).
+    assert style.method_style("pfedcspc").color == style.method_style("fedala").color
+    s = style.styles_for(["fedala", "pfedcspc", "fedavg"])
+    assert s["pfedcspc"] == style.method_style("pfedcspc")  # the lower slot keeps its colour
+    assert figure_check.colour_distance(s["fedala"].color, s["pfedcspc"].color) >= figure_check.MIN_COLOUR_DISTANCE
+    assert style.styles_for(["fedala"])["fedala"] == style.method_style("fedala")  # alone: its own colour
+    colours = [*style.PALETTE, *style.EXTRA_COLOURS]
+    assert min(figure_check.colour_distance(a, b) for i, a in enumerate(colours) for b in colours[i + 1:]) \
+        >= figure_check.MIN_COLOUR_DISTANCE
+
+
+def test_display_label_marks_reconstructed_methods_only():
+    assert style.display_label("pfedprompt") == "pfedprompt (our reading)"
+    assert style.display_label("pfedprompt (our reading)") == "pfedprompt (our reading)"
+    assert style.display_label("fedotp") == "fedotp"
+    assert style.method_key("pfedprompt (our reading) ¹") == "pfedprompt"
+    assert style.dataset_label("fashion_mnist") == "Fashion-MNIST"
+
+
+def test_plot_points_zooms_past_an_outlier_names_it_and_drops_missing_rows():
+    from fedrepro.figures import plot_points
+
+    pts = pd.DataFrame({"g": [0.71, 0.73, 0.75, 0.77, 0.79, 0.80, 0.20, np.nan],
+                        "l": [0.74, 0.76, 0.75, 0.78, 0.80, 0.81, 0.49, 0.70]},
+                       index=["fedetf", "ccvr", "fedala", "pfedcspc", "moon", "fedproc", "feddecorr", "lgfed"])
+    fig, ax = plt.subplots()
+    plot_points(pts, "g", "l", ax=ax, zoom=True, highlight="pfedcspc")
+    assert_clean(fig)
+    assert ax.get_xlim()[0] > 60 and ax.get_ylim()[0] > 60
+    assert any("feddecorr (20.0, 49.0)" in t.get_text() for t in ax.texts)
+    assert "lgfed" not in [t.get_text() for t in ax.get_legend().get_texts()]
+    fig2, ax2 = plt.subplots()
+    plot_points(pts, "g", "l", ax=ax2)  # not zoomed: the check sees the stretch
+    assert "outlier" in {p.rule for p in check(fig2)}
+
+
+def test_toy_mismatch_figure_has_a_key():
+    from fedrepro.analysis import ProbeConfig
+    from fedrepro.analysis.toy_mismatch import ToyConfig, plot_toy_mismatch, toy_mismatch
+
+    toy = toy_mismatch(ToyConfig(rounds=2, per_client=60, test_per_client=40, noise=1.0), ProbeConfig(epochs=5))
+    fig = plot_toy_mismatch(toy)
+    assert fig.legends and any(t.get_text().startswith("class ") for t in fig.legends[0].get_texts())
+    assert_clean(fig)

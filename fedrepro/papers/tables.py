@@ -29,6 +29,7 @@ import pandas as pd
 
 from ..config import RunConfig, default_seeds
 from ..errors import ConfigError
+from ..style import display_label
 
 if TYPE_CHECKING:
     from ..tuning import LrSearch
@@ -320,6 +321,7 @@ class TableDef:
         out = pivot_mean_std(table, self.index, columns, metric, label=label)
         if self.row_label is not None:
             out = out.rename(index=self.row_label)
+        out = out.rename(index=display_label)  # a reconstructed method reads "(our reading)"
         return out.rename(columns={metric: name}) if columns is None and name else out
 
     def paper_numbers(self) -> pd.DataFrame | None:
@@ -367,6 +369,6 @@ class TableDef:
         label = ours_label or f"ours ({'final' if (metric or self.metric).startswith('final') else 'best'} round)"
         if ref is None:
             return ours
-        out = beside(ours, ref, label)
+        out = beside(ours, ref.rename(index=display_label), label)
         # Rows named after a grid axis (α) follow the paper's order; ours may hold only some of them.
         return out if self.row_label is None else out.reindex(list(dict.fromkeys([*ref.index, *ours.index])))
