@@ -164,7 +164,7 @@ def _items(ax) -> list[_Item]:
         connected = ls not in ("None", "none", "", " ") and len(line.get_xdata()) > 1
         colour = line.get_color() if connected or line.get_marker() in (None, "", "None", "none") \
             else line.get_markerfacecolor()
-        if colour in ("none", "None", "white", "w", "#ffffff"):
+        if isinstance(colour, str) and colour.lower() == "none":  # a hollow marker shows its edge
             colour = line.get_markeredgecolor()
         out.append(_Item("line", line, *names(line), _over_white(to_rgba(colour, line.get_alpha())), xs, ys, connected))
     for c in ax.containers:

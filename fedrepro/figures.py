@@ -263,8 +263,9 @@ def plot_points(points: pd.DataFrame, x: str, y: str, ax=None, title: str | None
         ax.scatter(scale * row[x], scale * row[y], s=110 if big else 42, label=style.display_label(label),
                    zorder=4 if big else 3, **kw)
         if big:
-            ax.annotate(style.display_label(label), (scale * row[x], scale * row[y]), xytext=(7, 7),
-                        textcoords="offset points", fontsize=9, fontweight="bold")
+            # Left of the point: the best method sits top right, where a label would leave the axes.
+            ax.annotate(style.display_label(label), (scale * row[x], scale * row[y]), xytext=(-9, 6),
+                        textcoords="offset points", ha="right", fontsize=9, fontweight="bold")
     if zoom:
         _zoom_to_bulk(ax, scale * points[x], scale * points[y])
     return _finish(ax, title, legend)

@@ -225,11 +225,10 @@ def _spread_notes(axes) -> list[str]:
 
 
 def _legend_title(title: str | None, labels, axes) -> str | None:
-    """The legend's title: ``title`` (default: the one-seed note where a label carries ¹), then a
-    line naming each kind of spread drawn in ``axes``."""
-    head = title if title is not None else _note(labels)
-    lines = [head] if head else []
-    lines += [n for n in _spread_notes(axes) if n not in (head or "")]
+    """The legend's title: ``title``, then the one-seed note where a label carries ¹ and a line
+    naming each kind of spread drawn in ``axes`` (each unless ``title`` says it already)."""
+    lines = [title] if title else []
+    lines += [n for n in (_note(labels), *_spread_notes(axes)) if n and n not in (title or "")]
     return "\n".join(lines) or None
 
 
