@@ -315,7 +315,7 @@ def plot_verdicts(verdicts: pd.DataFrame, ax=None, title: str | None = None):
     ax.set_yticks(range(len(grid)))
     ax.set_yticklabels(grid.index, fontsize=8)
     ax.set_xticks(range(grid.shape[1]))
-    ax.set_xticklabels(grid.columns, fontsize=7)
+    ax.set_xticklabels(grid.columns, fontsize=8)
     ax.set_xlabel("runs cut after round")
     ax.set_title(title or "verdict by round (green PASS, amber INCONCLUSIVE, red FAIL, grey NOT RUN)")
     return ax
@@ -339,7 +339,7 @@ def plot_lr_search(search: pd.DataFrame, ax=None, title: str | None = None):
     for i, (name, row) in enumerate(search.iterrows()):
         for j, r in enumerate(rates):
             v = values[i, j]
-            ax.text(j, i, f"{v:.0f}" if np.isfinite(v) else "div.", ha="center", va="center", fontsize=7,
+            ax.text(j, i, f"{v:.0f}" if np.isfinite(v) else "div.", ha="center", va="center", fontsize=8,
                     color="white" if not np.isfinite(v) or v < np.nanmean(shown) else "black")
         j = next(k for k, r in enumerate(rates) if float(r.removeprefix("lr=")) == row["chosen lr"])
         ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.5))

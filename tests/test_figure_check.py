@@ -288,3 +288,12 @@ def test_toy_mismatch_figure_has_a_key():
     fig = plot_toy_mismatch(toy)
     assert fig.legends and any(t.get_text().startswith("class ") for t in fig.legends[0].get_texts())
     assert_clean(fig)
+
+
+def test_lr_search_heatmap_text_is_readable():
+    from fedrepro.figures import plot_lr_search
+
+    search = pd.DataFrame({"lr=0.1": [0.5, 0.6], "lr=0.01": [0.7, float("-inf")], "chosen lr": [0.01, 0.1]},
+                          index=["fedavg", "fedpft"])
+    ax = plot_lr_search(search)
+    assert check(ax.figure, rules=["font"]) == []
