@@ -44,7 +44,12 @@ def savefig(fig, name: str, profile: str, caption: str | None = None) -> Path:
     ``FEDREPRO_FIGURE_CHECK=strict`` a figure of ``figure_check.ENFORCED`` with problems raises
     ``FigureCheckError`` and is not written."""
     mode = figure_check.mode()
-    problems = figure_check.check(fig, caption) if mode != "off" else []
+    try:
+        problems = figure_check.check(fig, caption) if mode != "off" else []
+    except Exception as e:  # noqa: BLE001  a figure the check cannot read must not cost the run its figure
+        if mode == "strict":
+            raise
+        problems = [figure_check.Problem("check", "figure", f"could not run: {type(e).__name__}: {e}")]
     if problems:
         if mode == "strict" and name in figure_check.ENFORCED:
             raise figure_check.FigureCheckError(f"{name}: figure check failed:\n  " + "\n  ".join(map(str, problems)))

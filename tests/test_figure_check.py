@@ -297,3 +297,20 @@ def test_lr_search_heatmap_text_is_readable():
                           index=["fedavg", "fedpft"])
     ax = plot_lr_search(search)
     assert check(ax.figure, rules=["font"]) == []
+
+
+def test_savefig_warn_mode_still_writes_when_the_check_cannot_run(tmp_path, monkeypatch, capsys):
+    from fedrepro.figures import savefig
+
+    def broken(fig, caption=None):
+        raise RuntimeError("odd figure")
+
+    monkeypatch.setenv("FEDREPRO_FIGURES", str(tmp_path))
+    monkeypatch.setenv(figure_check.ENV, "warn")
+    monkeypatch.setattr(figure_check, "check", broken)
+    fig, ax = plt.subplots()
+    assert savefig(fig, "odd", "smoke").exists()
+    assert "could not run: RuntimeError: odd figure" in capsys.readouterr().out
+    monkeypatch.setenv(figure_check.ENV, "strict")
+    with pytest.raises(RuntimeError, match="odd figure"):
+        savefig(fig, "odd", "smoke")
