@@ -97,7 +97,10 @@ def _where(ax) -> str:
 def _finite(values) -> list[float]:
     import numpy as np
 
-    a = np.asarray(values, dtype=float).ravel() if len(values) else np.zeros(0)
+    try:
+        a = np.asarray(values, dtype=float).ravel() if len(values) else np.zeros(0)
+    except (TypeError, ValueError):  # categorical or date values: not judged here
+        return []
     return [float(v) for v in a[np.isfinite(a)]]
 
 
@@ -140,6 +143,7 @@ def _over_white(rgba) -> tuple:
 
 def _items(ax) -> list[_Item]:
     """What the axes draws that a legend should name."""
+    import numpy as np
     from matplotlib.collections import PathCollection
     from matplotlib.colors import to_rgba
     from matplotlib.container import BarContainer
@@ -151,7 +155,7 @@ def _items(ax) -> list[_Item]:
         label = artist.get_label()
         label = None if not label or str(label).startswith("_") else str(label)
         first = artist.patches[0] if hasattr(artist, "patches") and artist.patches else artist
-        gid = first.get_gid() or "" if hasattr(first, "get_gid") else ""
+        gid = (first.get_gid() or "") if hasattr(first, "get_gid") else ""
         return label, (gid[len(_KEY_PREFIX):] if gid.startswith(_KEY_PREFIX) else None)
 
     for line in ax.lines:
@@ -180,15 +184,15 @@ def _items(ax) -> list[_Item]:
         colour = _over_white(ref.get_facecolor())
         pos = [p.get_x() + p.get_width() / 2 for p in patches] if c.orientation == "vertical" \
             else [p.get_y() + p.get_height() / 2 for p in patches]
-        tops = [p.get_y() + p.get_height() for p in patches] if c.orientation == "vertical" \
-            else [p.get_x() + p.get_width() for p in patches]
-        xs, ys = (pos, tops) if c.orientation == "vertical" else (tops, pos)
+        # Both ends of each bar: a bar's base (0) is on the axis anyway, so a low bar stretches
+        # nothing, and a bar far above the rest does.
+        ends = [v for p in patches for v in ((p.get_y(), p.get_y() + p.get_height()) if c.orientation == "vertical"
+                                             else (p.get_x(), p.get_x() + p.get_width()))]
+        xs, ys = (pos, ends) if c.orientation == "vertical" else (ends, pos)
         out.append(_Item("bars", c, label, alias, colour, _finite(xs), _finite(ys), False))
     for coll in ax.collections:
         if not isinstance(coll, PathCollection) or not coll.get_visible():
             continue
-        import numpy as np
-
         off = np.asarray(coll.get_offsets(), dtype=float).reshape(-1, 2)
         off = off[np.isfinite(off).all(1)]
         if not len(off):

@@ -314,3 +314,14 @@ def test_savefig_warn_mode_still_writes_when_the_check_cannot_run(tmp_path, monk
     monkeypatch.setenv(figure_check.ENV, "strict")
     with pytest.raises(RuntimeError, match="odd figure"):
         savefig(fig, "odd", "smoke")
+
+
+def test_outlier_rule_on_bars_judges_a_tall_bar_not_a_low_one():
+    fig, ax = plt.subplots()
+    ax.bar(range(6), [80, 82, 85, 90, 84, 20], label="low one")  # the axis starts at 0 anyway
+    ax.legend()
+    assert check(fig, rules=["outlier"]) == []
+    fig2, ax2 = plt.subplots()
+    ax2.bar(range(6), [8, 8.2, 8.5, 9, 8.4, 95], label="tall one")
+    ax2.legend()
+    assert [p.rule for p in check(fig2, rules=["outlier"])] == ["outlier"]
