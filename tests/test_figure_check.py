@@ -325,3 +325,13 @@ def test_outlier_rule_on_bars_judges_a_tall_bar_not_a_low_one():
     ax2.bar(range(6), [8, 8.2, 8.5, 9, 8.4, 95], label="tall one")
     ax2.legend()
     assert [p.rule for p in check(fig2, rules=["outlier"])] == ["outlier"]
+
+
+def test_tables_show_pfedprompt_as_our_reading_and_leave_other_rows_alone():
+    from fedrepro.papers import fedotp
+
+    table = fedotp.TABLES["label_shift"]
+    runs = pd.DataFrame({"row": ["pfedprompt", "fedotp"], "seed": [0, 0], "final": [0.5, 0.6]})
+    shown = table.show(runs)
+    assert "pfedprompt (our reading)" in shown.index and "pfedprompt" not in shown.index
+    assert "fedotp" in shown.index
