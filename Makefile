@@ -17,8 +17,9 @@ BROWSER_PACKAGES := chromium chromium-driver
 # to FEDREPRO_OUTPUT if set, else ~/.local/share/fedrepro.
 OUTPUT := $(CURDIR)
 OUTPUT_ENV = FEDREPRO_OUTPUT=$(OUTPUT)
-# Smoke runs and figures never touch the committed figures/ or the default runs/ folder.
-SMOKE_ENV = $(OUTPUT_ENV) FEDREPRO_PROFILE=smoke FEDREPRO_RUNS=$(OUTPUT)/output/smoke/runs MPLBACKEND=Agg
+# Smoke runs and figures never touch the committed figures/ or the default runs/ folder; a figure
+# that fedrepro.env.figure_check enforces stops its notebook when it breaks a rule.
+SMOKE_ENV = $(OUTPUT_ENV) FEDREPRO_PROFILE=smoke FEDREPRO_RUNS=$(OUTPUT)/output/smoke/runs MPLBACKEND=Agg FEDREPRO_FIGURE_CHECK=strict
 # Jupyter refuses to start as root (containers) unless told to.
 ALLOW_ROOT = $(if $(filter 0,$(shell id -u)),--allow-root)
 

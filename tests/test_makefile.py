@@ -27,6 +27,8 @@ def test_reproduce_lab_and_smoke_write_into_the_repository_unless_told_otherwise
         assert f"FEDREPRO_OUTPUT={ROOT}" in line, line
     smoke = next(x for x in lines if "--profile smoke" in x)
     assert f"FEDREPRO_RUNS={ROOT}/output/smoke/runs" in smoke and "MPLBACKEND=Agg" in smoke
+    nbval = next(x for x in lines if "--nbval-lax" in x)
+    assert "FEDREPRO_FIGURE_CHECK=strict" in smoke and "FEDREPRO_FIGURE_CHECK=strict" in nbval
     elsewhere = _dry_run("reproduce", "OUTPUT=/scratch/x")
     assert any("FEDREPRO_OUTPUT=/scratch/x" in x and "fedrepro reproduce" in x for x in elsewhere)
 

@@ -145,7 +145,7 @@ def _grid(x: Tensor) -> Tensor:
 
 def plan_maps(method, shared, state, data: ClientData, gammas: Sequence[float] = DEFAULT_GAMMAS,
               num_images: int = 4, indices: Sequence[int] | None = None, split: str = "test",
-              converged: bool = True) -> PlanMaps:
+              converged: bool = True, distinct_classes: bool = False) -> PlanMaps:
     """FedOTP Figs. 2 and A4 for one client: similarity maps and the true class's plan columns.
 
     Args:
@@ -155,6 +155,8 @@ def plan_maps(method, shared, state, data: ClientData, gammas: Sequence[float] =
         data: the client's data; images are taken from ``split``.
         gammas: the γ's to solve the plan at (with the trained prompts; see the module docstring).
         num_images: the first this many images of the split, unless ``indices`` picks them.
+        distinct_classes: instead, the first image of each class in turn (classes in the order
+            they first appear, then round again), so that a figure's rows show several classes.
         converged: solve to the fixed point (default) or with the run's own solver settings.
     """
     method = _fedotp(method)
@@ -163,6 +165,8 @@ def plan_maps(method, shared, state, data: ClientData, gammas: Sequence[float] =
     x, y = (data.test_x, data.test_y) if split == "test" else (data.train_x, data.train_y)
     if len(y) == 0:
         raise ConfigError(f"client {data.cid} has no {split} images to map")
+    if indices is None and distinct_classes:
+        indices = _one_per_class(y.cpu().tolist(), int(num_images))
     idx = list(range(min(int(num_images), len(y)))) if indices is None else [int(i) for i in indices]
     bad = [i for i in idx if not 0 <= i < len(y)]
     if bad or not idx:
@@ -175,6 +179,17 @@ def plan_maps(method, shared, state, data: ClientData, gammas: Sequence[float] =
     return PlanMaps(images=images, labels=labels, prompts=prompt_names(method), gammas=_check_gammas(gammas),
                     similarity=_grid(sim.double()), plans=_grid(plans), client=int(data.cid),
                     trained_gamma=float(p.gamma), class_names=tuple(getattr(method, "class_names", ())))
+
+
+def _one_per_class(labels: Sequence[int], n: int) -> list[int]:
+    """Up to ``n`` indices of ``labels``: each class's first, then each class's second, ..."""
+    by_class: dict[int, list[int]] = {}
+    for i, lab in enumerate(labels):
+        by_class.setdefault(int(lab), []).append(i)
+    out: list[int] = []
+    for depth in range(max((len(v) for v in by_class.values()), default=0)):
+        out += [v[depth] for v in by_class.values() if depth < len(v)]
+    return out[:max(n, 0)]
 
 
 def _client_of(clients: Sequence[ClientData], client: int) -> ClientData:
@@ -306,13 +321,19 @@ def plot_plan_maps(maps: PlanMaps, max_images: int = 4, alpha: float = 0.5, cmap
             if grid is not None:
                 ax.imshow(_upsample(grid, hw), cmap=cmap, alpha=alpha, vmin=lim[0], vmax=lim[1])
             if r == 0:
-                ax.set_title(title, fontsize=7)
+                ax.set_title(title.replace(" γ", "\nγ"), fontsize=8)
             ax.set_xticks([])
             ax.set_yticks([])
-        axes[r, 0].set_ylabel(name, fontsize=7)
+        axes[r, 0].set_ylabel(name, fontsize=8)
     fig.suptitle(f"client {maps.client}: true-class plans re-solved at each γ (trained at γ={maps.trained_gamma:g})",
-                 fontsize=9)
+                 fontsize=10)
     fig.tight_layout()
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    # One scale for every overlay (see above): a map's shape (sim) or a patch's share of its mass (plan).
+    fig.colorbar(ScalarMappable(Normalize(0.0, 1.0), cmap), ax=axes.ravel().tolist(), fraction=0.02, pad=0.01,
+                 label="sim: min-max per map; plan: share of the patch's mass")
     return fig
 
 

@@ -172,10 +172,18 @@ def plot_toy_mismatch(toy: dict, axes=None):
                                                      ("matched", "match", "after the Match map"))):
             ax = axes[row][col]
             ax.contourf(gx, gy, regions, levels=np.arange(-0.5, k), colors=colours, alpha=0.18)
-            ax.scatter(c[key][:, 0], c[key][:, 1], c=[colours[int(y)] for y in c["labels"]], s=8, edgecolors="none")
+            labels = np.asarray(c["labels"]).astype(int)
+            for y in range(k):  # one set of points per class, so that the key names each colour
+                pts = c[key][labels == y]
+                if len(pts):
+                    ax.scatter(pts[:, 0], pts[:, 1], color=colours[y], s=8, edgecolors="none", label=f"class {y}")
             ax.set_title(f"client {c['cid']}: {label} — acc {100 * c[acc_key]:.1f}%", fontsize=9)
             ax.set_xticks([])
             ax.set_yticks([])
     axes[0][0].set_ylabel("features of the FedAvg model")
     axes[1][0].set_ylabel("features × client's linear map")
+    from ..env.style import figure_legend
+
+    figure_legend(fig, [a for r in axes for a in r],
+                  title="point: a client's sample, by class\nshade: the global head's\nregion of that class")
     return fig

@@ -20,7 +20,7 @@ matplotlib.use(os.environ.get("MPLBACKEND", "Agg"), force=False)
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from ..env import inline, style, trace  # noqa: E402
+from ..env import figure_check, inline, style, trace  # noqa: E402
 from ..env.host import repo_root  # noqa: F401,E402  (part of this module's API)
 from ..env.settings import output_path, under_output_root  # noqa: E402
 from ..runs.store import RunResult  # noqa: E402
@@ -35,9 +35,25 @@ def figures_dir(profile: str) -> Path:
     return output_path("figures", profile, create=True)
 
 
-def savefig(fig, name: str, profile: str) -> Path:
+def savefig(fig, name: str, profile: str, caption: str | None = None) -> Path:
     """Save ``fig`` as ``<figures_dir>/<name>.png`` (written to a temporary file, then renamed) and
-    return the path (printed by notebooks); in a notebook kernel, also show it inline."""
+    return the path (printed by notebooks); in a notebook kernel, also show it inline.
+
+    First the figure check (:mod:`fedrepro.env.figure_check`; ``caption``: the text printed with the
+    figure, which may name its bands and notes) prints its problems; under
+    ``FEDREPRO_FIGURE_CHECK=strict`` a figure of ``figure_check.ENFORCED`` with problems raises
+    ``FigureCheckError`` and is not written."""
+    mode = figure_check.mode()
+    try:
+        problems = figure_check.check(fig, caption) if mode != "off" else []
+    except Exception as e:  # noqa: BLE001  a figure the check cannot read must not cost the run its figure
+        if mode == "strict":
+            raise
+        problems = [figure_check.Problem("check", "figure", f"could not run: {type(e).__name__}: {e}")]
+    if problems:
+        if mode == "strict" and name in figure_check.ENFORCED:
+            raise figure_check.FigureCheckError(f"{name}: figure check failed:\n  " + "\n  ".join(map(str, problems)))
+        print(f"figure check, {name}: {len(problems)} problem(s)\n  " + "\n  ".join(map(str, problems)))
     path = figures_dir(profile) / f"{name}.png"
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -76,11 +92,13 @@ def plot_curves(results: dict[str, Sequence[RunResult]], ax=None, metric: str = 
         m = scale * curves.mean(axis=1)
         st = styles[label]
         many = curves.shape[1] > 1
-        ax.plot(m.index, m.values, label=str(label) if many else f"{label}{style.SINGLE_SEED_MARK}", color=st.color,
+        name = style.display_label(label)
+        ax.plot(m.index, m.values, label=name if many else f"{name}{style.SINGLE_SEED_MARK}", color=st.color,
                 linestyle=st.linestyle, marker=st.marker, markersize=3, markevery=max(1, len(m) // 8))
         if many:
             s = scale * curves.std(axis=1).fillna(0.0)
-            ax.fill_between(m.index, (m - s).values, (m + s).values, alpha=0.15, color=st.color, linewidth=0)
+            style.mark_spread(ax.fill_between(m.index, (m - s).values, (m + s).values, alpha=0.15, color=st.color,
+                                              linewidth=0))
     ax.set_xlabel("round")
     ax.set_ylabel(ylabel)
     if missing:
@@ -125,15 +143,15 @@ def plot_bars(table: pd.DataFrame, x: str, hue: str, value: str = "best", ax=Non
         present = [c is not None and pd.notna(c["mean"]) for c in cells]  # a run that logged no value: no bar
         all_single = any(present) and all(s for s, p in zip(single, present) if p)
         single_any |= any(single)
-        name = hue_format(h)
+        name = style.display_label(hue_format(h))
         ax.bar(pos, means, width, label=f"{name}{style.SINGLE_SEED_MARK}" if all_single else name, **styles[h].bar())
         err = [(p, m, scale * c["std"]) for p, m, c, s, pr in zip(pos, means, cells, single, present) if pr and not s]
         if err:
             ex, ey, es = zip(*err)
-            ax.errorbar(ex, ey, yerr=es, fmt="none", ecolor="black", elinewidth=0.8, capsize=2)
+            style.mark_spread(ax.errorbar(ex, ey, yerr=es, fmt="none", ecolor="black", elinewidth=0.8, capsize=2))
         for p, m, s, pr in zip(pos, means, single, present):
             if s and not all_single and pr:  # a hue with one seed here and several elsewhere
-                ax.annotate("¹", (p, m), ha="center", va="bottom", fontsize=7)
+                ax.annotate("¹", (p, m), ha="center", va="bottom", fontsize=8)
         if paper is not None:
             for p, xv, pr in zip(pos, xs, present):
                 v = paper(xv, h) if pr else None  # beside our bar only: a lone diamond reads as ours missing
@@ -143,7 +161,7 @@ def plot_bars(table: pd.DataFrame, x: str, hue: str, value: str = "best", ax=Non
     if px:
         ax.plot(px, py, label=paper_label, **style.PAPER_MARKER)
     ax.set_xticks([i + width * (len(hues) - 1) / 2 for i in range(len(xs))])
-    ax.set_xticklabels([str(v) for v in xs])
+    ax.set_xticklabels([style.display_label(v) for v in xs])
     ax.set_xlabel(xlabel if xlabel is not None else x)
     ax.set_ylabel(ylabel if ylabel is not None else f"{value} mean client accuracy (%)")
     if title:
@@ -176,19 +194,20 @@ def plot_lines(table: pd.DataFrame, x: str, hue: str | None, value: str = "final
         st = styles.get(h, style.styles_for(["_"])["_"])
         m = g.groupby(x)[value].agg(["mean", "std", "count"])
         single = mark_single and bool((m["count"] == 1).all())
-        label = None if h is None else (f"{h}{style.SINGLE_SEED_MARK}" if single else str(h))
+        label = None if h is None else style.display_label(h) + (style.SINGLE_SEED_MARK if single else "")
         ax.plot(m.index, scale * m["mean"], label=label, **st.line())
         several = m[m["count"] > 1]
         if len(several):
-            ax.errorbar(several.index, scale * several["mean"], yerr=scale * several["std"], fmt="none",
-                        ecolor=st.color, elinewidth=0.8, capsize=2)
+            style.mark_spread(ax.errorbar(several.index, scale * several["mean"], yerr=scale * several["std"],
+                                          fmt="none", ecolor=st.color, elinewidth=0.8, capsize=2))
         if paper is not None:
             px = [v for v in (paper_x if paper_x is not None else m.index)]
             pv = [paper(v, h) for v in px]
             pts = [(a, b) for a, b in zip(px, pv) if b is not None and b == b]
             if pts:
-                ax.plot(*zip(*pts), color=st.color, linestyle=":", marker=st.marker, markerfacecolor="white",
-                        markersize=4.5, linewidth=1)
+                # In its method's colour, named by the one "paper" entry below.
+                figure_check.keyed_by(ax.plot(*zip(*pts), color=st.color, linestyle=":", marker=st.marker,
+                                              markerfacecolor="white", markersize=4.5, linewidth=1)[0], paper_label)
                 drew_paper = True
     if drew_paper:
         ax.plot([], [], color="black", linestyle=":", marker="o", markerfacecolor="white", label=paper_label)
@@ -220,28 +239,70 @@ def plot_paper_table(ref: pd.DataFrame, ax=None, rows: Sequence | None = None, c
     styles = style.styles_for(rows)
     width = 0.8 / max(len(rows), 1)
     for j, r in enumerate(rows):
-        ax.bar([i + j * width for i in range(len(columns))], [ref.at[r, c] for c in columns], width, label=str(r),
+        ax.bar([i + j * width for i in range(len(columns))], [ref.at[r, c] for c in columns], width, label=style.display_label(r),
                alpha=0.6, **styles[r].bar())
     ax.set_xticks([i + width * (len(rows) - 1) / 2 for i in range(len(columns))])
-    ax.set_xticklabels([str(c) for c in columns])
+    ax.set_xticklabels([style.display_label(c) for c in columns])
     ax.set_ylabel(ylabel)
     return _finish(ax, title, legend, grid="y")
 
 
 def plot_points(points: pd.DataFrame, x: str, y: str, ax=None, title: str | None = None, scale: float = 100.0,
-                legend: str | None = "right", hollow: bool = False):
+                legend: str | None = "right", hollow: bool = False, highlight: object = None, zoom: bool = False):
     """One marker per row of ``points`` (its index the label: a method or a setting), in the
     label's fixed :mod:`fedrepro.env.style`; a legend names them instead of text beside each point,
-    which overlaps once points crowd. ``hollow``: unfilled markers (the paper's numbers)."""
+    which overlaps once points crowd. ``hollow``: unfilled markers (the paper's numbers). A row
+    without both values is left out (no legend entry for a point not drawn). ``highlight``: the
+    label drawn larger and named beside its point. ``zoom``: the axes fit the bulk of the points; a
+    point that alone would stretch an axis (:func:`fedrepro.env.figure_check.stretch`) is left
+    outside and named, with its values, in a note in the corner."""
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 4))
+    points = points.dropna(subset=[x, y])
     styles = style.styles_for(points.index)
     for label, row in points.iterrows():
         st = styles[label]
         kw = st.point() if not hollow else {"marker": st.marker, "facecolors": "none", "edgecolors": st.color,
                                             "linewidths": 1.4}
-        ax.scatter(scale * row[x], scale * row[y], s=42, label=str(label), zorder=3, **kw)
+        big = highlight is not None and label == highlight
+        ax.scatter(scale * row[x], scale * row[y], s=110 if big else 42, label=style.display_label(label),
+                   zorder=4 if big else 3, **kw)
+        if big:
+            # Left of the point: the best method sits top right, where a label would leave the axes.
+            ax.annotate(style.display_label(label), (scale * row[x], scale * row[y]), xytext=(-9, 6),
+                        textcoords="offset points", ha="right", fontsize=9, fontweight="bold")
+    if zoom:
+        _zoom_to_bulk(ax, scale * points[x], scale * points[y])
     return _finish(ax, title, legend)
+
+
+def _zoom_to_bulk(ax, xs: pd.Series, ys: pd.Series, pad: float = 0.08) -> None:
+    """Axes limits round the points that remain once each point stretching an axis alone is
+    dropped (at most a third of them); the dropped ones are named in a note."""
+    keep = pd.Series(True, index=range(len(xs)))
+    xv, yv = xs.to_numpy(dtype=float), ys.to_numpy(dtype=float)
+    for _ in range(max(len(xv) // 3, 0)):
+        dropped = False
+        for v in (xv, yv):
+            rest = v[keep.to_numpy()]
+            if len(rest) >= 4 and figure_check.stretch(list(rest)) >= figure_check.OUTLIER_FACTOR:
+                lo, hi = rest.min(), rest.max()
+                srt = sorted(rest)
+                extreme = lo if (srt[-1] - srt[1]) < (srt[-2] - srt[0]) else hi
+                keep[(v == extreme) & keep.to_numpy()] = False
+                dropped = True
+        if not dropped:
+            break
+    if keep.all():
+        return
+    k = keep.to_numpy()
+    for v, setter in ((xv, ax.set_xlim), (yv, ax.set_ylim)):
+        lo, hi = v[k].min(), v[k].max()
+        span = (hi - lo) or 1.0
+        setter(lo - pad * span, hi + pad * span)
+    off = [f"{style.display_label(lab)} ({a:.1f}, {b:.1f})" for lab, a, b, kk in zip(xs.index, xv, yv, k) if not kk]
+    ax.text(0.02, 0.02, "off the axes (outlier): " + "; ".join(off), transform=ax.transAxes, fontsize=8,
+            va="bottom", ha="left", color="#333333")
 
 
 def plot_verdicts(verdicts: pd.DataFrame, ax=None, title: str | None = None):
@@ -259,7 +320,7 @@ def plot_verdicts(verdicts: pd.DataFrame, ax=None, title: str | None = None):
     ax.set_yticks(range(len(grid)))
     ax.set_yticklabels(grid.index, fontsize=8)
     ax.set_xticks(range(grid.shape[1]))
-    ax.set_xticklabels(grid.columns, fontsize=7)
+    ax.set_xticklabels(grid.columns, fontsize=8)
     ax.set_xlabel("runs cut after round")
     ax.set_title(title or "verdict by round (green PASS, amber INCONCLUSIVE, red FAIL, grey NOT RUN)")
     return ax
@@ -283,7 +344,7 @@ def plot_lr_search(search: pd.DataFrame, ax=None, title: str | None = None):
     for i, (name, row) in enumerate(search.iterrows()):
         for j, r in enumerate(rates):
             v = values[i, j]
-            ax.text(j, i, f"{v:.0f}" if np.isfinite(v) else "div.", ha="center", va="center", fontsize=7,
+            ax.text(j, i, f"{v:.0f}" if np.isfinite(v) else "div.", ha="center", va="center", fontsize=8,
                     color="white" if not np.isfinite(v) or v < np.nanmean(shown) else "black")
         j = next(k for k, r in enumerate(rates) if float(r.removeprefix("lr=")) == row["chosen lr"])
         ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.5))

@@ -18,12 +18,17 @@ from typing import Iterable, Sequence
 
 import matplotlib as mpl
 
+from .figure_check import MIN_COLOUR_DISTANCE, colour_distance
+
 # Well separated on white: matplotlib's tab10, near-black, then the light members of ColorBrewer's
 # "Paired" (readable beside their dark tab10 relatives because bars carry a dark edge).
 PALETTE: tuple[str, ...] = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
     "#bcbd22", "#17becf", "#1a1a1a", "#a6cee3", "#fb9a99", "#b2df8a", "#cab2d6", "#fdbf6f",
 )
+# Colours for a method whose fixed colour is too near another's in one figure (styles_for): each
+# at least 20 ΔE from every palette colour and from each other.
+EXTRA_COLOURS: tuple[str, ...] = ("#952e8f", "#0a5f38", "#b2996e", "#65ab7c")
 HATCHES: tuple[str, ...] = ("", "///", "\\\\\\", "...", "xxx")
 MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
 LINESTYLES: tuple[str, ...] = ("-", "--", "-.", ":", (0, (5, 1, 1, 1)))
@@ -96,10 +101,35 @@ def _slot_style(i: int) -> Style:
                  LINESTYLES[cycle % len(LINESTYLES)])
 
 
+# Methods we rebuilt from a paper's text alone (no official code to check against): every table and
+# figure names them with OUR_READING, so that no reader takes our numbers for the method's own.
+# pFedPrompt (Guo et al., WWW 2023): fedrepro.methods.pfedprompt says where we had to choose.
+RECONSTRUCTED = frozenset({"pfedprompt"})
+OUR_READING = " (our reading)"
+
+# How figures and tables write a dataset's id.
+DATASET_LABELS = {"fashion_mnist": "Fashion-MNIST", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100",
+                  "tiny_imagenet": "Tiny-ImageNet", "domainnet": "DomainNet", "mnist": "MNIST"}
+
+
 def method_key(label: object) -> str | None:
     """The registered method a figure label names (``"FedAvg-FT"`` -> ``"fedavg_ft"``), or None."""
-    key = re.sub(r"[\s\-+]+", "_", str(label).strip().lower())
+    text = str(label).strip().removesuffix(SINGLE_SEED_MARK.strip()).strip().removesuffix(OUR_READING.strip())
+    key = re.sub(r"[\s\-+]+", "_", text.strip().lower())
     return key if key in _SLOT else None
+
+
+def display_label(label: object) -> str:
+    """A method's label in a figure or table: ``label`` itself, with OUR_READING for a method of
+    RECONSTRUCTED (``"pfedprompt"`` -> ``"pfedprompt (our reading)"``). Display only: registry
+    names and config values never change (they feed run hashes)."""
+    text = str(label)
+    return text + OUR_READING if method_key(text) in RECONSTRUCTED and OUR_READING not in text else text
+
+
+def dataset_label(name: object) -> str:
+    """A dataset id as a reader writes it (``"fashion_mnist"`` -> ``"Fashion-MNIST"``)."""
+    return DATASET_LABELS.get(str(name), str(name))
 
 
 def method_style(name: str) -> Style:
@@ -116,6 +146,20 @@ def styles_for(labels: Iterable[object]) -> dict[object, Style]:
     palette colour its methods left free (then cycling hatches and markers), in the given order."""
     labels = list(dict.fromkeys(labels))
     out: dict[object, Style] = {lab: method_style(str(lab)) for lab in labels if method_key(lab) is not None}
+    # Two methods of one figure whose fixed colours a reader cannot tell apart (a slot past the
+    # palette reuses a colour, told apart by hatch alone): the later slot takes a colour no other
+    # label of the figure is near, so the figure check's colour rule holds. Decided by slot, never
+    # by the order the figure lists its labels in.
+    kept: list[str] = []
+    for lab in sorted(out, key=lambda lab: _SLOT[method_key(lab)]):
+        st = out[lab]
+        if any(colour_distance(st.color, c) < MIN_COLOUR_DISTANCE for c in kept):
+            others = {o.color for o in out.values()} | set(kept)
+            free = [c for c in (*PALETTE, *EXTRA_COLOURS)
+                    if all(colour_distance(c, o) >= MIN_COLOUR_DISTANCE for o in others)]
+            if free:
+                out[lab] = Style(free[0], st.hatch, st.marker, st.linestyle)
+        kept.append(out[lab].color)
     taken = {(s.color, s.hatch) for s in out.values()}
     for lab in labels:
         if lab in out:
@@ -152,8 +196,40 @@ SINGLE_SEED_MARK = " ¹"
 SINGLE_SEED_NOTE = "¹ one seed: no error bar"
 
 
+# A band or error bar of ± one std over seeds carries this gid (mark_spread); a legend over its axes
+# then says what the band or bar is (the figure check asks that every band be named).
+SPREAD_GID = "seed_std"
+SPREAD_NOTES = {"band": "band: ± 1 std over seeds", "bar": "error bar: ± 1 std over seeds"}
+
+
 def _note(labels) -> str | None:
     return SINGLE_SEED_NOTE if any(str(lab).endswith(SINGLE_SEED_MARK) for lab in labels) else None
+
+
+def mark_spread(artist):
+    """Mark a band (``fill_between``'s collection) or an ``errorbar`` container as ± 1 std over
+    seeds, so that the legend over its axes names it; returns the artist."""
+    from matplotlib.container import ErrorbarContainer
+
+    for part in artist.lines[2] if isinstance(artist, ErrorbarContainer) else [artist]:
+        part.set_gid(SPREAD_GID)
+    return artist
+
+
+def _spread_notes(axes) -> list[str]:
+    from matplotlib.collections import LineCollection
+
+    kinds = {("bar" if isinstance(c, LineCollection) else "band") for ax in axes for c in ax.collections
+             if c.get_gid() == SPREAD_GID}
+    return [SPREAD_NOTES[k] for k in ("band", "bar") if k in kinds]
+
+
+def _legend_title(title: str | None, labels, axes) -> str | None:
+    """The legend's title: ``title``, then the one-seed note where a label carries ¹ and a line
+    naming each kind of spread drawn in ``axes`` (each unless ``title`` says it already)."""
+    lines = [title] if title else []
+    lines += [n for n in (_note(labels), *_spread_notes(axes)) if n and n not in (title or "")]
+    return "\n".join(lines) or None
 
 
 def _paper_last(handles, labels):
@@ -173,7 +249,7 @@ def legend_outside(ax, where: str = "right", handles: Sequence | None = None, la
     if not handles:
         return None
     handles, labels = _paper_last(handles, labels)
-    title = title if title is not None else _note(labels)
+    title = _legend_title(title, labels, [ax])
     n = len(handles)
     if where == "right":
         place = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "ncol": ncol or (1 if n <= 16 else 2)}
@@ -194,7 +270,7 @@ def figure_legend(fig, axes, where: str = "right", ncol: int | None = None, titl
     if not seen:
         return None
     handles, labels = _paper_last([h for _, h in seen.values()], [lab for lab, _ in seen.values()])
-    title = title if title is not None else _note(labels)
+    title = _legend_title(title, labels, axes)
     n = len(seen)
     if where == "right":
         place = {"loc": "upper left", "bbox_to_anchor": (1.0, 0.95), "ncol": ncol or (1 if n <= 16 else 2)}

@@ -37,6 +37,7 @@ from ..claims.core import PAPER_COLUMN
 from ..execute.tuning import TuningPending
 from ..runs.tables import pivot_mean_std
 from ..params import check_fields, hp
+from ..env.style import RECONSTRUCTED, display_label, method_key
 
 if TYPE_CHECKING:
     from ..execute.tuning import LrSearch
@@ -59,6 +60,12 @@ def with_paper_column(keys: Sequence[str], results: pd.DataFrame) -> list[str]:
     """``keys`` led by :data:`PAPER_COLUMN` where ``results`` name paper columns, so that a notebook's
     own group-by keeps the datasets apart (``keys`` alone at the smoke and laptop profiles)."""
     return [PAPER_COLUMN, *keys] if PAPER_COLUMN in results.columns else list(keys)
+
+
+def _reading(row):
+    """A row label as tables show it: a reconstructed method's name with "(our reading)"; any other
+    label (a method, α, a setting) unchanged, type included."""
+    return display_label(row) if method_key(row) in RECONSTRUCTED else row
 
 
 @dataclass(frozen=True)
@@ -322,6 +329,7 @@ class TableDef:
         out = pivot_mean_std(table, self.index, columns, metric, label=label)
         if self.row_label is not None:
             out = out.rename(index=self.row_label)
+        out = out.rename(index=_reading)
         return out.rename(columns={metric: name}) if columns is None and name else out
 
     def paper_numbers(self) -> pd.DataFrame | None:
@@ -367,6 +375,6 @@ class TableDef:
         label = ours_label or f"ours ({'final' if (metric or self.metric).startswith('final') else 'best'} round)"
         if ref is None:
             return ours
-        out = beside(ours, ref, label)
+        out = beside(ours, ref.rename(index=_reading), label)
         # Rows named after a grid axis (α) follow the paper's order; ours may hold only some of them.
         return out if self.row_label is None else out.reindex(list(dict.fromkeys([*ref.index, *ours.index])))

@@ -110,9 +110,26 @@ def test_converged_plan_matches_the_balanced_plan_at_gamma_one():
 def test_plot(maps):
     import matplotlib.pyplot as plt
 
+    from fedrepro.env.figure_check import assert_clean
+
     fig = plot_plan_maps(maps, max_images=2)
-    assert len(fig.axes) == 2 * (1 + 2 + len(GAMMAS) * 2)
+    assert len(fig.axes) == 2 * (1 + 2 + len(GAMMAS) * 2) + 1  # and the colourbar
+    assert "share of the patch's mass" in fig.axes[-1].get_ylabel()
+    assert_clean(fig)  # titles of 8 pt or more, among others
     plt.close(fig)
+
+
+def test_distinct_classes_picks_each_class_in_turn(restored):
+    method, clients, state = restored
+    c = clients[1]
+    m = plan_maps(method, state["shared"], state["client_states"][c.cid], c, gammas=(1.0,), num_images=4,
+                  distinct_classes=True)
+    labels = m.labels.tolist()
+    classes = list(dict.fromkeys(c.test_y.tolist()))
+    assert len(classes) == 2  # the fixture's two classes per client
+    assert labels[:2] == classes and labels[2:] == classes  # a, b, a, b: never one class four times
+    first = plan_maps(method, state["shared"], state["client_states"][c.cid], c, gammas=(1.0,), num_images=4)
+    assert first.labels.tolist() == c.test_y[:4].tolist()  # the default stays the first images
 
 
 def test_bad_input(restored, maps):
