@@ -39,7 +39,7 @@ from typing import Callable
 
 from ..config import RunConfig
 
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parent.parent  # fedrepro/ (this module lives in fedrepro/runs/)
 ROOT = PACKAGE.parent
 # Modules that move, store, trace or draw results but never change a number of a run.
 NOT_RESULT = frozenset({
