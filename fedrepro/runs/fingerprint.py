@@ -140,6 +140,8 @@ def _roots(cfg: RunConfig) -> set[str]:
     from ..models import MODELS
 
     roots = {"fedrepro.runs.pipeline", "fedrepro.fl.engine"}
+    if cfg.train.stop_when_flat:  # the rule decides where such a run stops (only then: others stay fresh)
+        roots.add("fedrepro.fl.converge")
     for registry, key in ((METHODS, cfg.method.name), (MODELS, cfg.model.name), (DATASETS, cfg.data.dataset)):
         try:
             roots.add(registry.get(key).__module__)

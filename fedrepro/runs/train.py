@@ -3,6 +3,7 @@ checkpoint) under the run's lock and finished in its folder; and a finished run 
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from datetime import datetime, timezone
@@ -18,6 +19,7 @@ from ..env import allocator, trace
 from ..errors import ConfigError, CorruptCacheError, StaleRunError, TrainingDivergedError
 from ..fl.client_data import ClientData
 from ..fl.device import resolve_device, torch_threads
+from ..fl.converge import simulate_until_flat
 from ..fl.engine import SimState, simulate, summarize_run, unscored_summary
 from . import fingerprint, tensorboard
 from .catalog import display_path
@@ -132,14 +134,17 @@ def train_inprocess(cfg: RunConfig, store: RunStore, status: str, ds: ImageDatas
     progress = cfg.progress if force_progress is None else force_progress
     diverged = None
     try:
+        # train.stop_when_flat: the same engine, driven one evaluated round at a time until the
+        # curve is flat (fedrepro.fl.converge); off, the engine runs every round in one call.
+        engine = functools.partial(simulate_until_flat, window=t.flat_window) if t.stop_when_flat else simulate
         with CheckpointWriter(path) as writer:  # written while the next round trains
-            state = simulate(method, clients, seed=cfg.seed, rounds=t.rounds, participation=t.participation,
-                             eval_every=t.eval_every, state=state,
-                             checkpoint=lambda s: writer.save({"partition_hash": part.hash(),
-                                                               "state": to_cpu(s.__dict__)}),
-                             checkpoint_every=t.checkpoint_every, progress=progress,
-                             desc=f"{cfg.method.name} s{cfg.seed}", on_round_end=on_round_end,
-                             global_test=global_test_split(ds, device) if t.global_eval else None)
+            state = engine(method, clients, seed=cfg.seed, rounds=t.rounds, participation=t.participation,
+                           eval_every=t.eval_every, state=state,
+                           checkpoint=lambda s: writer.save({"partition_hash": part.hash(),
+                                                             "state": to_cpu(s.__dict__)}),
+                           checkpoint_every=t.checkpoint_every, progress=progress,
+                           desc=f"{cfg.method.name} s{cfg.seed}", on_round_end=on_round_end,
+                           global_test=global_test_split(ds, device) if t.global_eval else None)
     except TrainingDivergedError as err:
         # A method that diverges at this config is a result, not a crash: the run is stored (and
         # reused) with the rounds before, its final metrics NaN and the round it diverged at.
@@ -174,6 +179,8 @@ def finish_run(cfg: RunConfig, store: RunStore, path: Path, part: Partition, sta
     summary.update(method=cfg.method.name, seed=cfg.seed, config_hash=cfg.hash(), partition_hash=part.hash())
     if diverged:
         summary.update({k: float("nan") for k in summary if k.startswith("final_")}, **diverged)
+    if cfg.train.stop_when_flat:  # recorded only with the option, so that other summaries stay as they were
+        summary.update(max_rounds=cfg.train.rounds, stopped_early=state.next_round < cfg.train.rounds)
     final = to_cpu({"shared": state.shared, "server_state": state.server_state,
                      "client_states": state.client_states})
     return store.finish(path, state.round_rows, state.client_rows, summary, final_state=final,
