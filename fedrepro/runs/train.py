@@ -21,7 +21,7 @@ from ..fl.client_data import ClientData
 from ..fl.device import resolve_device, torch_threads
 from ..fl.converge import simulate_until_flat
 from ..fl.engine import SimState, simulate, summarize_run, unscored_summary
-from . import fingerprint, tensorboard
+from . import fingerprint, prefix, tensorboard
 from .catalog import display_path
 from .fingerprint import STALE, UNKNOWN, staleness
 from .pipeline import build_clients, global_test_split, make_method, prepare_data
@@ -47,6 +47,10 @@ def to_cpu(obj: Any) -> Any:
 
 def to_device(obj: Any, device: torch.device) -> Any:
     return _map_tensors(obj, lambda t: t.to(device))
+
+
+def to_device_state(state: SimState, device: torch.device) -> SimState:
+    return SimState(**to_device(dict(state.__dict__), device))
 
 
 # What run() does with a stored run that today's code would not reproduce (fedrepro.runs.fingerprint):
@@ -119,7 +123,14 @@ def train_inprocess(cfg: RunConfig, store: RunStore, status: str, ds: ImageDatas
            clients: list[ClientData], method, device: torch.device, force_progress: bool | None,
            on_round_end) -> RunResult:
     """Train (or resume) a run whose lock this process holds, and finish it in the store."""
-    path = begin_run(cfg, store, status, ds, part, device)
+    # FEDREPRO_SHARE_PREFIX: a new run starts from a stored run of its config with fewer rounds
+    # (fedrepro.runs.prefix: bit for bit the rounds it would have trained).
+    policy = on_stale_policy()
+    prior = prefix.donor(cfg, store, method, part.hash(), lambda c: is_stale(store, c, policy)) \
+        if status == "missing" and prefix.sharing() else None
+    started = {"started_from": {"run": prior.summary["config_hash"], "round": int(prior.summary["rounds"])}} \
+        if prior is not None else {}
+    path = begin_run(cfg, store, status, ds, part, device, **started)
     # A run another engine began (Flower's records itself in meta.json) is finished by this one: say so.
     meta_update = {"engine": {"name": "inprocess"}} if status == "partial" and "engine" in store.meta(cfg) else None
     state = None
@@ -129,6 +140,8 @@ def train_inprocess(cfg: RunConfig, store: RunStore, status: str, ds: ImageDatas
             raise CorruptCacheError(f"checkpoint in {path} was made on partition {ckpt.get('partition_hash')}, "
                                     f"not {part.hash()}; delete the folder to restart")
         state = SimState(**to_device(ckpt["state"], device))
+    elif prior is not None:
+        state = to_device_state(prefix.start_state(prior), device)
 
     t = cfg.train
     progress = cfg.progress if force_progress is None else force_progress
