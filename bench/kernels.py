@@ -6,7 +6,14 @@ alternating with the plain path, ``--repeats`` times; the table gives images/s (
 ratio to plain. "2 processes × 1 thread" runs two plain steps in two processes at once and counts
 both, against one process at 2 threads: the choice the pool makes.
 
-    .venv/bin/python bench/kernels.py [--seconds 3] [--repeats 3] [--json bench/kernels.json]
+bfloat16 autocast (``torch.autocast("cpu", torch.bfloat16)`` around the forward and the loss; the
+weights, gradients and SGD update stay float32) is measured for the laptop's two kinds of model: the
+ResNet-8 step above, alone and with channels_last, and the laptop's ViT (``tiny_vit``, the PEP-FedPT
+stand-in: 1×28×28, patch 4, dim 96, depth 6, batch 10, every weight trained). These are options to
+measure, not adopted: autocast changes every number of a run, so adopting it would be a hashed config
+option, and whether the CPU has bfloat16 instructions (AVX512-BF16, AMX) decides whether it is faster.
+
+    .venv/bin/python bench/kernels.py [--seconds 3] [--repeats 3] [--json bench/kernels.json] [--only bf16]
 """
 from __future__ import annotations
 
@@ -28,14 +35,18 @@ from fedrepro.models import create_model
 BATCH, SIZE, CLASSES, CLIENTS = 50, 28, 10, 20
 
 
-def _model(channels_last: bool = False) -> torch.nn.Module:
-    m = create_model("resnet8", CLASSES, in_channels=1, image_size=SIZE, seed=0, width=16).train()
+VIT_BATCH = 10  # the laptop ViT setups' batch (pep_fedpt)
+MODELS = {"resnet8": {"width": 16}, "tiny_vit": {}}  # the laptop profile's conv model and its ViT
+
+
+def _model(channels_last: bool = False, name: str = "resnet8") -> torch.nn.Module:
+    m = create_model(name, CLASSES, in_channels=1, image_size=SIZE, seed=0, **MODELS[name]).train()
     return m.to(memory_format=torch.channels_last) if channels_last else m
 
 
-def _data(n: int = 1):
+def _data(n: int = 1, batch: int = BATCH):
     g = torch.Generator().manual_seed(0)
-    return torch.randn(n, BATCH, 1, SIZE, SIZE, generator=g), torch.randint(0, CLASSES, (n, BATCH), generator=g)
+    return torch.randn(n, batch, 1, SIZE, SIZE, generator=g), torch.randint(0, CLASSES, (n, batch), generator=g)
 
 
 def _timed(step, seconds: float, images_per_step: int) -> float:
@@ -47,20 +58,34 @@ def _timed(step, seconds: float, images_per_step: int) -> float:
     return n * images_per_step / (time.perf_counter() - t0)
 
 
-def plain_step(channels_last: bool = False, compiled: bool = False):
-    model = _model(channels_last)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x, y = _data()
+def plain_step(channels_last: bool = False, compiled: bool = False, bf16: bool = False, model: str = "resnet8"):
+    """One training step of ``model`` (the laptop's ResNet-8 or ViT); ``bf16``: forward and loss under
+    bfloat16 autocast (float32 weights, gradients and update)."""
+    net = _model(channels_last, model)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    x, y = _data(batch=BATCH if model == "resnet8" else VIT_BATCH)
     x = x[0].contiguous(memory_format=torch.channels_last) if channels_last else x[0]
-    fwd = torch.compile(model) if compiled else model
+    fwd = torch.compile(net) if compiled else net
 
     def step():
-        loss = F.cross_entropy(fwd(x), y[0])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = F.cross_entropy(fwd(x), y[0])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
 
     return step
+
+
+# The bfloat16 options, each against its model's plain step (name -> (make, images per step, threads)).
+BF16_OPTIONS = {
+    "resnet8 bf16 autocast": (lambda: plain_step(bf16=True), BATCH, 1),
+    "resnet8 bf16 autocast + channels_last": (lambda: plain_step(channels_last=True, bf16=True), BATCH, 1),
+    "tiny_vit plain": (lambda: plain_step(model="tiny_vit"), VIT_BATCH, 1),
+    "tiny_vit bf16 autocast": (lambda: plain_step(model="tiny_vit", bf16=True), VIT_BATCH, 1),
+}
+BF16_BASELINE = {"resnet8 bf16 autocast": "plain (1 thread)", "resnet8 bf16 autocast + channels_last": "channels_last",
+                 "tiny_vit bf16 autocast": "tiny_vit plain"}
 
 
 def vmap_step():
@@ -143,6 +168,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", default="bench/kernels.json")
+    ap.add_argument("--only", choices=("all", "bf16"), default="all",
+                    help="bf16: the bfloat16 options and their baselines only (no compile, vmap or processes)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     options = {
@@ -152,7 +179,10 @@ def main(argv=None) -> dict:
         "2 threads, one process": (plain_step, BATCH, 2),
         "20 clients one by one": (sequential_clients_step, BATCH * CLIENTS, 1),
         "20 clients, torch.func.vmap": (vmap_step, BATCH * CLIENTS, 1),
+        **BF16_OPTIONS,
     }
+    if args.only == "bf16":
+        return bf16_only(options, args)
     steps = {}
     for name, (make, _, threads) in options.items():
         torch.set_num_threads(threads)
@@ -169,7 +199,8 @@ def main(argv=None) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         cold = compile_cold_seconds(cache)
         warm = compile_cold_seconds(cache)
-    baseline = {"20 clients, torch.func.vmap": "20 clients one by one", "2 processes × 1 thread": "2 threads, one process"}
+    baseline = {"20 clients, torch.func.vmap": "20 clients one by one",
+                "2 processes × 1 thread": "2 threads, one process", **BF16_BASELINE}
     table = {k: {"images_per_s": round(v), "vs": baseline.get(k, "plain (1 thread)"),
                  "ratio": round(v / med[baseline.get(k, "plain (1 thread)")], 3)} for k, v in med.items()}
     result = {"step": "ResNet-8 width 16, batch 50, 1x28x28, SGD momentum, forward+backward+step, CPU",
@@ -179,6 +210,39 @@ def main(argv=None) -> dict:
     print(json.dumps({k: result[k] for k in ("options", "compile_first_step_s")}, indent=2))
     if args.json:
         with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    return result
+
+
+def cpu_bf16_flags() -> list[str]:
+    """The CPU's bfloat16 instruction flags (Linux): without them autocast emulates bfloat16."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return []
+    return sorted(f for f in flags if "bf16" in f)
+
+
+def bf16_only(options: dict, args) -> dict:
+    """The bfloat16 options and their baselines, alternating (``--only bf16``); printed, and written
+    to ``--json`` with ``.bf16`` before its suffix so the full table's file stays."""
+    names = [*BF16_OPTIONS, *{b for b in BF16_BASELINE.values() if b not in BF16_OPTIONS}]
+    steps = {k: options[k][0]() for k in names}
+    rates: dict[str, list[float]] = {k: [] for k in names}
+    for _ in range(args.repeats):
+        for k in names:
+            rates[k].append(_timed(steps[k], args.seconds, options[k][1]))
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    vs = {k: BF16_BASELINE.get(k, k) for k in med}
+    table = {k: {"images_per_s": round(v), "vs": vs[k], "ratio": round(v / med[vs[k]], 3)} for k, v in med.items()}
+    result = {"platform": platform.platform(), "torch": torch.__version__, "cpu_count": os.cpu_count(),
+              "cpu_bf16_flags": cpu_bf16_flags(),
+              "seconds_per_timing": args.seconds, "repeats": args.repeats, "options": table, "raw": rates}
+    print(json.dumps(table, indent=2))
+    if args.json:
+        root, ext = os.path.splitext(args.json)
+        with open(f"{root}.bf16{ext}", "w") as f:
             json.dump(result, f, indent=2)
     return result
 

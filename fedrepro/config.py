@@ -115,6 +115,14 @@ class TrainConfig:
     # Training augmentation of each batch (:data:`fedrepro.data.train_augment.TRAIN_AUGMENTS`): the
     # random crop + flip the pFedCSPC code trains with. "none" draws nothing.
     augment: str = hp("none", choices=("none", "crop_flip", "crop_flip_reflect", "flip"))
+    # Rounds by convergence: stop at the first evaluated round at which the mean client accuracy
+    # meets the flatness rule (fedrepro.fl.flatness: the mean over the last ``flat_window``
+    # evaluated rounds within max(0.5 points, 2x its round-to-round noise) of the ``flat_window``
+    # before), and at ``rounds`` (the maximum) otherwise. A run that stops early reports its last
+    # evaluated round (the stop) as its final round and ``rounds`` in its summary; it stores every
+    # round it trained, so by-round cuts (fedrepro.analysis.by_round) read it up to the stop.
+    stop_when_flat: bool = hp(False)
+    flat_window: int = hp(5, ge=2)  # evaluated rounds per window; hashed only with stop_when_flat
 
 
 @dataclass
@@ -130,7 +138,9 @@ _UNHASHED = ("device", "runs_dir", "progress")
 # Fields added after results were first stored: hashed only when set away from this value, so
 # older run folders keep their keys.
 _HASHED_IF_NOT = {("train", "global_eval"): False, ("train", "eval_finetune_epochs"): 0, ("train", "prompt_lr"): None,
-                 ("train", "augment"): "none", ("data", "validation"): 0.0}
+                 ("train", "augment"): "none", ("data", "validation"): 0.0, ("train", "stop_when_flat"): False}
+# Fields that only mean something when another is on: hashed only then.
+_HASHED_WITH = {("train", "flat_window"): ("train", "stop_when_flat")}
 
 
 @dataclass
@@ -166,6 +176,9 @@ class RunConfig:
             d.pop(k)
         for (section, key), default in _HASHED_IF_NOT.items():
             if d[section].get(key) == default:
+                d[section].pop(key)
+        for (section, key), (on_section, on_key) in _HASHED_WITH.items():
+            if not d[on_section].get(on_key):
                 d[section].pop(key)
         d["method"]["args"] = _non_default_method_args(self.method.name, self.method.args)
 

@@ -28,3 +28,22 @@ def test_the_ratio_is_met_only_when_its_whole_interval_is_at_or_below_the_target
     assert _ratios([1.10, 1.12, 1.11, 1.10, 1.13, 1.09], bare, 1.05)["target"] == "missed"
     r = _ratios([0.95, 1.15, 1.0, 1.1, 0.98, 1.12], bare, 1.05)
     assert r["target"] == "inconclusive" and r["interval_90"][0] < 1.05 < r["interval_90"][1]
+
+
+def test_the_kernel_benchs_bfloat16_steps_train():
+    """bench/kernels.py's bfloat16 options (measured there, adopted nowhere) take a step on the
+    laptop's ResNet-8 and ViT: the forward runs in bfloat16, the float32 weights move."""
+    import importlib
+
+    kernels = importlib.import_module("bench.kernels")
+    for name in kernels.BF16_OPTIONS:
+        make, images, threads = kernels.BF16_OPTIONS[name]
+        step = make()
+        cell = step.__closure__  # the step's model: the first module among its free variables
+        net = next(c.cell_contents for c in cell if isinstance(c.cell_contents, torch.nn.Module))
+        before = [p.detach().clone() for p in net.parameters()]
+        step()
+        assert all(p.dtype == torch.float32 for p in net.parameters()), name
+        assert any(not torch.equal(a, p) for a, p in zip(before, net.parameters())), name
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # the autocast path does compute in bfloat16
+        assert kernels._model()(kernels._data()[0][0]).dtype == torch.bfloat16

@@ -109,7 +109,8 @@ def test_an_import_rewired_to_other_code_is_a_change(tiny):
 # recorded by the untouched package is fresh there.
 PROBE = """
 import json, sys
-from fedrepro import fingerprint, make_config
+from fedrepro import make_config
+from fedrepro.runs import fingerprint
 cfg = make_config("smoke")
 meta = json.loads(sys.stdin.read() or "null")
 print(json.dumps({"record": fingerprint.record(cfg),
@@ -127,7 +128,7 @@ def _probe(root: Path, meta: dict | None = None) -> dict:
 
 def _copy(tmp_path: Path, name: str) -> Path:
     root = tmp_path / name
-    shutil.copytree(Path(fingerprint.__file__).parent, root / "fedrepro",
+    shutil.copytree(fingerprint.PACKAGE, root / "fedrepro",
                     ignore=shutil.ignore_patterns("__pycache__"))
     return root
 

@@ -2,11 +2,14 @@
 
 - :func:`flatness`: per run of a ``run_grid`` table, how much the mean client accuracy still moves:
   the mean over the last ``window`` evaluated rounds against the mean over the ``window`` before.
-  The stated rule (:func:`is_flat`): a run has flattened when that change is below half a point
-  (:data:`FLAT_TOLERANCE`) or below twice its own round-to-round noise (:func:`window_noise`,
-  :data:`FLAT_Z`), whichever is larger. The noise allowance matters for methods whose evaluated
-  accuracy jumps by a point or more from round to round without a trend: their window means never
-  agree to half a point, however long they train.
+  The stated rule (:func:`is_flat`, defined in :mod:`fedrepro.fl.flatness` and re-exported here): a
+  run has flattened when that change is below half a point (:data:`FLAT_TOLERANCE`) or below twice
+  its own round-to-round noise (:func:`window_noise`, :data:`FLAT_Z`), whichever is larger. The
+  noise allowance matters for methods whose evaluated accuracy jumps by a point or more from round
+  to round without a trend: their window means never agree to half a point, however long they
+  train. A run trained with ``train.stop_when_flat`` stopped at the first evaluated round that met
+  this rule; its stored rounds are every round it trained, so :func:`at_round` cuts it like any
+  other (at a cut after its stop, it reads as at its stop).
 - :func:`at_round`: the table as it would read had every run stopped at round ``r`` (best round and
   final round up to ``r``), from the stored per-round metrics: no training.
 - :func:`verdicts_by_round`: each claim's verdict on :func:`at_round` tables for a list of rounds,
@@ -19,15 +22,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
 from ..runs.store import RunResult
-
-FLAT_WINDOW = 5
-FLAT_TOLERANCE = 0.005  # half a point of mean client accuracy
-FLAT_Z = 2.0  # a change within two standard errors of the noise is not evidence of movement
-
+# The rule itself lives at the engine's layer, which stops runs by it (train.stop_when_flat); it is
+# re-exported here, where the notebooks and analyses read it.
+from ..fl.flatness import FLAT_TOLERANCE, FLAT_WINDOW, FLAT_Z, is_flat, judge, window_change, window_noise  # noqa: F401
 
 RoundsOf = Callable[[str], pd.DataFrame]
 
@@ -40,44 +40,6 @@ def stored_rounds(path) -> pd.DataFrame:
 def _evaluated(path, rounds_of: RoundsOf = stored_rounds) -> pd.DataFrame:
     rounds = rounds_of(path)
     return rounds[rounds["acc_mean"].notna()] if "acc_mean" in rounds else rounds.iloc[0:0]
-
-
-def window_change(acc, window: int = FLAT_WINDOW) -> float:
-    """The mean of the last ``window`` values of ``acc`` (a run's evaluated accuracies, in round
-    order) minus the mean of the ``window`` before; NaN when there are fewer than ``2 * window``."""
-    if len(acc) < 2 * window:
-        return float("nan")
-    return float(acc[-window:].mean() - acc[-2 * window:-window].mean())
-
-
-def window_noise(acc, window: int = FLAT_WINDOW) -> float:
-    """The standard error of :func:`window_change` that round-to-round noise alone would give.
-
-    The noise σ of one evaluation is read off the first differences of the last ``2 * window``
-    values (std of the differences / √2: a slow trend barely moves them); the difference of two
-    means of ``window`` values then has standard error σ·√(2 / window). NaN when there are fewer
-    than ``2 * window`` values."""
-    if len(acc) < 2 * window:
-        return float("nan")
-    sigma = float(np.std(np.diff(np.asarray(acc[-2 * window:], dtype=float)), ddof=1)) / np.sqrt(2)
-    return sigma * float(np.sqrt(2 / window))
-
-
-def is_flat(change: float, noise: float, tol: float = FLAT_TOLERANCE, z: float = FLAT_Z) -> bool:
-    """The flatness rule: ``|change|`` < max(``tol``, ``z`` · ``noise``); False when ``change`` is NaN
-    (too few rounds to judge)."""
-    if np.isnan(change):
-        return False
-    allowance = tol if np.isnan(noise) else max(tol, z * noise)
-    return bool(abs(change) < allowance)
-
-
-def judge(acc, window: int = FLAT_WINDOW, tol: float = FLAT_TOLERANCE,
-          z: float = FLAT_Z) -> tuple[float, float, bool]:
-    """One run's evaluated accuracies (in round order) under the rule: ``(last_change, noise,
-    flat)`` (:func:`window_change`, :func:`window_noise`, :func:`is_flat`)."""
-    change, noise = window_change(acc, window), window_noise(acc, window)
-    return change, noise, is_flat(change, noise, tol, z)
 
 
 def flatness(table: pd.DataFrame, window: int = FLAT_WINDOW, tol: float = FLAT_TOLERANCE,

@@ -51,7 +51,10 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
 
 
 def flower_trainer(*args: Any, **options: Any) -> RunResult:
-
+    cfg = args[0]
+    if cfg.train.stop_when_flat:  # Flower's strategy runs a fixed number of rounds; refused before any write
+        raise ConfigError("train.stop_when_flat=True: Flower's engine trains a fixed number of rounds; "
+                          "valid: engine='inprocess' for a run that stops when flat")
     return train(*args, **options)
 
 

@@ -57,6 +57,12 @@ class LrSearch:
     metric: str = hp("final_acc_mean")
     seed: int = hp(0)
     applies: Callable[[RunConfig], bool] | None = hp(None)
+    # Successive halving (0: off, every rate trains its full rounds): every rate first trains this
+    # fraction of the row's rounds (at least one); only the best 1/eta of them (rounded up, ties as
+    # in choose) then train the full rounds, and the row's rate is the best of those. The full runs
+    # are the full search's own runs (same configs), so the two searches share what they both train.
+    halving: float = hp(0.0, ge=0, lt=1)
+    eta: int = hp(3, ge=2)
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -64,19 +70,61 @@ class LrSearch:
     def searched(self, cfg: RunConfig) -> bool:
         return self.applies is None or bool(self.applies(cfg))
 
-    def search_configs(self, cfg: RunConfig) -> list[RunConfig]:
-        """The row's search runs: its config at the search seed, on validation data, once per rate."""
+    def full_configs(self, cfg: RunConfig) -> list[RunConfig]:
+        """The row's full search runs: its config at the search seed, on validation data, once per rate."""
         if not self.searched(cfg):
             return []
         return [cfg.replace(**{"seed": self.seed, "data.validation": self.validation, "train.lr": float(lr)})
                 for lr in self.grid]
 
+    def search_configs(self, cfg: RunConfig) -> list[RunConfig]:
+        """The row's search runs that can be named now: every rate's (the short ones, with
+        ``halving``), and with ``halving`` once those are stored, the survivors' full runs."""
+        if not self.halving:
+            return self.full_configs(cfg)
+        short = self.short_configs(cfg)
+        try:
+            keep = self.survivors(cfg)
+        except TuningPending:
+            return short
+        return short + [c for c in self.full_configs(cfg) if float(c.train.lr) in keep]
+
+    def short_rounds(self, cfg: RunConfig) -> int:
+        """The rounds of a rate's first (short) run with ``halving``."""
+        return max(1, int(round(self.halving * cfg.train.rounds)))
+
+    def short_configs(self, cfg: RunConfig) -> list[RunConfig]:
+        """The row's short runs with ``halving``: every rate at :meth:`short_rounds` rounds."""
+        return [c.replace(**{"train.rounds": self.short_rounds(cfg)}) for c in self.full_configs(cfg)]
+
+    def survivors(self, cfg: RunConfig) -> list[float]:
+        """The rates that train their full rounds with ``halving``: the best ``ceil(n / eta)`` by their
+        short runs' scores (a tie goes as in :meth:`choose`); raises :class:`TuningPending` until the
+        short runs are stored."""
+        short = self._stored_scores(self.short_configs(cfg))
+        n = -(-len(self.grid) // self.eta)
+        own = float(cfg.train.lr)
+        # Sort key: score down, then nearness to the setup's rate, then grid order.
+        ranked = sorted(self.grid, key=lambda lr: (-short[float(lr)], abs(lr - own), self.grid.index(lr)))
+        return [float(lr) for lr in ranked[:n]]
+
+    def short_scores(self, cfg: RunConfig) -> dict[float, float]:
+        """Validation score per rate of the short runs with ``halving``."""
+        return self._stored_scores(self.short_configs(cfg))
+
     def scores(self, cfg: RunConfig) -> dict[float, float]:
-        """Validation score per rate for ``cfg``'s row; raises :class:`TuningPending` when some search
-        runs are not stored (or are stale under the stale policy, so they will be trained anew)."""
+        """Validation score per rate for ``cfg``'s row (with ``halving``, of the survivors' full runs
+        only); raises :class:`TuningPending` when some search runs are not stored (or are stale under
+        the stale policy, so they will be trained anew)."""
+        runs = self.full_configs(cfg)
+        if self.halving:
+            keep = self.survivors(cfg)
+            runs = [c for c in runs if float(c.train.lr) in keep]
+        return self._stored_scores(runs)
+
+    def _stored_scores(self, runs: list[RunConfig]) -> dict[float, float]:
         from ..runs.train import is_stale as _is_stale, on_stale_policy
 
-        runs = self.search_configs(cfg)
         policy = on_stale_policy()
         missing = [c for c in runs if RunStore(c.runs_dir).status(c) != "done"
                    or _is_stale(RunStore(c.runs_dir), c, policy)]
@@ -100,7 +148,7 @@ class LrSearch:
         scores = self.scores(cfg)
         own = float(cfg.train.lr)
         best = max(scores.values())
-        tied = [lr for lr in self.grid if scores[float(lr)] == best]
+        tied = [lr for lr in self.grid if scores.get(float(lr)) == best]
         lr = min(tied, key=lambda v: abs(v - own))
         return cfg.replace(**{"train.lr": float(lr)})
 
@@ -114,8 +162,9 @@ class LrSearch:
                 continue
             seen.add(name)
             scores = self.scores(cfg)
-            rows.append({"row": name, **{f"lr={lr:g}": scores[float(lr)] for lr in self.grid},
-                         "chosen lr": float(self.choose(cfg).train.lr)})
+            short = {f"short lr={lr:g}": v for lr, v in self.short_scores(cfg).items()} if self.halving else {}
+            full = {f"lr={lr:g}": scores.get(float(lr), float("nan")) for lr in self.grid}  # NaN: pruned
+            rows.append({"row": name, **short, **full, "chosen lr": float(self.choose(cfg).train.lr)})
         return pd.DataFrame(rows).set_index("row") if rows else pd.DataFrame()
 
 

@@ -258,10 +258,15 @@ class TableDef:
 
         # The search first: the rows' learning rates are unknown until its runs are stored (with one
         # worker, train_pending leaves them to run()).
-        searches = self.search_configs(profile, seeds, table_seeds, variant, base, **overrides)
-        train_pending(searches, progress=progress, executor=executor)
-        for cfg in searches:
-            run(cfg)
+        # A search by successive halving names its full runs only once its short ones are stored:
+        # train what it names until it names nothing new.
+        trained: set[str] = set()
+        while searches := [c for c in self.search_configs(profile, seeds, table_seeds, variant, base, **overrides)
+                           if c.hash() not in trained]:
+            train_pending(searches, progress=progress, executor=executor)
+            for cfg in searches:
+                run(cfg)
+            trained.update(c.hash() for c in searches)
         # All of the table's missing runs at once, so that the worker processes stay busy across groups.
         train_pending(self.configs(profile, seeds, table_seeds, variant, base, **overrides), progress=progress,
                       executor=executor)
@@ -378,3 +383,52 @@ class TableDef:
         out = beside(ours, ref.rename(index=_reading), label)
         # Rows named after a grid axis (α) follow the paper's order; ours may hold only some of them.
         return out if self.row_label is None else out.reindex(list(dict.fromkeys([*ref.index, *ours.index])))
+
+
+def halving_changes(tables: Mapping[str, TableDef], profile: str, halving: float = 0.25, eta: int = 3,
+                    train: bool = False, progress: bool = False) -> pd.DataFrame:
+    """Every searched row of ``tables`` (by id) at ``profile`` whose chosen learning rate differs
+    between its table's search and the same search by successive halving (``LrSearch.halving``,
+    ``eta``): ``table``, ``row`` (the row's method and non-rate settings), ``full lr``, ``halving
+    lr``, ``short runs`` (rounds of the short runs). ``train``: train the search runs that are not
+    stored (both searches'; the survivors' full runs are the full search's own), else a missing one
+    raises :class:`~fedrepro.execute.tuning.TuningPending`. Only rows that change are listed: an
+    empty table says halving picks every row's rate as the full search does."""
+    import dataclasses
+
+    from ..execute.run import run
+
+    rows = []
+    for tid, table in tables.items():
+        full = table.search(profile)
+        if full is None:
+            continue
+        cut = dataclasses.replace(full, halving=halving, eta=eta)
+        seen: set[frozenset] = set()
+        for cfg in table._untuned(profile, None, None, None, None, {}):
+            key = frozenset(c.hash() for c in full.full_configs(cfg))
+            if not key or key in seen:
+                continue
+            seen.add(key)
+            chosen = []
+            for search in (full, cut):
+                while True:
+                    try:
+                        chosen.append(float(search.choose(cfg).train.lr))
+                        break
+                    except TuningPending as e:
+                        if not train:
+                            raise
+                        for c in e.configs:
+                            run(c, force_progress=progress)
+            if chosen[0] != chosen[1]:
+                rows.append({"table": tid, "row": _row_name(cfg), "full lr": chosen[0], "halving lr": chosen[1],
+                             "short runs": f"{cut.short_rounds(cfg)} of {cfg.train.rounds} rounds"})
+    return pd.DataFrame(rows, columns=["table", "row", "full lr", "halving lr", "short runs"])
+
+
+def _row_name(cfg: RunConfig) -> str:
+    """A searched row as a reader names it: its method, its arguments and its partition's α."""
+    args = ", ".join(f"{k}={v}" for k, v in sorted(cfg.method.args.items()))
+    alpha = cfg.data.partition_args.get("alpha")
+    return (f"{cfg.method.name}({args})" if args else cfg.method.name) + (f" α={alpha:g}" if alpha is not None else "")

@@ -39,7 +39,7 @@ from typing import Callable
 
 from ..config import RunConfig
 
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parent.parent  # fedrepro/ (this module lives in fedrepro/runs/)
 ROOT = PACKAGE.parent
 # Modules that move, store, trace or draw results but never change a number of a run.
 NOT_RESULT = frozenset({
@@ -140,6 +140,8 @@ def _roots(cfg: RunConfig) -> set[str]:
     from ..models import MODELS
 
     roots = {"fedrepro.runs.pipeline", "fedrepro.fl.engine"}
+    if cfg.train.stop_when_flat:  # the rule decides where such a run stops (only then: others stay fresh)
+        roots.add("fedrepro.fl.converge")
     for registry, key in ((METHODS, cfg.method.name), (MODELS, cfg.model.name), (DATASETS, cfg.data.dataset)):
         try:
             roots.add(registry.get(key).__module__)

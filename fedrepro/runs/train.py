@@ -3,6 +3,7 @@ checkpoint) under the run's lock and finished in its folder; and a finished run 
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from datetime import datetime, timezone
@@ -18,8 +19,9 @@ from ..env import allocator, trace
 from ..errors import ConfigError, CorruptCacheError, StaleRunError, TrainingDivergedError
 from ..fl.client_data import ClientData
 from ..fl.device import resolve_device, torch_threads
+from ..fl.converge import simulate_until_flat
 from ..fl.engine import SimState, simulate, summarize_run, unscored_summary
-from . import fingerprint, tensorboard
+from . import fingerprint, prefix, tensorboard
 from .catalog import display_path
 from .fingerprint import STALE, UNKNOWN, staleness
 from .pipeline import build_clients, global_test_split, make_method, prepare_data
@@ -45,6 +47,10 @@ def to_cpu(obj: Any) -> Any:
 
 def to_device(obj: Any, device: torch.device) -> Any:
     return _map_tensors(obj, lambda t: t.to(device))
+
+
+def to_device_state(state: SimState, device: torch.device) -> SimState:
+    return SimState(**to_device(dict(state.__dict__), device))
 
 
 # What run() does with a stored run that today's code would not reproduce (fedrepro.runs.fingerprint):
@@ -117,7 +123,14 @@ def train_inprocess(cfg: RunConfig, store: RunStore, status: str, ds: ImageDatas
            clients: list[ClientData], method, device: torch.device, force_progress: bool | None,
            on_round_end) -> RunResult:
     """Train (or resume) a run whose lock this process holds, and finish it in the store."""
-    path = begin_run(cfg, store, status, ds, part, device)
+    # FEDREPRO_SHARE_PREFIX: a new run starts from a stored run of its config with fewer rounds
+    # (fedrepro.runs.prefix: bit for bit the rounds it would have trained).
+    policy = on_stale_policy()
+    prior = prefix.donor(cfg, store, method, part.hash(), lambda c: is_stale(store, c, policy)) \
+        if status == "missing" and prefix.sharing() else None
+    started = {"started_from": {"run": prior.summary["config_hash"], "round": int(prior.summary["rounds"])}} \
+        if prior is not None else {}
+    path = begin_run(cfg, store, status, ds, part, device, **started)
     # A run another engine began (Flower's records itself in meta.json) is finished by this one: say so.
     meta_update = {"engine": {"name": "inprocess"}} if status == "partial" and "engine" in store.meta(cfg) else None
     state = None
@@ -127,19 +140,24 @@ def train_inprocess(cfg: RunConfig, store: RunStore, status: str, ds: ImageDatas
             raise CorruptCacheError(f"checkpoint in {path} was made on partition {ckpt.get('partition_hash')}, "
                                     f"not {part.hash()}; delete the folder to restart")
         state = SimState(**to_device(ckpt["state"], device))
+    elif prior is not None:
+        state = to_device_state(prefix.start_state(prior), device)
 
     t = cfg.train
     progress = cfg.progress if force_progress is None else force_progress
     diverged = None
     try:
+        # train.stop_when_flat: the same engine, driven one evaluated round at a time until the
+        # curve is flat (fedrepro.fl.converge); off, the engine runs every round in one call.
+        engine = functools.partial(simulate_until_flat, window=t.flat_window) if t.stop_when_flat else simulate
         with CheckpointWriter(path) as writer:  # written while the next round trains
-            state = simulate(method, clients, seed=cfg.seed, rounds=t.rounds, participation=t.participation,
-                             eval_every=t.eval_every, state=state,
-                             checkpoint=lambda s: writer.save({"partition_hash": part.hash(),
-                                                               "state": to_cpu(s.__dict__)}),
-                             checkpoint_every=t.checkpoint_every, progress=progress,
-                             desc=f"{cfg.method.name} s{cfg.seed}", on_round_end=on_round_end,
-                             global_test=global_test_split(ds, device) if t.global_eval else None)
+            state = engine(method, clients, seed=cfg.seed, rounds=t.rounds, participation=t.participation,
+                           eval_every=t.eval_every, state=state,
+                           checkpoint=lambda s: writer.save({"partition_hash": part.hash(),
+                                                             "state": to_cpu(s.__dict__)}),
+                           checkpoint_every=t.checkpoint_every, progress=progress,
+                           desc=f"{cfg.method.name} s{cfg.seed}", on_round_end=on_round_end,
+                           global_test=global_test_split(ds, device) if t.global_eval else None)
     except TrainingDivergedError as err:
         # A method that diverges at this config is a result, not a crash: the run is stored (and
         # reused) with the rounds before, its final metrics NaN and the round it diverged at.
@@ -174,6 +192,8 @@ def finish_run(cfg: RunConfig, store: RunStore, path: Path, part: Partition, sta
     summary.update(method=cfg.method.name, seed=cfg.seed, config_hash=cfg.hash(), partition_hash=part.hash())
     if diverged:
         summary.update({k: float("nan") for k in summary if k.startswith("final_")}, **diverged)
+    if cfg.train.stop_when_flat:  # recorded only with the option, so that other summaries stay as they were
+        summary.update(max_rounds=cfg.train.rounds, stopped_early=state.next_round < cfg.train.rounds)
     final = to_cpu({"shared": state.shared, "server_state": state.server_state,
                      "client_states": state.client_states})
     return store.finish(path, state.round_rows, state.client_rows, summary, final_state=final,

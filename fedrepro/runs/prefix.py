@@ -1,0 +1,88 @@
+"""Runs that share a prefix share it: a run starts from a stored run of the same config with fewer rounds.
+
+Two configs that differ only in ``train.rounds`` train the same first rounds: every random draw of the
+engine is derived from the seed, the round and the client (:mod:`fedrepro.fl.seeding`), so the state
+after round ``r`` of a longer run is the final state of the run with ``r`` rounds, and a run resumed
+from it reproduces the longer run bit for bit (as a resume from a checkpoint does). With
+``FEDREPRO_SHARE_PREFIX=1`` a run about to start from round 0 looks for the longest such stored run
+and starts from its final state, rounds and client rows instead (``meta.json`` records it as
+``started_from``). Off by default.
+
+A stored run ``r`` rounds long is a prefix only when nothing in it depended on its length:
+
+- ``r`` is a multiple of ``train.eval_every`` (the last round is always evaluated: a run cut at
+  another round holds an evaluation the longer run does not);
+- the method does not read ``train.rounds`` (FedSoup's soup phase, FedProc's linear α schedule,
+  the two-stage FedPFT baseline's switch: :func:`reads_total_rounds` looks for it in the method's
+  classes, conservatively);
+- it did not diverge, is not stale, and was made on the same partition.
+
+The per-round timings of the rounds it shares are the stored run's (the time it took to train them).
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import sys
+from functools import lru_cache
+from typing import Callable
+
+from ..config import RunConfig
+from ..fl.engine import SimState
+from .store import RunResult, RunStore, read_jsonl
+
+ENV_SHARE = "FEDREPRO_SHARE_PREFIX"
+
+
+def sharing() -> bool:
+    """Whether runs start from a stored prefix (``FEDREPRO_SHARE_PREFIX`` set to anything but 0)."""
+    return os.environ.get(ENV_SHARE, "0").strip() not in ("", "0")
+
+
+@lru_cache(maxsize=None)
+def _module_reads_rounds(module: str) -> bool:
+    tree = ast.parse(inspect.getsource(sys.modules[module]))
+    return any(isinstance(n, ast.Attribute) and n.attr == "rounds" for n in ast.walk(tree))
+
+
+def reads_total_rounds(method) -> bool:
+    """Whether any module defining a class of ``method`` (its MRO within fedrepro) reads an attribute
+    named ``rounds`` (``train.rounds``): then its rounds depend on the run's length."""
+    return any(_module_reads_rounds(c.__module__) for c in type(method).__mro__
+               if c.__module__.split(".")[0] == "fedrepro")
+
+
+def donor(cfg: RunConfig, store: RunStore, method, part_hash: str,
+          stale: Callable[[RunConfig], bool]) -> RunResult | None:
+    """The longest stored run of ``cfg`` with fewer rounds that is a prefix of it (see the module's
+    conditions), or None."""
+    t = cfg.train
+    if reads_total_rounds(method):
+        return None
+    for r in range(t.rounds - 1, 0, -1):
+        if r % t.eval_every:
+            continue
+        c = cfg.replace(**{"train.rounds": r})
+        if store.status(c) != "done" or stale(c):
+            continue
+        res = store.load(c)
+        if res.summary.get("diverged_round") is None and res.meta.get("partition_hash") == part_hash:
+            return res
+    return None
+
+
+def _nan(row: dict) -> dict:
+    """A stored row as the engine held it: JSON's null back to NaN (the store writes NaN as null)."""
+    return {k: float("nan") if v is None else v for k, v in row.items()}
+
+
+def start_state(res: RunResult) -> SimState:
+    """The engine's state after the stored run's last round (on the CPU): its final state, round and
+    client rows, and the next round."""
+    res.verify(deep=True)
+    final = res.final_state()
+    rounds = [_nan(r) for r in read_jsonl(res.path / "rounds.jsonl")]
+    clients = [_nan(r) for r in read_jsonl(res.path / "clients.jsonl")]
+    return SimState(next_round=int(res.summary["rounds"]), shared=final["shared"], server_state=final["server_state"],
+                    client_states=final["client_states"], client_rows=clients, round_rows=rounds)

@@ -1,0 +1,56 @@
+"""FEDREPRO_SHARE_PREFIX: a run starts from a stored run of its config with fewer rounds, and ends
+bit for bit where training it from scratch ends."""
+from __future__ import annotations
+
+import torch
+
+import fedrepro
+from fedrepro.runs.prefix import ENV_SHARE, reads_total_rounds
+from support import setup
+
+
+def _without_times(df):
+    return df[[c for c in df.columns if not c.startswith("time_")]]
+
+
+def _same_state(a, b):
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a, b)
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same_state(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def test_a_longer_run_starts_from_the_shorter_one_and_ends_as_from_scratch(tiny, tmp_path, monkeypatch):
+    cfg = tiny(**{"train.rounds": 5, **{"model.name": "cnn", "model.args": {"width": 4, "feature_dim": 16,
+                                                                            "norm": "bn"}}})
+    scratch = fedrepro.run(cfg.replace(runs_dir=str(tmp_path / "scratch")))
+    shared = cfg.replace(runs_dir=str(tmp_path / "shared"))
+    fedrepro.run(shared.replace(**{"train.rounds": 2}))
+    fedrepro.run(shared.replace(**{"train.rounds": 3}))
+    monkeypatch.setenv(ENV_SHARE, "1")
+    res = fedrepro.run(shared)
+    assert res.meta["started_from"] == {"run": shared.replace(**{"train.rounds": 3}).hash(), "round": 3}
+    assert _without_times(res.rounds).equals(_without_times(scratch.rounds))
+    assert res.clients.equals(scratch.clients)
+    assert _same_state(res.final_state(), scratch.final_state())
+    assert {k: v for k, v in res.summary.items() if not k.startswith("time_")} == \
+        {k: v for k, v in scratch.summary.items() if not k.startswith("time_")}
+
+
+def test_off_or_where_a_prefix_is_not_one_a_run_starts_from_round_0(tiny, monkeypatch):
+    cfg = tiny(**{"train.rounds": 4})
+    fedrepro.run(cfg.replace(**{"train.rounds": 2}))
+    assert "started_from" not in fedrepro.run(cfg).meta  # off by default
+    monkeypatch.setenv(ENV_SHARE, "1")
+    # Evaluated every 3 rounds: the 2-round run holds an evaluation at round 2 the longer one lacks.
+    sparse = cfg.replace(**{"train.eval_every": 3, "train.rounds": 6})
+    fedrepro.run(sparse.replace(**{"train.rounds": 2}))
+    assert "started_from" not in fedrepro.run(sparse).meta
+    # FedSoup's soup phase begins at a share of train.rounds: its rounds depend on the run's length.
+    soup = cfg.replace(**{"method.name": "fedsoup"})
+    assert reads_total_rounds(setup(soup)[0]) and not reads_total_rounds(setup(cfg)[0])
+    fedrepro.run(soup.replace(**{"train.rounds": 2}))
+    assert "started_from" not in fedrepro.run(soup).meta
