@@ -29,9 +29,10 @@ from ..env import allocator
 from ..config import PROFILES
 from ..errors import ConfigError, FedreproError
 from ..env.host import cpu_cores, cpu_model, git_commit, repo_root
-from ..env.settings import child_env, output_path, output_root, under_output_root
+from ..env.settings import ENV_OUTPUT, child_env, output_path, output_root, under_output_root
 from ..env import trace
-from ..papers.plan import plan
+from ..papers import record_seed_stage
+from ..papers.plan import plan, seed_stage
 from ..errors import StaleRunError
 from ..env.trace import notebook_file
 from ..runs.fingerprint import STALE, UNKNOWN, staleness
@@ -223,6 +224,31 @@ def _planned(profile: str, only: str | None, workers: int | None,
     return notebooks, the_plan, workers, pending, stale
 
 
+# Stages of sequential claims after the first pass (fedrepro.claims.core.STAGES: 3 -> 5 -> 8 -> 12).
+MAX_SEED_STAGES = 3
+
+
+def _seed_stage(profile: str, only: str | None, workers: int | None, runs_dir: str, output: str):
+    """The next stage of the sequential claims, in a process of its own (as :func:`_planned`): reads
+    the claims the rendered notebooks recorded, records the tables whose claim rows need more seeds
+    (:func:`fedrepro.papers.plan.seed_stage`), and plans again; None when no claim asks for more.
+    Returns ``(notebooks to render again, what _planned returns)``."""
+    import os
+
+    from ..claims.core import claims_dir, recorded_claims  # defers pandas to this process
+
+    os.environ[ENV_OUTPUT] = output  # the root the notebooks recorded their claims under
+    nb_root = repo_root() / "notebooks"
+    notebooks = [p for p in numbered_notebooks(repo_root()) if only is None or only in str(p.relative_to(nb_root))]
+    grow, again = seed_stage(notebooks, nb_root, profile, recorded_claims(claims_dir(profile)))
+    if not grow:
+        return None
+    for table, n in grow.items():
+        record_seed_stage(profile, table, n)
+    print("[reproduce] sequential claims: " + ", ".join(f"{t} to {n} seeds" for t, n in grow.items()), flush=True)
+    return again, _planned(profile, only, workers, runs_dir)
+
+
 def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "python3", workers: int | None = None,
               plan_only: bool = False, progress: bool = True, executor=None) -> dict:
     """Plan, train and render the numbered notebooks (those whose path contains ``only``); returns
@@ -310,6 +336,27 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
         pool = run_pool(runs, analyses, workers=workers, progress=progress, calls=renders, calls_at_once=1,
                         pending=pending_hashes, executor=executor, analyze=analyze)
         pool.done, pool.memory = {**searched, **pool.done}, {**searched_memory, **pool.memory}
+        for _ in range(MAX_SEED_STAGES):
+            if pool.failed:
+                break
+            # Sequential claims: once a stage is stored and its notebooks rendered, a claim still
+            # INCONCLUSIVE below its max_seeds gets its next stage's seeds; those runs train and its
+            # notebooks (and the claims summary) render again.
+            with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as planner:
+                staged = planner.submit(_seed_stage, profile, only, workers, runs_dir, str(output_root())).result()
+            if staged is None:
+                break
+            again, (notebooks, the_plan, workers, stage_pending, stale) = staged
+            runs, analyses = the_plan.runs, the_plan.analyses
+            pending += [c for h, c in runs.items() if h in stage_pending and h not in pending_hashes]
+            pending_hashes |= stage_pending
+            rerender = [nb for nb in notebooks if str(nb.relative_to(nb_root)) in again or nb.name.startswith("99_")]
+            stage = run_pool(runs, analyses, workers=workers, progress=progress, calls_at_once=1,
+                             calls=_render_tasks(rerender, nb_root, out_dir, trace_dir, profile, kernel, the_plan,
+                                                 stage_pending),
+                             pending=stage_pending, executor=executor, analyze=analyze)
+            pool.done, pool.memory = {**pool.done, **stage.done}, {**pool.memory, **stage.memory}
+            pool.failed = {**pool.failed, **stage.failed}
     wall = time.perf_counter() - t_start
     cpu = _cpu_seconds() - cpu_start
     cores = cpu_cores()

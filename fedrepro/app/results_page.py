@@ -65,6 +65,18 @@ def _notebook_label(name: str | None) -> str:
     return notebook_path(name)
 
 
+def _seeds(c) -> str:
+    """The seeds a claim read, and the most a sequential claim may read (its ``max_seeds``); "" for a
+    record without them (NOT RUN, or recorded before claims named their seeds)."""
+    seeds = c.get("seeds")
+    seeds = [] if not isinstance(seeds, (list, tuple)) else list(seeds)
+    if not seeds:
+        return ""
+    top = c.get("max_seeds")
+    more = f" (sequential: up to {int(top)})" if isinstance(top, (int, float)) and top == top and top > 3 else ""
+    return f"{len(seeds)}: {seeds}{more}"
+
+
 def _verdict_counts(claims):
 
     counts = claims.groupby("paper")["verdict"].value_counts().unstack(fill_value=0)
@@ -189,6 +201,9 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
                   f"- verdict: **{c['verdict']}**"]
         if c.get("interval"):
             lines.append(f"- effect [90% interval], required: {c['interval']}")
+        seeds = _seeds(c)
+        if seeds:
+            lines.append(f"- seeds: {seeds}")
         if c["verdict"] != "PASS":
             lines.append(f"- reason: {_reason(c)}")
         lines += [f"- evidence: {c['evidence']}", ""]

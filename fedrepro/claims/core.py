@@ -15,6 +15,22 @@ end is a one-sided 95% bound, the test a one-sided claim ("A beats B by more tha
 With 3 seeds t is 2.92, so an effect must clear its bound by about 1.7 seed standard deviations
 to pass. Thresholds live in the claim, in plain sight.
 
+**Sequential seeds.** A claim reads the profile's claim seeds (3 at laptop and paper). One that
+declares a larger :attr:`Claim.max_seeds` may be read again on more seeds while it is
+INCONCLUSIVE, at pre-declared stages (:data:`STAGES`: 3, 5, 8, 12 seeds, up to its maximum):
+``fedrepro reproduce`` trains the next stage's seeds and renders its notebook again. Looking at
+the same claim up to K times would let chance pass (or fail) it more often than α = 5% one-sided,
+so the looks share α by **Bonferroni's rule**: each look is a one-sided test at α/K, i.e. the
+interval at stage k is Student's t at 1 − 2α/K two-sided (:func:`look_level`). We chose it over
+Pocock's or O'Brien-Fleming's alpha-spending boundaries because (1) the union bound holds whatever
+the dependence between looks, with the variance estimated afresh at each look (the spending
+boundaries assume a known variance or large samples, which 3-12 seeds are not), (2) it holds when a
+look is skipped or taken at a later stage (a table extended for another claim), and (3) with one
+stage (``max_seeds=3``, the default) K = 1 and the interval is exactly :data:`LEVEL`'s: a claim
+that does not opt in is judged as before. Its cost is power: at K = 4 a 3-seed look needs
+t = 6.2 instead of 2.92. A claim reads its seeds at the largest stage its rows reach (the first
+seeds in seed order), so every look it takes is one of the K declared.
+
 A table that runs the paper's dataset columns (``fedrepro.papers.tables.TableDef.datasets``, at the
 paper profile) names each row's column in :data:`PAPER_COLUMN`. A claim reads the columns it names
 (:attr:`Claim.paper_columns`), each on its own, and must hold in every one of them; it never mixes
@@ -25,7 +41,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -44,6 +60,10 @@ PAPER_COLUMN = "paper_column"
 
 LEVEL = 0.90
 INTERVAL = "Student's t over the per-seed effects, 90% two-sided (each end a one-sided 95% bound)"
+# Sequential seeds: the numbers of seeds at which a claim may be looked at (a claim uses those up to
+# its max_seeds, and its max_seeds itself as the last stage); the first is the profiles' claim seeds.
+STAGES = (3, 5, 8, 12)
+DEFAULT_MAX_SEEDS = STAGES[0]
 VERDICTS = ("PASS", "INCONCLUSIVE", "FAIL", "NOT RUN")
 # The ways a claim constrains its effect: above a bound, below it, or within ±bound of zero.
 REQUIRES = (">", "<", "within")
@@ -64,6 +84,37 @@ def t_interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, fl
     return mean, mean - half, mean + half
 
 
+def stages(max_seeds: int) -> tuple[int, ...]:
+    """The seed counts at which a claim of ``max_seeds`` is looked at: :data:`STAGES` up to it, and
+    ``max_seeds`` itself last (``stages(3) == (3,)``, ``stages(10) == (3, 5, 8, 10)``)."""
+    check_value("max_seeds", max_seeds, int, ge=STAGES[0])
+    return tuple(n for n in STAGES if n < max_seeds) + (max_seeds,)
+
+
+def look_level(max_seeds: int, level: float = LEVEL) -> float:
+    """The two-sided level of each look of a claim with ``max_seeds`` (Bonferroni over its K
+    :func:`stages`): one-sided α = (1 − ``level``)/2 split evenly over the K looks, so
+    ``1 − (1 − level)/K``; ``level`` itself with one stage."""
+    return 1.0 - (1.0 - level) / len(stages(max_seeds))
+
+
+def stage_of(n_seeds: int, max_seeds: int) -> int:
+    """How many of ``n_seeds`` available seeds a claim of ``max_seeds`` reads: the largest stage they
+    reach (all of them below the first stage, e.g. the smoke profile's one seed)."""
+    reached = [n for n in stages(max_seeds) if n <= n_seeds]
+    return reached[-1] if reached else n_seeds
+
+
+def next_stage(verdict: str, n_read: int, max_seeds: int) -> int | None:
+    """The seed count of a claim's next look, or None: only an INCONCLUSIVE claim read at one of its
+    stages below its maximum goes on (a claim read on fewer seeds than its first stage, the smoke
+    profile's one seed, checks that the code runs and is not a look)."""
+    plan = stages(max_seeds)
+    if verdict != "INCONCLUSIVE" or n_read not in plan or n_read >= max_seeds:
+        return None
+    return plan[plan.index(n_read) + 1]
+
+
 @dataclass(frozen=True)
 class Test:
     """An effect measured once per seed, its t interval, and what the claim requires of it:
@@ -79,6 +130,8 @@ class Test:
     scale: float = 100.0
     unit: str = " pts"
     exact: bool = False   # a quantity no seed changes (a parameter count): its interval is its value
+    # The interval's two-sided level: LEVEL, or a sequential claim's per-look level (look_level).
+    level: float = LEVEL
 
     def __post_init__(self) -> None:
         # Only ``requires`` is a choice: the other fields are measurements (a NaN effect is a result to
@@ -90,7 +143,20 @@ class Test:
         if self.exact:
             v = float(np.mean(self.values))
             return v, v, v
-        return t_interval(self.values)
+        return t_interval(self.values, self.level)
+
+    def distance_sds(self) -> float:
+        """How far the mean effect is from the bound, in standard deviations of the per-seed effects
+        (signed: positive on the side the claim requires); NaN with fewer than 2 seeds or no spread."""
+        v = np.asarray(self.values, dtype=float)
+        if self.exact or v.size < 2 or not v.std(ddof=1) > 0:
+            return math.nan
+        mean, sd = float(v.mean()), float(v.std(ddof=1))
+        if self.requires == ">":
+            return (mean - self.bound) / sd
+        if self.requires == "<":
+            return (self.bound - mean) / sd
+        return (abs(self.bound) - abs(mean)) / sd
 
     @property
     def verdict(self) -> str:
@@ -181,6 +247,9 @@ class ClaimResult:
     # The stored runs (hashes) whose rows the check selected, where the results name them (a
     # ``path`` column): what the likely causes inspect (fedrepro.papers.diagnose).
     runs: tuple[str, ...] = ()
+    # The seeds its tests read (their union), and the most it may read (Claim.max_seeds).
+    seeds: tuple[int, ...] = ()
+    max_seeds: int = DEFAULT_MAX_SEEDS
 
 
 @dataclass(frozen=True)
@@ -198,6 +267,21 @@ class Claim:
     # name them: the claim is checked in each present column on its own and must hold in all. Rows
     # that name no column (the smoke and laptop runs, tables without datasets) are read in each.
     paper_columns: tuple[str, ...] = ()
+    # The most seeds the claim may be read on (STAGES up to it; see the module's "Sequential
+    # seeds"). The default, the profiles' 3 claim seeds, is one look at LEVEL: no sequential reading.
+    max_seeds: int = DEFAULT_MAX_SEEDS
+
+    def __post_init__(self) -> None:
+        stages(self.max_seeds)  # a one-line error naming max_seeds when it is not an int >= 3
+
+    def _at_stage(self, results: pd.DataFrame) -> pd.DataFrame:
+        """``results`` cut to the seeds of the largest stage they reach (the first seeds in seed
+        order), so that every look is one of the claim's declared stages."""
+        if "seed" not in results.columns:
+            return results
+        seeds = sorted(results["seed"].dropna().unique())
+        keep = stage_of(len(seeds), self.max_seeds)
+        return results if keep >= len(seeds) else results[results["seed"].isin(seeds[:keep])]
 
     def _column_rows(self, results: pd.DataFrame) -> list[tuple[str | None, pd.DataFrame]]:
         """The result rows each check reads: ``[(paper column, rows)]``, or ``[(None, results)]`` where
@@ -217,9 +301,10 @@ class Claim:
     def evaluate(self, results: pd.DataFrame) -> ClaimResult:
         try:
             with _reading() as read:
-                parts = [(column, self.check(rows)) for column, rows in self._column_rows(results)]
+                parts = [(column, self.check(self._at_stage(rows))) for column, rows in self._column_rows(results)]
         except MissingResults as e:
-            return ClaimResult(self.id, self.paper, self.source, self.statement, "NOT RUN", "", f"not checked: {e}")
+            return ClaimResult(self.id, self.paper, self.source, self.statement, "NOT RUN", "", f"not checked: {e}",
+                               max_seeds=self.max_seeds)
         tests: list[Test] = []
         for _, (outcome, _) in parts:
             got = [outcome] if isinstance(outcome, Test) else \
@@ -230,10 +315,22 @@ class Claim:
             tests += got
         evidence = parts[0][1][1] if parts[0][0] is None else \
             " || ".join(f"[{column}] {ev}" for column, (_, ev) in parts)
+        level = look_level(self.max_seeds)
+        if level != LEVEL:  # a sequential claim: every test at the per-look level
+            tests = [replace(t, level=level) for t in tests]
+            evidence += (f"; sequential: each look at {100 * level:.1f}% two-sided (Bonferroni over stages "
+                         f"{list(stages(self.max_seeds))})")
         decider = deciding(tests)
         interval = decider.interval_text if len(tests) == 1 else f"{decider.name}: {decider.interval_text}"
-        return ClaimResult(self.id, self.paper, self.source, self.statement, combined(tests), interval, evidence,
-                           tuple(sorted(read)))
+        seeds = tuple(sorted({int(s) for t in tests for s in t.seeds}))
+        verdict = combined(tests)
+        if verdict == "INCONCLUSIVE" and len(seeds) >= self.max_seeds:
+            d = decider.distance_sds()
+            evidence += (f"; still INCONCLUSIVE at its maximum of {self.max_seeds} seeds: the mean effect is "
+                         f"{d:+.2f} per-seed standard deviations from the bound" if d == d else
+                         f"; still INCONCLUSIVE at its maximum of {self.max_seeds} seeds")
+        return ClaimResult(self.id, self.paper, self.source, self.statement, verdict, interval, evidence,
+                           tuple(sorted(read)), seeds, self.max_seeds)
 
 
 class MissingResults(LookupError):

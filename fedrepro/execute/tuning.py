@@ -3,7 +3,8 @@
 A table that compares methods gives each the same budget: every row (a method, or a method with
 its own arguments) tries every learning rate of one grid, on its own config with a share of the
 training split held out as validation data (``data.validation``; the test split is never read),
-at one seed. The rate with the highest validation score is the row's, for every seed of the
+at one seed that no claim reads (:data:`TUNING_SEED`: a claim's seeds count up from 0, to 12 at
+most), so that no claim's runs share a seed and a split with the search that chose their rate. The rate with the highest validation score is the row's, for every seed of the
 table. A row that still fails to learn at its best rate is a straw man of the table, not of the
 tuning, and the notebook shows it apart.
 
@@ -33,6 +34,13 @@ class TuningPending(FedreproError):
         super().__init__(f"{len(self.configs)} learning-rate search runs are not stored yet")
 
 
+# The search's seed: none of the claim seeds (0, 1, 2, ... up to a sequential claim's 12) nor the
+# table seeds (0, 1, 2), so that a claim never reads the seed its rates were chosen at.
+TUNING_SEED = 1000
+# The rates a search may choose: the step size of every parameter, or of the prompts alone.
+SEARCH_KEYS = ("train.lr", "train.prompt_lr")
+
+
 def _rates(grid: Any) -> bool:
     """Two or more learning rates, each a number > 0, none repeated (it would be trained twice)."""
     try:
@@ -44,18 +52,22 @@ def _rates(grid: Any) -> bool:
 
 @dataclass(frozen=True)
 class LrSearch:
-    """``train.lr`` per row, chosen from ``grid`` by ``metric`` on validation data.
+    """``key`` (``train.lr``, or ``train.prompt_lr``) per row, chosen from ``grid`` by ``metric`` on
+    validation data.
 
     ``validation``: the share of each run's training split held out (stratified) as its test
-    split; ``seed``: the one seed the search runs at; ``applies``: which rows are searched (default
-    all; the others keep their config's rate). Ties go to the rate nearest the setup's own (the
-    first in grid order when equally near), so a flat score never moves a row away from it.
+    split; ``seed``: the one seed the search runs at (:data:`TUNING_SEED`, which no claim reads);
+    ``applies``: which rows are searched (default all; the others keep their config's rate);
+    ``on``: the config a row's search runs on (default the row's own; e.g. the method on one
+    reference split, so that every table showing the method uses one search). Ties go to the rate
+    nearest the setup's own (the first in grid order when equally near), so a flat score never
+    moves a row away from it.
     """
 
     grid: tuple[float, ...] = hp(check=_rates, valid="two or more distinct positive learning rates")
     validation: float = hp(0.2, gt=0, lt=1)
     metric: str = hp("final_acc_mean")
-    seed: int = hp(0)
+    seed: int = hp(TUNING_SEED, ge=0)
     applies: Callable[[RunConfig], bool] | None = hp(None)
     # Successive halving (0: off, every rate trains its full rounds): every rate first trains this
     # fraction of the row's rounds (at least one); only the best 1/eta of them (rounded up, ties as
@@ -63,6 +75,8 @@ class LrSearch:
     # are the full search's own runs (same configs), so the two searches share what they both train.
     halving: float = hp(0.0, ge=0, lt=1)
     eta: int = hp(3, ge=2)
+    on: Callable[[RunConfig], RunConfig] | None = hp(None)
+    key: str = hp("train.lr", choices=SEARCH_KEYS)
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -74,8 +88,13 @@ class LrSearch:
         """The row's full search runs: its config at the search seed, on validation data, once per rate."""
         if not self.searched(cfg):
             return []
-        return [cfg.replace(**{"seed": self.seed, "data.validation": self.validation, "train.lr": float(lr)})
+        start = cfg if self.on is None else self.on(cfg)
+        return [start.replace(**{"seed": self.seed, "data.validation": self.validation, self.key: float(lr)})
                 for lr in self.grid]
+
+    def rate(self, cfg: RunConfig) -> float:
+        """``cfg``'s value of the searched rate (``key``)."""
+        return float(getattr(cfg.train, self.key.split(".", 1)[1]))
 
     def search_configs(self, cfg: RunConfig) -> list[RunConfig]:
         """The row's search runs that can be named now: every rate's (the short ones, with
@@ -87,7 +106,7 @@ class LrSearch:
             keep = self.survivors(cfg)
         except TuningPending:
             return short
-        return short + [c for c in self.full_configs(cfg) if float(c.train.lr) in keep]
+        return short + [c for c in self.full_configs(cfg) if self.rate(c) in keep]
 
     def short_rounds(self, cfg: RunConfig) -> int:
         """The rounds of a rate's first (short) run with ``halving``."""
@@ -103,7 +122,7 @@ class LrSearch:
         short runs are stored."""
         short = self._stored_scores(self.short_configs(cfg))
         n = -(-len(self.grid) // self.eta)
-        own = float(cfg.train.lr)
+        own = self.rate(cfg)
         # Sort key: score down, then nearness to the setup's rate, then grid order.
         ranked = sorted(self.grid, key=lambda lr: (-short[float(lr)], abs(lr - own), self.grid.index(lr)))
         return [float(lr) for lr in ranked[:n]]
@@ -119,7 +138,7 @@ class LrSearch:
         runs = self.full_configs(cfg)
         if self.halving:
             keep = self.survivors(cfg)
-            runs = [c for c in runs if float(c.train.lr) in keep]
+            runs = [c for c in runs if self.rate(c) in keep]
         return self._stored_scores(runs)
 
     def _stored_scores(self, runs: list[RunConfig]) -> dict[float, float]:
@@ -138,7 +157,7 @@ class LrSearch:
                                   f"valid: {', '.join(sorted(k for k in summary if k.startswith(('best_', 'final_'))))}")
             v = summary[self.metric]  # NaN is stored as null
             # A diverged run (no score) loses to any run that was scored.
-            out[float(c.train.lr)] = float("-inf") if v is None or v != v else float(v)
+            out[self.rate(c)] = float("-inf") if v is None or v != v else float(v)
         return out
 
     def choose(self, cfg: RunConfig) -> RunConfig:
@@ -146,11 +165,11 @@ class LrSearch:
         if not self.searched(cfg):
             return cfg
         scores = self.scores(cfg)
-        own = float(cfg.train.lr)
+        own = self.rate(cfg)
         best = max(scores.values())
         tied = [lr for lr in self.grid if scores.get(float(lr)) == best]
         lr = min(tied, key=lambda v: abs(v - own))
-        return cfg.replace(**{"train.lr": float(lr)})
+        return cfg.replace(**{self.key: float(lr)})
 
     def table(self, cfgs: Sequence[RunConfig], label: Callable[[RunConfig], str]) -> pd.DataFrame:
         """The search as a table: one row per searched row of ``cfgs`` (by ``label``), one column per
@@ -162,9 +181,10 @@ class LrSearch:
                 continue
             seen.add(name)
             scores = self.scores(cfg)
-            short = {f"short lr={lr:g}": v for lr, v in self.short_scores(cfg).items()} if self.halving else {}
-            full = {f"lr={lr:g}": scores.get(float(lr), float("nan")) for lr in self.grid}  # NaN: pruned
-            rows.append({"row": name, **short, **full, "chosen lr": float(self.choose(cfg).train.lr)})
+            key = self.key.split(".", 1)[1]
+            short = {f"short {key}={lr:g}": v for lr, v in self.short_scores(cfg).items()} if self.halving else {}
+            full = {f"{key}={lr:g}": scores.get(float(lr), float("nan")) for lr in self.grid}  # NaN: pruned
+            rows.append({"row": name, **short, **full, f"chosen {key}": self.rate(self.choose(cfg))})
         return pd.DataFrame(rows).set_index("row") if rows else pd.DataFrame()
 
 

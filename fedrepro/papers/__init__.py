@@ -24,7 +24,10 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from ..config import RunConfig, make_config
+from pathlib import Path
+
+from ..config import RunConfig, default_seeds, make_config
+from ..env.settings import output_path
 from ..errors import ConfigError
 
 PAPERS = ("tour", "fedpft", "pfedcspc", "pep_fedpt", "fedotp")
@@ -71,10 +74,48 @@ def table_seeds(profile: str) -> list[int]:
     return [0, 1, 2] if profile == "paper" else [0]
 
 
+def seed_stages_file(profile: str, root=None) -> Path:
+    """Where ``fedrepro reproduce`` records how many claim seeds each table's claim rows run at
+    ``profile`` once a sequential claim asked for more (``output/<profile>/claims/stages/seeds.json``,
+    beside the notebooks' claim records)."""
+    return output_path("claims", profile, root) / "stages" / "seeds.json"
+
+
+def seed_stages(profile: str, root=None) -> dict[str, int]:
+    """The recorded seed counts by table (``"<paper>/<table>"``); empty before any stage."""
+    import json
+
+    path = seed_stages_file(profile, root)
+    return {str(k): int(v) for k, v in json.loads(path.read_text()).items()} if path.is_file() else {}
+
+
+def record_seed_stage(profile: str, table: str, n_seeds: int, root=None) -> None:
+    """Record that ``table``'s claim rows run over ``n_seeds`` claim seeds at ``profile`` (never fewer
+    than recorded: a stage once trained stays, so every claim on the table keeps its looks)."""
+    from ..runs.store import atomic_write_json
+
+    stages = seed_stages(profile, root)
+    if n_seeds > stages.get(table, 0):
+        stages[table] = int(n_seeds)
+        path = seed_stages_file(profile, root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, dict(sorted(stages.items())))
+
+
+def claim_seeds(profile: str, table: str | None = None, root=None) -> list[int]:
+    """The seeds of ``table``'s rows that claims read: the profile's claim seeds
+    (:func:`fedrepro.default_seeds`), continued to the count a sequential claim's stage recorded
+    (:func:`record_seed_stage`)."""
+    seeds = list(default_seeds(profile))
+    n = seed_stages(profile, root).get(table, 0) if table else 0
+    return seeds + [max(seeds) + 1 + i for i in range(n - len(seeds))]
+
+
 def load_all() -> None:
     """Import every paper package (registers their claims)."""
     for name in PAPERS:
         paper(name)
 
 
-__all__ = ["PAPERS", "load_all", "paper", "setup", "table_seeds", "variants"]
+__all__ = ["PAPERS", "claim_seeds", "load_all", "paper", "record_seed_stage", "seed_stages", "setup", "table_seeds",
+           "variants"]

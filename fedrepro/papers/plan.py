@@ -127,3 +127,55 @@ def plan(notebooks: Iterable[Path], nb_root: Path, profile: str, runs_dir: str |
         out.runs = {h: c.replace(runs_dir=runs_dir) for h, c in out.runs.items()}
         out.analyses = {k: c.replace(runs_dir=runs_dir) for k, c in out.analyses.items()}
     return out
+
+
+def seed_stage(notebooks: Iterable[Path], nb_root: Path, profile: str,
+               recorded: Mapping[str, Mapping[str, Any]]) -> tuple[dict[str, int], list[str]]:
+    """The next stage of the sequential claims (:data:`fedrepro.claims.core.STAGES`) among
+    ``notebooks``: ``({table key: seeds}, [notebooks to render again])``, from the claims they
+    recorded (``recorded``: :func:`fedrepro.claims.core.recorded_claims`, by claim id).
+
+    A claim INCONCLUSIVE at one of its stages below its ``max_seeds``
+    (:func:`~fedrepro.claims.core.next_stage`) asks for its next stage's seeds on the tables of its
+    notebook whose runs it read (every table of the notebook with claim rows where its record names
+    no run: a check on a derived table). Runs built another way than by a table (``Need(runs=...)``)
+    are not extended: their notebooks choose their own seeds."""
+    from ..claims.core import DEFAULT_MAX_SEEDS, next_stage  # defers pandas, as Plan.add does
+    from ..execute.tuning import TuningPending
+
+    # A notebook saves its claims under its path with "/" as "_" (fedrepro.claims.core.save_claims).
+    saved = {str(p.relative_to(nb_root)).removesuffix(".ipynb").replace("/", "_"): p for p in notebooks}
+    grow: dict[str, int] = {}
+    again: list[str] = []
+    for record in recorded.values():
+        path = saved.get(str(record.get("notebook")))
+        if path is None:
+            continue
+        rel = str(path.relative_to(nb_root)).removesuffix(".ipynb")
+        n_read = len(record.get("seeds") or ())
+        nxt = next_stage(str(record.get("verdict")), n_read, int(record.get("max_seeds") or DEFAULT_MAX_SEEDS))
+        needs = needs_of(path, nb_root)
+        if nxt is None or not needs:
+            continue
+        paper = notebook_key(path, nb_root)[0]
+        read = set(record.get("runs") or ())
+        tables = paper_package(paper).TABLES
+        chosen = []
+        for need in needs:
+            if need.table is None or profile not in need.profiles:
+                continue
+            table = tables[need.table]
+            if read:
+                try:
+                    hashes = {c.hash() for c in need.configs(paper, profile)}
+                except TuningPending:
+                    continue
+                if hashes & read:
+                    chosen.append(table.key)
+            elif any(g.seeds == "claim" for g in table.row_groups(profile)):
+                chosen.append(table.key)
+        for key in chosen:
+            grow[key] = max(grow.get(key, 0), nxt)
+        if chosen and rel + ".ipynb" not in again:
+            again.append(rel + ".ipynb")
+    return grow, again

@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from ..config import RunConfig, default_seeds
+from ..config import RunConfig
 from ..errors import ConfigError
 from . import setup
+from . import claim_seeds
 from . import table_seeds as default_table_seeds
 from .reference import paper_table
 from .reference import beside
@@ -134,6 +135,11 @@ class TableDef:
     # this order; elsewhere ``setup`` alone stands in for the first.
     datasets: Mapping[str, DataColumn | str] | None = None
 
+    @property
+    def key(self) -> str:
+        """``"<paper>/<table>"``: the table's name in the seed stages' record (:func:`fedrepro.papers.claim_seeds`)."""
+        return f"{self.paper}/{self.name}"
+
     def paper_columns(self, profile: str) -> dict[str, DataColumn] | None:
         """The paper columns the table runs at ``profile`` (label -> :class:`DataColumn`); None where
         it runs its ``setup`` alone."""
@@ -160,7 +166,8 @@ class TableDef:
     def _groups(self, profile: str, seeds, table_seeds, variant, overrides, base):
         """``(paper column label or None, group base config, row group, seeds)`` of every row group."""
 
-        seeds = list(seeds or default_seeds(profile))
+        # The claim rows' seeds: the profile's, continued to the stage a sequential claim reached.
+        seeds = list(seeds or claim_seeds(profile, self.key))
         table_seeds = list(table_seeds or default_table_seeds(profile))
         for label, column in self._columns(profile, variant, base).items():
             if column is not None:

@@ -30,7 +30,7 @@ def evaluate_claims(results: pd.DataFrame, paper: str | None = None,
     chosen = [registered().get(i) for i in ids] if ids is not None else claims_for(paper or "")
     rows = [c.evaluate(results).__dict__ for c in chosen]
     return pd.DataFrame(rows, columns=["claim_id", "paper", "source", "statement", "verdict", "interval", "evidence",
-                                       "runs"])
+                                       "runs", "seeds", "max_seeds"])
 
 
 def notebook_path(name: str | None) -> str:
@@ -58,8 +58,10 @@ def collect_claims(profile: str, root=None) -> pd.DataFrame:
         c = CLAIMS.get(name)
         rows.append(checked.get(name, {"claim_id": c.id, "paper": c.paper, "source": c.source,
                                        "statement": c.statement, "evidence": "no notebook has checked it yet",
-                                       "verdict": "NOT RUN", "interval": "", "notebook": None, "runs": []}))
-    cols = ["paper", "claim_id", "source", "statement", "verdict", "interval", "evidence", "notebook", "runs"]
+                                       "verdict": "NOT RUN", "interval": "", "notebook": None, "runs": [],
+                                       "seeds": [], "max_seeds": c.max_seeds}))
+    cols = ["paper", "claim_id", "source", "statement", "verdict", "interval", "evidence", "notebook", "runs", "seeds",
+            "max_seeds"]
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -62,8 +62,8 @@ BASE = {
     # E = 5, batch 32 (the official code's; one batch holds a client's whole 4-shot set), 500 test
     # images; every client evaluated at the last round only (the claims read the final round; the
     # learning-curve table evaluates every round). lr 0.01 here; the tables' rows run at each
-    # method's best of {0.001, 0.01, 0.1, 1} on seed 0 of the noisy pathological split
-    # (fedrepro.papers.fedotp.variants.LR), the same search for every method.
+    # method's best of {0.001, 0.01, 0.1, 1} on validation data of the noisy pathological split at
+    # the tuning seed (fedrepro.papers.fedotp.tables.lr_search), the same search for every method.
     "laptop": {"data": {"dataset": "fashion_mnist_domains", "dataset_args": {"styles": ["noisy"], "half": "federated"},
                         "partition": "pathological", "num_clients": 5,
                         "partition_args": {"classes_per_client": 2, "shots": 4},

@@ -6,12 +6,13 @@ Every row is a whole method configuration, so one run fills every table that sho
 4-shot point).
 
 At the small profiles each method trains at its own learning rate, the best of {0.001, 0.01, 0.1,
-1} on seed 0 of the noisy pathological split (:data:`LR`; notebook 01 shows the search, the
-``lr_search`` table); the paper profile keeps the official code's 0.001 for every method.
+1} on validation data of the noisy pathological split at the tuning seed
+(:func:`fedrepro.papers.fedotp.tables.lr_search`; notebook 01 shows the search); the paper profile
+keeps the official code's 0.001 for every method.
 """
 from __future__ import annotations
 
-M, ARGS, LR_KEY = "method.name", "method.args", "train.lr"
+M, ARGS = "method.name", "method.args"
 
 # Table 1's methods, in the paper's row order, under the row keys of the quoted tables.
 BASELINES = ("zeroshot_clip", "coop", "promptfl", "promptfl_ft", "promptfl_fedprox", "promptfl_fedper",
@@ -19,9 +20,6 @@ BASELINES = ("zeroshot_clip", "coop", "promptfl", "promptfl_ft", "promptfl_fedpr
 METHODS = (*BASELINES, "fedotp")
 TRAINED = tuple(m for m in METHODS if m != "zeroshot_clip")
 LR_GRID = (0.001, 0.01, 0.1, 1.0)
-# The learning rate search's winners (the lr_search table, seed 0, noisy pathological, final round).
-LR = {"coop": 0.01, "promptfl": 0.1, "promptfl_ft": 0.001, "promptfl_fedprox": 0.001, "promptfl_fedper": 0.001,
-      "promptfl_fedamp": 0.001, "pfedprompt": 0.001, "fedotp": 0.1}
 
 # Table 4's variants (and "ours": KL-penalised UOT), and our prompt-set ablations.
 SETTINGS = {
@@ -50,10 +48,8 @@ def _method(name: str) -> str:
 
 def row(name: str, profile: str) -> dict:
     """The config overrides of a row key (a method, a variant, an ablation or a quirk) at ``profile``."""
-    out = {M: name} if name in METHODS else dict(SETTINGS[name])
-    if profile != "paper" and _method(name) in LR:
-        out[LR_KEY] = LR[_method(name)]
-    return out
+    # Its learning rate is the search's (tables.lr_search), not a constant here.
+    return {M: name} if name in METHODS else dict(SETTINGS[name])
 
 
 def rows(profile: str, *names: str) -> dict[str, dict]:

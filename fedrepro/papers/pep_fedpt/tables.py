@@ -9,8 +9,28 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .. import setup as paper_setup
+from ...execute.tuning import LrSearch
 from ..tables import Rows, TableDef
 from .variants import BASELINES, CONTROL, row, rows
+
+# The prompts' step size at the small profiles (setup.py: at the paper's one rate the prompts barely
+# train on the stand-in): FedVPT's and PEP-FedPT's best of {lr, 1, 10} on validation data of the
+# pathological split at the tuning seed, which no claim reads (smoke: 1 and 10, to exercise it).
+PROMPT_LR_GRID = {"laptop": (0.01, 1.0, 10.0), "smoke": (1.0, 10.0)}
+PROMPT_SEARCHED = ("fedvpt", "pep_fedpt")
+
+
+def prompt_lr_search(profile: str) -> LrSearch | None:
+    """``train.prompt_lr`` of FedVPT and PEP-FedPT rows (every table, every variant of the method),
+    chosen by one search per method on the pathological split; the other baselines keep the setup's
+    values, untuned, and the paper profile the paper's one rate (None)."""
+    if profile not in PROMPT_LR_GRID:
+        return None
+    start = paper_setup("pep_fedpt", profile, "pathological")
+    return LrSearch(grid=PROMPT_LR_GRID[profile], validation=0.2, metric="final_acc_mean", key="train.prompt_lr",
+                    applies=lambda cfg: cfg.method.name in PROMPT_SEARCHED,
+                    on=lambda cfg: start.replace(**{"method.name": cfg.method.name}))
 
 ROW = "row"
 # The rows the claims read, over the claim seeds.
@@ -84,7 +104,7 @@ def _dir(c: str) -> bool:
 
 def _table(name, title, rows_fn, setup, reference=None, ref_columns=None, **kw) -> TableDef:
     return TableDef("pep_fedpt", name, title, rows_fn, index=ROW, setup=setup, variant_col=ROW, metric="final",
-                    reference=reference, reference_columns=ref_columns, **kw)
+                    reference=reference, reference_columns=ref_columns, tune=prompt_lr_search, **kw)
 
 
 TABLES = {

@@ -6,7 +6,8 @@ import pytest
 from fedrepro.errors import ConfigError
 from fedrepro.methods import METHODS
 from fedrepro.papers import PAPERS, paper, setup, variants
-from fedrepro.papers.fedotp.variants import LR, LR_GRID, SETTINGS, row
+from fedrepro.papers.fedotp.tables import lr_search
+from fedrepro.papers.fedotp.variants import LR_GRID, TRAINED, SETTINGS, row
 from fedrepro.papers.fedotp.variants import METHODS as ROWS
 
 PROFILES = ("smoke", "laptop", "paper")
@@ -16,7 +17,7 @@ def test_registered_with_title_and_tables():
     assert "fedotp" in PAPERS
     mod = paper("fedotp")
     assert mod.TITLE.startswith("FedOTP")
-    assert {"label_shift", "lr_search", "dirichlet", "dirichlet_cifar10", "feature_shift", "feature_label_shift",
+    assert {"label_shift", "dirichlet", "dirichlet_cifar10", "feature_shift", "feature_label_shift",
             "feature_shift_domainnet", "feature_label_shift_domainnet", "ot_variants",
             "prompt_sets", "gamma", "shots", "curves", "clusters", "official_code"} == set(mod.TABLES)
 
@@ -62,18 +63,24 @@ def test_unknown_variant_is_named():
         setup("fedotp", "laptop", "nope")
 
 
-def test_rows_are_registered_methods_at_their_searched_lr():
-    assert set(LR) == set(ROWS) - {"zeroshot_clip"} and set(LR.values()) <= set(LR_GRID)
+def test_rows_are_registered_methods_whose_rate_the_search_chooses():
+    search = lr_search("laptop")
+    assert search.grid == LR_GRID and lr_search("paper") is None  # the paper profile keeps the official 0.001
     for name in (*ROWS, *SETTINGS):
         r = row(name, "laptop")
         assert r["method.name"] in METHODS.names()
-        assert r.get("train.lr") == LR.get(r["method.name"])
-        assert "train.lr" not in row(name, "paper")  # the paper profile keeps the official 0.001
+        assert "train.lr" not in r  # no constant: the search's stored result
+    # Every trained method's search runs on the noisy pathological split, whatever the row's table.
+    base = setup("fedotp", "laptop", "dirichlet").replace(**{"method.name": "coop"})
+    assert search.searched(base) and {c.data.partition for c in search.search_configs(base)} == {"pathological"}
+    assert set(TRAINED) == {m for m in ROWS if m != "zeroshot_clip"}
 
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_table_resolves(profile):
     mod = paper("fedotp")
+    # Untuned: the small profiles' rows wait for the learning-rate search (TuningPending) until it is stored.
     for name, table in mod.TABLES.items():
-        assert table.configs(profile), name
-    assert len(mod.label_configs(profile)) == len(mod.datasets(profile)) * len(mod.TABLES["label_shift"].configs(profile))
+        assert table.configs(profile, tuned=False), name
+    assert len(mod.label_configs(profile, tuned=False)) == \
+        len(mod.datasets(profile)) * len(mod.TABLES["label_shift"].configs(profile, tuned=False))
