@@ -1,0 +1,199 @@
+"""One run through the store: loaded when it is finished, otherwise trained (or resumed from its last
+checkpoint) under the run's lock and finished in its folder; and a finished run rebuilt for analysis.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from ..config import RunConfig
+from ..data import ImageDataset
+from ..data.partition import Partition
+from ..env import allocator, trace
+from ..errors import ConfigError, CorruptCacheError, StaleRunError, TrainingDivergedError
+from ..fl.client_data import ClientData
+from ..fl.device import resolve_device, torch_threads
+from ..fl.engine import SimState, simulate, summarize_run, unscored_summary
+from . import fingerprint, tensorboard
+from .catalog import display_path
+from .fingerprint import STALE, UNKNOWN, staleness
+from .pipeline import build_clients, global_test_split, make_method, prepare_data
+from .store import CheckpointWriter, RunResult, RunStore, check_on_busy
+
+log = logging.getLogger("fedrepro")
+
+
+def _map_tensors(obj: Any, fn) -> Any:
+    """Apply ``fn`` to every tensor in nested dicts/lists (states and checkpoints)."""
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, dict):
+        return {k: _map_tensors(v, fn) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_map_tensors(v, fn) for v in obj]
+    return obj
+
+
+def to_cpu(obj: Any) -> Any:
+    return _map_tensors(obj, lambda t: t.detach().cpu())
+
+
+def to_device(obj: Any, device: torch.device) -> Any:
+    return _map_tensors(obj, lambda t: t.to(device))
+
+
+# What run() does with a stored run that today's code would not reproduce (fedrepro.runs.fingerprint):
+# train it anew (the old folder moves to <runs>/.stale/), reuse it anyway, or stop with an error.
+ON_STALE = ("retrain", "keep", "error")
+ENV_STALE = "FEDREPRO_STALE"
+
+
+def on_stale_policy(on_stale: str | None = None) -> str:
+    value = on_stale if on_stale is not None else (os.environ.get(ENV_STALE) or "retrain")
+    if value not in ON_STALE:
+        src = "on_stale" if on_stale is not None else ENV_STALE
+        raise ConfigError(f"{src}={value!r}; valid: {', '.join(ON_STALE)}")
+    return value
+
+
+def is_stale(store: RunStore, cfg: RunConfig, policy: str) -> bool:
+    """Whether the stored run of ``cfg`` must be trained anew under ``policy`` (``error`` raises)."""
+    st = staleness(cfg, store.meta(cfg))
+    if st.state == UNKNOWN:
+        log.warning("fedrepro: run %s: %s", store.path(cfg), st.why)
+    if st.state != STALE or policy == "keep":
+        return False
+    if policy == "error":
+        raise StaleRunError(f"run {store.path(cfg)} was trained by other code than today's ({st.why}; changed: "
+                            f"{', '.join(st.changed)}). {ENV_STALE}=retrain (the default) trains it anew; "
+                            f"{ENV_STALE}=keep reuses it as it is")
+    return True
+
+
+def train_or_load(cfg: RunConfig, trainer: Callable[..., RunResult], *, force_progress: bool | None = None,
+                  on_round_end=None, on_busy: str = "wait", on_stale: str | None = None,
+                  store: RunStore | None = None) -> RunResult:
+    """The stored run of ``cfg``, or, when it is not finished (or stale), the run ``trainer`` trains
+    (or resumes) under the run's lock (:func:`fedrepro.execute.run.run` documents the options)."""
+    check_on_busy(on_busy)
+    policy = on_stale_policy(on_stale)
+    # A device this machine lacks is bad input whether or not the run is stored: a stored run read
+    # back on it would be restored onto it later.
+    device = resolve_device(cfg.device)
+    store = RunStore(cfg.runs_dir) if store is None else store
+    # The common case, read without the lock: finished runs never change.
+    if store.status(cfg) == "done" and not is_stale(store, cfg, policy):
+        trace.record("run", hash=cfg.hash(), trained=False)
+        log.info("fedrepro: reused %s (its config's stored run; nothing trained)", display_path(store.path(cfg)))
+        return store.load(cfg)
+    trace.record("run", hash=cfg.hash(), trained=True)
+    # Everything that can fail on bad input happens before the first write to the runs folder.
+    board = tensorboard.round_logger(cfg)  # None unless TensorBoard logging is on (fedrepro.runs.tensorboard)
+    with torch_threads(cfg.threads):  # whoever launches it: the config fixes the float sums' order
+        ds, part = prepare_data(cfg)
+        clients = build_clients(ds, part, device, cfg.train.augment)
+        method = make_method(cfg, ds, device)
+        with store.claim(cfg, on_busy) as status:
+            if status != "missing" and is_stale(store, cfg, policy):  # a stale checkpoint is not resumed either
+                log.warning("fedrepro: run %s was trained by other code; moved to %s, training it anew",
+                            store.path(cfg), store.retire(cfg, datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")))
+                status = "missing"
+            if status == "done":  # another launcher finished it while this one waited
+                return store.load(cfg)
+            try:
+                return trainer(cfg, store, status, ds, part, clients, method, device, force_progress,
+                               tensorboard.chain(board, on_round_end))
+            finally:
+                if board is not None:
+                    board.close()
+
+
+def train_inprocess(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part: Partition,
+           clients: list[ClientData], method, device: torch.device, force_progress: bool | None,
+           on_round_end) -> RunResult:
+    """Train (or resume) a run whose lock this process holds, and finish it in the store."""
+    path = begin_run(cfg, store, status, ds, part, device)
+    # A run another engine began (Flower's records itself in meta.json) is finished by this one: say so.
+    meta_update = {"engine": {"name": "inprocess"}} if status == "partial" and "engine" in store.meta(cfg) else None
+    state = None
+    ckpt = store.load_checkpoint(path) if status == "partial" else None
+    if ckpt is not None:
+        if ckpt.get("partition_hash") != part.hash():
+            raise CorruptCacheError(f"checkpoint in {path} was made on partition {ckpt.get('partition_hash')}, "
+                                    f"not {part.hash()}; delete the folder to restart")
+        state = SimState(**to_device(ckpt["state"], device))
+
+    t = cfg.train
+    progress = cfg.progress if force_progress is None else force_progress
+    diverged = None
+    try:
+        with CheckpointWriter(path) as writer:  # written while the next round trains
+            state = simulate(method, clients, seed=cfg.seed, rounds=t.rounds, participation=t.participation,
+                             eval_every=t.eval_every, state=state,
+                             checkpoint=lambda s: writer.save({"partition_hash": part.hash(),
+                                                               "state": to_cpu(s.__dict__)}),
+                             checkpoint_every=t.checkpoint_every, progress=progress,
+                             desc=f"{cfg.method.name} s{cfg.seed}", on_round_end=on_round_end,
+                             global_test=global_test_split(ds, device) if t.global_eval else None)
+    except TrainingDivergedError as err:
+        # A method that diverges at this config is a result, not a crash: the run is stored (and
+        # reused) with the rounds before, its final metrics NaN and the round it diverged at.
+        state = getattr(err, "state", None)
+        if state is None:
+            raise
+        diverged = {"diverged_round": err.round, "diverged": str(err)}  # the engine sets the round
+    return finish_run(cfg, store, path, part, state, diverged, meta_update)
+
+
+def begin_run(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part: Partition,
+              device: torch.device, **meta: Any) -> Path:
+    """The run's folder: the started one (``status == "partial"``), or a new one whose ``meta.json``
+    records how it is trained (``meta``: what an engine adds, e.g. Flower's)."""
+    if status == "partial":
+        return store.path(cfg)
+    return store.begin(cfg, {"seed": cfg.seed, "partition_hash": part.hash(), "device": str(device),
+                             "num_clients": part.num_clients, "held_out": list(part.held_out),
+                             "num_classes": ds.num_classes, "dataset": ds.name,
+                             "torch_threads": torch.get_num_threads(), "allocator": allocator.in_use(),
+                             **fingerprint.record(cfg), **meta})
+
+
+def finish_run(cfg: RunConfig, store: RunStore, path: Path, part: Partition, state: SimState,
+               diverged: dict | None = None, meta_update: dict | None = None) -> RunResult:
+    """Store a trained (or diverged) run's rounds, clients, summary and final state (``meta_update``:
+    entries to add to ``meta.json``, e.g. what a Flower engine learnt of its nodes)."""
+    # A run that diverged before its first evaluated round is stored too, unscored (every accuracy
+    # NaN): a learning-rate search reads it as the rate that failed.
+    scored = any("acc_mean" in r for r in state.round_rows)
+    summary = summarize_run(state.round_rows) if scored else unscored_summary(state.round_rows)
+    summary.update(method=cfg.method.name, seed=cfg.seed, config_hash=cfg.hash(), partition_hash=part.hash())
+    if diverged:
+        summary.update({k: float("nan") for k in summary if k.startswith("final_")}, **diverged)
+    final = to_cpu({"shared": state.shared, "server_state": state.server_state,
+                     "client_states": state.client_states})
+    return store.finish(path, state.round_rows, state.client_rows, summary, final_state=final,
+                        meta_update=meta_update)
+
+
+def restore(result: RunResult | str | Path, device: str | torch.device = "auto"):
+    """Rebuild a finished run (a :class:`RunResult` or its folder) for analysis:
+    ``(method, clients, final_state)`` on ``device``.
+
+    The data and partition are re-derived from the stored config (and checked against the stored
+    partition hash); the method gets the trained shared and per-client state.
+    """
+    result = result if isinstance(result, RunResult) else RunResult(result)
+    cfg = result.config
+    dev = resolve_device(device if isinstance(device, str) else str(device))
+    ds, part = prepare_data(cfg)
+    if part.hash() != result.meta["partition_hash"]:
+        raise CorruptCacheError(f"{result.path}: the partition re-derived from its config hashes to {part.hash()}, "
+                                f"not the stored {result.meta['partition_hash']} (data files changed?)")
+    clients = build_clients(ds, part, dev, cfg.train.augment)
+    method = make_method(cfg, ds, dev)
+    return method, clients, to_device(result.final_state(), dev)
