@@ -198,6 +198,10 @@ class Claim:
     # name them: the claim is checked in each present column on its own and must hold in all. Rows
     # that name no column (the smoke and laptop runs, tables without datasets) are read in each.
     paper_columns: tuple[str, ...] = ()
+    # What the check compares (fedrepro.claims.arms: Rows, Columns, Replaced), each arm with its
+    # null, the table in which the claimed effect is absent: fed a null, the check must not PASS
+    # (tests/papers/test_every_claim_can_fail.py), or the claim could not fail.
+    arms: tuple = ()
 
     def _column_rows(self, results: pd.DataFrame) -> list[tuple[str | None, pd.DataFrame]]:
         """The result rows each check reads: ``[(paper column, rows)]``, or ``[(None, results)]`` where
