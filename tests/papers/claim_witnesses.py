@@ -90,6 +90,7 @@ FEDPFT = {
     "feature_shift_mismatch": lambda: _fedpft_probe().drop(columns=ALPHA).drop_duplicates([M, "seed"]),
     "feature_shift_best": lambda: _fedpft_probe().drop(columns=ALPHA).drop_duplicates([M, "seed"]),
     "beats_fedavg_every_alpha": _fedpft_main,
+    "beats_local_every_alpha": _fedpft_main,
     "local_vs_fedavg": _fedpft_main,
     "fedavg_flat_personalised_drop": _fedpft_main,
     "beats_fedper_fedrep_fedbn": _fedpft_main,

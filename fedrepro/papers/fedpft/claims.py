@@ -399,6 +399,17 @@ register_claim(Claim(
     arms=tuple(arms.Rows({M: "fedpft"}, {M: m}) for m in ("fedper", "fedrep", "fedbn")),
 ))
 
+# FedPFT over Local (ICLR Table 8): +5.3 / +14.0 / +17.0 points; "outperforming state-of-the-art methods" (ICLR §1).
+BEATS_LOCAL_MARGIN = _quarter_of_smallest_gap("T-C10", [("fedpft", c, "local", c) for c in ("α=0.1", "α=0.5", "α=1.0")])
+
+register_claim(Claim(
+    id="fedpft.beats_local_every_alpha", paper="fedpft", source="ICLR Tables 2 and 8 / arXiv Tables 2 and 7",
+    statement=f"FedPFT > Local by > {100 * BEATS_LOCAL_MARGIN:.1f} points at every α (best-round mean client accuracy)",
+    check=lambda r: _each(r, {M: "fedpft"}, {M: "local"}, margin=BEATS_LOCAL_MARGIN, label_a="FedPFT",
+                          label_b="Local"),
+    arms=(arms.Rows({M: "fedpft"}, {M: "local"}),),
+))
+
 register_claim(Claim(
     id="fedpft.con_beats_fedpft", paper="fedpft", source="ICLR Tables 3 and 8 / arXiv Tables 2 and 7 (optional)",
     statement="FedPFT+Con ≥ FedPFT at every α",
