@@ -3,9 +3,8 @@
 Rows are named settings (:mod:`.variants`) in the ``row`` column. Rows a claim reads (every baseline
 of Tables 1, 2, 3 and A3) run over the claim seeds (3 at laptop and paper; each seed re-draws the
 split, the few-shot sample and the prompt initialisation); the other rows over the table seeds (1 at
-laptop, marked ¹; 3 at paper). Scores are
-the final round's mean client accuracy (no selection over rounds or over γ on the test data, which
-the paper's reported numbers include).
+laptop, marked ¹; 3 at paper). Scores are the final round's mean client accuracy (no selection over
+rounds or over γ on the test data, which the paper's reported numbers include).
 """
 from __future__ import annotations
 
