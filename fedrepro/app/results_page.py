@@ -24,6 +24,7 @@ from ..papers import paper as paper_module
 from ..claims import CLAIMS
 from ..claims import INTERVAL
 from ..papers import differences, paper as package
+from ..papers.coverage import coverage_rows, has_coverage
 from ..claims import claims_dir
 from ..runs.store import atomic_write_bytes
 
@@ -208,8 +209,6 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
 def _coverage(paper: str, group) -> list[str]:
     """The paper's quoted tables, the claims that read each (with their verdicts here) and the
     comparisons of its main tables that no claim makes, with the reason (``fedrepro.papers.<paper>.coverage``)."""
-    from ..papers.coverage import coverage_rows, has_coverage
-
     if not has_coverage(paper):
         return []
     verdict = dict(zip(group["claim_id"], group["verdict"]))
