@@ -167,3 +167,15 @@ def test_a_resumed_pass_says_its_time_is_not_a_whole_pass(stored):
     tour = write_pages("laptop", stored)["tour"].read_text()
     assert "2 runs trained of 5 planned (the other 3 were stored already and reused" in tour
     assert "| training time of its runs in this pass (s) |" in tour
+
+
+def test_a_paper_page_lists_its_tables_with_the_claims_that_read_them_and_what_is_left_out(stored):
+    fedotp = write_pages("laptop", stored)["fedotp"].read_text()
+    coverage = fedotp.split("## Coverage of the paper's tables")[1].split("\n## ")[0]
+    t1 = next(line for line in coverage.splitlines() if line.startswith("| T1 |"))
+    assert "| T1 | yes |" in t1
+    assert "[`fedotp.beats_promptfl_pathological`](#fedotpbeats_promptfl_pathological) (PASS)" in t1
+    assert "`fedotp.beats_pfedprompt_pathological`" in t1 and "(NOT RUN)" in t1
+    ta2 = next(line for line in coverage.splitlines() if line.startswith("| TA2 |"))
+    assert "| TA2 | no | — | zeroshot_clip: feature shift alone" in ta2 and "coop: feature shift" in ta2
+    assert "## Coverage of the paper's tables" not in write_pages("laptop", stored)["tour"].read_text()

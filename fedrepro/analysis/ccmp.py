@@ -35,9 +35,11 @@ def _pep(method):
 
 
 @torch.no_grad()
-def soft_weights_by_class(method, shared, clients: Sequence[ClientData], split: str = "test") -> np.ndarray:
+def soft_weights_by_class(method, shared, clients: Sequence[ClientData], split: str = "test",
+                          prior: bool = True) -> np.ndarray:
     """[L, C, C]: at CCMP block l, row c is s averaged over every ``split`` image of true class c
-    across ``clients`` (each scored with its own prior, as at inference). Rows of absent classes are NaN."""
+    across ``clients`` (each scored with its own prior, as at inference; ``prior=False``: the
+    similarity term alone, softmax(cos / τ), without the prior). Rows of absent classes are NaN."""
 
     method = _pep(method)
     L, C = len(method.blocks), method.num_classes
@@ -49,7 +51,7 @@ def soft_weights_by_class(method, shared, clients: Sequence[ClientData], split: 
         for x, y in batches:
             rec: list[torch.Tensor] = []
             net(x, record=rec)
-            lp = net.log_prior if method.p.use_prior else None
+            lp = net.log_prior if method.p.use_prior and prior else None
             for j, feat in enumerate(rec):
                 s = soft_weights(feat, net.mu[j], lp, method.p.tau).double().cpu()
                 sums[j].index_add_(0, y.cpu(), s)

@@ -24,6 +24,7 @@ from ..papers import paper as paper_module
 from ..claims import CLAIMS
 from ..claims import INTERVAL
 from ..papers import differences, paper as package
+from ..papers.coverage import coverage_rows, has_coverage
 from ..claims import claims_dir
 from ..runs.store import atomic_write_bytes
 
@@ -207,6 +208,7 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
         if c["verdict"] != "PASS":
             lines.append(f"- reason: {_reason(c)}")
         lines += [f"- evidence: {c['evidence']}", ""]
+    lines += _coverage(paper, group)
     lines += _against_paper(paper, profile)
     lines += ["## Timings", ""]
     rows = _timing_rows(timings, lambda nb: notebook_paper(nb) == paper)
@@ -217,6 +219,24 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
     else:
         lines.append("No timings for this paper's notebooks in this pass's report.")
     return "\n".join(lines) + "\n"
+
+
+def _coverage(paper: str, group) -> list[str]:
+    """The paper's quoted tables, the claims that read each (with their verdicts here) and the
+    comparisons of its main tables that no claim makes, with the reason (``fedrepro.papers.<paper>.coverage``)."""
+    if not has_coverage(paper):
+        return []
+    verdict = dict(zip(group["claim_id"], group["verdict"]))
+    lines = ["## Coverage of the paper's tables", "",
+             "Each quoted table, whether the main text prints it, the claims that read it (verdict at this profile) "
+             "and the comparisons between the method and a baseline row that no claim makes, with the reason "
+             f"(`fedrepro/papers/{paper}/coverage.py`).", "",
+             "| table | main | claims | left out |", "|---|---|---|---|"]
+    for row in coverage_rows(paper):
+        claims = "; ".join(f"[`{c}`](#{_anchor(c)}) ({verdict.get(c, 'NOT RUN')})" for c in row["claims"]) or "—"
+        left = "; ".join(f"{b}: {why}" for b, why in row["left_out"].items()) or "—"
+        lines.append(f"| {row['table']} | {'yes' if row['main'] else 'no'} | {_cell(claims)} | {_cell(left)} |")
+    return [*lines, ""]
 
 
 def _against_paper(paper: str, profile: str) -> list[str]:

@@ -271,6 +271,11 @@ class Claim:
     # seeds"). The default, the profiles' 3 claim seeds, is one look at LEVEL: no sequential reading.
     max_seeds: int = DEFAULT_MAX_SEEDS
 
+    # What the check compares (fedrepro.claims.arms: Rows, Columns, Replaced), each arm with its
+    # null, the table in which the claimed effect is absent: fed a null, the check must not PASS
+    # (tests/papers/test_every_claim_can_fail.py), or the claim could not fail.
+    arms: tuple = ()
+
     def __post_init__(self) -> None:
         stages(self.max_seeds)  # a one-line error naming max_seeds when it is not an int >= 3
 

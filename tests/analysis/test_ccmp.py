@@ -46,6 +46,16 @@ def test_soft_weights_without_the_prior_spread_over_every_class(tiny):
     assert np.all(w[0, present] > 0)
 
 
+def test_the_similarity_term_alone_leaves_the_prior_out(pep):
+    # pep_fedpt.soft_weights_peak_on_true_class reads it: with the prior, classes outside the client's
+    # set get no weight; without it, every class gets some.
+    method, clients, shared = pep
+    w = soft_weights_by_class(method, shared, clients[:1], prior=False)
+    present = ~np.isnan(w[0, :, 0])
+    assert np.all(w[:, present] > 0)
+    np.testing.assert_allclose(w[:, present].sum(-1), 1.0, rtol=1e-6)
+
+
 def test_cls_tokens_are_those_each_block_receives(pep):
     method, clients, shared = pep
     feats, labels, owners = cls_tokens(method, shared, clients[:2], [0, 2, 4], max_per_client=7)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ...claims import arms
 from ...claims.core import (Claim, MissingResults, Test, below, compare, compare_each, exact, exceeds, gap_larger_in,
                             paired, register_claim, select, within)
 from ..reference import paper_table
@@ -100,6 +101,7 @@ register_claim(Claim(
     statement=f"FedAvg: Match > Origin by > {100 * MATCH_MARGIN:.1f} points (its features are mismatched with its "
               f"global classifier, \"significantly\", ICLR §1), at every α",
     check=lambda r: _match_vs_origin(r, "fedavg", MATCH_MARGIN),
+    arms=(arms.Columns("match", "origin", {M: "fedavg"}),),
 ))
 
 
@@ -121,6 +123,7 @@ register_claim(Claim(
     statement="FedAvg's Probe accuracy exceeds that of the PFL methods (FedPer, FedBN, FedCAC) at every α, each by "
               "a quarter of its gap in Table 1",
     check=lambda r: _fedavg_over_pfl(r, "probe", "probe", PROBE_OVER_PFL_MARGIN),
+    arms=tuple(arms.Rows({M: "fedavg"}, {M: m}) for m in PFL_METHODS),
 ))
 
 register_claim(Claim(
@@ -128,12 +131,14 @@ register_claim(Claim(
     statement="FedAvg's Match accuracy even exceeds the Origin accuracy of the PFL methods (FedPer, FedBN, FedCAC) "
               "at every α, each by a quarter of its gap in Table 1",
     check=lambda r: _fedavg_over_pfl(r, "match", "origin", MATCH_OVER_PFL_MARGIN),
+    arms=tuple(arms.Rows({M: "fedavg"}, {M: m}, columns={"match": "origin"}) for m in PFL_METHODS),
 ))
 
 register_claim(Claim(
     id="fedpft.probe_approx_match", paper="fedpft", source="Table 1 (ICLR and arXiv)",
     statement=f"Probe ≈ Match for every method (|Δ| ≤ {100 * PROBE_TOL:.0f} point) at every α",
     check=lambda r: _all_methods_within(r, "probe", "match", PROBE_TOL),
+    arms=(arms.Columns("probe", "match", shift=0.1),),
 ))
 
 
@@ -147,6 +152,7 @@ register_claim(Claim(
     id="fedpft.fedpft_origin_approx_match", paper="fedpft", source="ICLR Table 1",
     statement=f"FedPFT removes the mismatch: Origin ≈ Match (|Δ| ≤ {100 * ORIGIN_TOL:.0f} point) at every α",
     check=lambda r: within(r, {M: "fedpft"}, "match", "origin", ORIGIN_TOL, over=_over(r)),
+    arms=(arms.Columns("origin", "match", {M: "fedpft"}, shift=-0.1),),
 ))
 
 register_claim(Claim(
@@ -154,6 +160,7 @@ register_claim(Claim(
     statement=f"FedPFT > FedAvg by > {100 * BEATS_FEDAVG_MARGIN:.1f} points at every α (best-round mean client accuracy)",
     check=lambda r: _each(r, {M: "fedpft"}, {M: "fedavg"}, margin=BEATS_FEDAVG_MARGIN, label_a="FedPFT",
                           label_b="FedAvg"),
+    arms=(arms.Rows({M: "fedpft"}, {M: "fedavg"}),),
 ))
 
 
@@ -166,6 +173,7 @@ register_claim(Claim(
               f"> {100 * PROMPTS_MARGIN:.2f} points at every α",
     check=lambda r: compare_each(r, {"setting": "II"}, {"setting": "I"}, ALPHA, margin=PROMPTS_MARGIN,
                                  label_a="II (prompts + FTM)", label_b="I (FedAvg)"),
+    arms=(arms.Rows({"setting": "II"}, {"setting": "I"}),),
 ))
 
 register_claim(Claim(
@@ -173,6 +181,7 @@ register_claim(Claim(
     statement=f"Alternating training ≫ no alternation: setting III beats II by > {100 * ALTER_MARGIN:.0f} points",
     check=lambda r: compare_each(r, {"setting": "III"}, {"setting": "II"}, ALPHA, margin=ALTER_MARGIN,
                                  label_a="III (FedPFT)", label_b="II (no alternation)"),
+    arms=(arms.Rows({"setting": "III"}, {"setting": "II"}),),
 ))
 
 
@@ -207,6 +216,7 @@ register_claim(Claim(
     id="fedpft.communication_overhead", paper="fedpft", source="ICLR Table 15 (App. N) / arXiv Table 10 (App. I)",
     statement="The FTM (and h_ρ) add about 20-23% upload over FedAvg for ResNet-8/10 with a 100-class head",
     check=_comm_overhead,
+    arms=(arms.Replaced("overhead_pct", lambda r: 0.0, "the FTM adds no upload over FedAvg"),),
 ))
 
 
@@ -229,6 +239,7 @@ register_claim(Claim(
     id="fedpft.time_per_round", paper="fedpft", source="ICLR Table 14 (App. M)",
     statement="FedPFT's time per round is about FedAvg's (ratio ≤ 1.1): φ gets no backward pass in the R_f epochs",
     check=_time_ratio,
+    arms=(arms.Rows({M: "fedpft"}, {M: "fedavg"}, shift={"train_s": 1.0}),),
 ))
 
 
@@ -240,6 +251,8 @@ register_claim(Claim(
     check=lambda r: _partial(r),
     # ICLR Table 13 shows it on all three datasets.
     paper_columns=("CIFAR-10", "CIFAR-100", "Tiny"),
+    arms=(arms.Rows({M: "fedpft", "train.participation": 0.5}, {M: "fedpft", "train.participation": 1.0},
+                    shift={"best": -0.05}),),
 ))
 
 register_claim(Claim(
@@ -249,6 +262,8 @@ register_claim(Claim(
     # arXiv Table 9's largest drop is 0.39 points (Tiny, 90%); the same allowance as Table 13's claim.
     check=lambda r: _partial(r, "fedpft_con"),
     paper_columns=("CIFAR-10", "CIFAR-100", "Tiny"),
+    arms=(arms.Rows({M: "fedpft_con", "train.participation": 0.5}, {M: "fedpft_con", "train.participation": 1.0},
+                    shift={"best": -0.05}),),
 ))
 
 
@@ -312,6 +327,7 @@ register_claim(Claim(
     id="fedpft.partial_personalisation_gap", paper="fedpft", source="Table 1 (ICLR and arXiv)",
     statement="FedPer, FedBN and FedCAC: Origin above FedAvg's, but a positive (smaller) Match − Origin gap remains",
     check=_partial_personalisation,
+    arms=(arms.Rows({M: "fedper"}, {M: "fedavg"}), arms.Columns("match", "origin", {M: "fedper"})),
 ))
 
 
@@ -328,6 +344,8 @@ register_claim(Claim(
     id="fedpft.local_vs_fedavg", paper="fedpft", source="ICLR Tables 2 and 8 / arXiv Tables 2 and 7",
     statement="Local beats FedAvg at the smallest α (0.1) and loses to it at the largest (1.0)",
     check=_local_vs_fedavg,
+    arms=(arms.Rows({M: "local", ALPHA: 0.1}, {M: "fedavg", ALPHA: 0.1}),
+          arms.Rows({M: "fedavg", ALPHA: 1.0}, {M: "local", ALPHA: 1.0})),
 ))
 
 
@@ -360,6 +378,7 @@ register_claim(Claim(
     statement="From α = 0.1 to 1.0, personalised methods (FedPer, FedPFT) lose accuracy, by more than "
               "FedAvg's accuracy changes",
     check=_fedavg_flat,
+    arms=(arms.Rows({M: "fedper", ALPHA: 1.0}, {M: "fedper", ALPHA: 0.1}), arms.Rows({M: "fedavg"}, {M: "fedper"})),
 ))
 
 
@@ -377,6 +396,18 @@ register_claim(Claim(
     id="fedpft.beats_fedper_fedrep_fedbn", paper="fedpft", source="ICLR Tables 2 and 8 / arXiv Tables 2 and 7",
     statement="FedPFT ≥ FedPer, FedRep and FedBN at every α (best-round mean client accuracy)",
     check=lambda r: _beats_each(r, "fedpft", ("fedper", "fedrep", "fedbn")),
+    arms=tuple(arms.Rows({M: "fedpft"}, {M: m}) for m in ("fedper", "fedrep", "fedbn")),
+))
+
+# FedPFT over Local (ICLR Table 8): +5.3 / +14.0 / +17.0 points; "outperforming state-of-the-art methods" (ICLR §1).
+BEATS_LOCAL_MARGIN = _quarter_of_smallest_gap("T-C10", [("fedpft", c, "local", c) for c in ("α=0.1", "α=0.5", "α=1.0")])
+
+register_claim(Claim(
+    id="fedpft.beats_local_every_alpha", paper="fedpft", source="ICLR Tables 2 and 8 / arXiv Tables 2 and 7",
+    statement=f"FedPFT > Local by > {100 * BEATS_LOCAL_MARGIN:.1f} points at every α (best-round mean client accuracy)",
+    check=lambda r: _each(r, {M: "fedpft"}, {M: "local"}, margin=BEATS_LOCAL_MARGIN, label_a="FedPFT",
+                          label_b="Local"),
+    arms=(arms.Rows({M: "fedpft"}, {M: "local"}),),
 ))
 
 register_claim(Claim(
@@ -384,6 +415,7 @@ register_claim(Claim(
     statement="FedPFT+Con ≥ FedPFT at every α",
     check=lambda r: compare_each(r, {M: "fedpft_con"}, {M: "fedpft"}, ALPHA, label_a="FedPFT+Con",
                                  label_b="FedPFT"),
+    arms=(arms.Rows({M: "fedpft_con"}, {M: "fedpft"}),),
 ))
 
 
@@ -421,7 +453,8 @@ register_claim(Claim(
               f"{100 * RF_MARGIN:.0f} points",
     check=_rf_sweep,
     # ICLR Fig. 12 gives no numbers: read on CIFAR-10, as at the laptop profile.
-    paper_columns=("C10",),
+    paper_columns=("C10"),
+    arms=(arms.Rows({RF: (1, 2, 3, 4, 5)}, {RF: 0}),),
 ))
 
 
@@ -444,7 +477,8 @@ register_claim(Claim(
     check=_rf_falls,
     # The fall after the peak holds "in some scenarios" (ICLR App. L.2), which it
     # does not name: read on CIFAR-10 only.
-    paper_columns=("C10",),
+    paper_columns=("C10"),
+    arms=(arms.Rows({RF: (1, 2, 3, 4)}, {RF: 5}),),
 ))
 
 register_claim(Claim(
@@ -454,6 +488,7 @@ register_claim(Claim(
     check=lambda r: _all_methods_within(r, "probe_phi", "probe", PROBE_TOL),
     # ICLR Table 6: within 0.2 points on CIFAR-10 and CIFAR-100.
     paper_columns=("C10", "C100"),
+    arms=(arms.Columns("probe_phi", "probe", shift=0.1),),
 ))
 
 
@@ -466,7 +501,8 @@ register_claim(Claim(
                                  label_a="FedAvg+Linear", label_b="FedAvg"),
     # CIFAR-10 only: on CIFAR-100 at α = 1.0 FedAvg+Linear falls below FedAvg
     # (ICLR App. F, Table 9).
-    paper_columns=("C10",),
+    paper_columns=("C10"),
+    arms=(arms.Rows({M: "fedavg_linear"}, {M: "fedavg"}),),
 ))
 
 register_claim(Claim(
@@ -477,6 +513,7 @@ register_claim(Claim(
                           label_a="FedPFT Probe", label_b="FedAvg Probe"),
     # ICLR Table 5: on CIFAR-10 and CIFAR-100.
     paper_columns=("C10", "C100"),
+    arms=(arms.Rows({M: "fedpft"}, {M: "fedavg"}, shift={"probe": -0.05}),),
 ))
 
 
@@ -495,12 +532,14 @@ register_claim(Claim(
     id="fedpft.best_with_100_clients", paper="fedpft", source="ICLR Table 11 (App. J)",
     statement="With 100 clients, FedPFT beats every other method in the table at every α",
     check=_best_of_all,
+    arms=(arms.Rows({M: "fedpft"}, {M: "fedper"}),),
 ))
 
 register_claim(Claim(
     id="fedpft.best_with_resnet18", paper="fedpft", source="ICLR Table 12 (App. J)",
     statement="With ResNet-18, FedPFT beats every other method in the table at every α",
     check=_best_of_all,
+    arms=(arms.Rows({M: "fedpft"}, {M: "fedper"}),),
 ))
 
 
@@ -514,6 +553,7 @@ register_claim(Claim(
                               sep=" || "),
     # ICLR App. I: "in both datasets".
     paper_columns=("PACS", "DomainNet"),
+    arms=(arms.Columns("match", "origin", {M: "fedavg"}), arms.Columns("origin", "match", {M: "fedpft"}, shift=-0.1)),
 ))
 
 register_claim(Claim(
@@ -522,6 +562,7 @@ register_claim(Claim(
     check=lambda r: _beats_each(r, "fedpft", ("fedavg", "fedper", "fedbn", "fedcac"), metric="origin"),
     # ICLR Table 10: on PACS and DomainNet.
     paper_columns=("PACS", "DomainNet"),
+    arms=tuple(arms.Rows({M: "fedpft"}, {M: m}) for m in ("fedavg", "fedper", "fedbn", "fedcac")),
 ))
 
 register_claim(Claim(
@@ -529,6 +570,7 @@ register_claim(Claim(
     statement="Joint training (FedPFT+Con) beats the two-stage variant (L_Con first, then FedPFT)",
     check=lambda r: _each(r, {M: "fedpft_con"}, {M: "fedpft_two_stage"}, label_a="joint",
                           label_b="two-stage"),
+    arms=(arms.Rows({M: "fedpft_con"}, {M: "fedpft_two_stage"}),),
 ))
 
 
@@ -555,7 +597,8 @@ register_claim(Claim(
     statement=f"FedPFT is robust to the number of prompts n_κ (accuracy range ≤ {100 * PROMPT_RANGE_MAX:.0f} points)",
     check=lambda r: _prompt_count_robust(r, "method.args.n_prompts"),
     # ICLR App. L.1: flat on CIFAR-10; on CIFAR-100 accuracy rises with n_κ.
-    paper_columns=("C10",),
+    paper_columns=("C10"),
+    arms=(arms.Rows({"method.args.n_prompts": 10}, {"method.args.n_prompts": 5}, shift={"best": -0.1}),),
 ))
 
 register_claim(Claim(
@@ -563,7 +606,8 @@ register_claim(Claim(
     statement=f"FedPFT+Con is robust to the number of contrastive prompts n_ρ (range ≤ {100 * PROMPT_RANGE_MAX:.0f} points)",
     check=lambda r: _prompt_count_robust(r, "method.args.n_rho"),
     # arXiv App. H.1: flat on CIFAR-10; on CIFAR-100 accuracy rises with n_ρ.
-    paper_columns=("C10",),
+    paper_columns=("C10"),
+    arms=(arms.Rows({"method.args.n_rho": 10}, {"method.args.n_rho": 5}, shift={"best": -0.1}),),
 ))
 
 
@@ -588,4 +632,5 @@ register_claim(Claim(
     statement="Attention over the prompts is nearly the same for every sample at α = 0.1 and differs more "
               "between samples at α = 1.0 (std across samples, mean over prompt columns)",
     check=_attention_sample_level,
+    arms=(arms.Rows({ALPHA: 1.0}, {ALPHA: 0.1}),),
 ))

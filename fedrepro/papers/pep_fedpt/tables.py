@@ -44,8 +44,9 @@ def _thin(profile: str, rows: tuple[str, ...], laptop: tuple[str, ...]) -> tuple
 
 
 def _path_rows(profile: str) -> list[Rows]:
+    # Every row is a claim's: PEP-FedPT against each of Table 1's baselines, and our prior-only control.
     others = tuple(b for b in BASELINES if b != "fedvpt")
-    return [Rows(variants=rows(*PATH_CLAIM_ROWS, "pep_fedpt_no_cp")), Rows(variants=rows(*others, CONTROL), seeds="table")]
+    return [Rows(variants=rows(*PATH_CLAIM_ROWS, "pep_fedpt_no_cp", *others, CONTROL))]
 
 
 def _dir_rows(profile: str) -> list[Rows]:

@@ -14,6 +14,7 @@ import math
 
 import pandas as pd
 
+from ...claims import arms
 from ...claims.core import Claim, MissingResults, Test, compare, exceeds, note_runs, paired, register_claim
 
 S = "setting"
@@ -94,6 +95,7 @@ register_claim(Claim(
     check=_calibration,
     # Table IV: CPM+CA above Base in all four columns.
     paper_columns=("C10 C=1.0", "C10 C=0.5", "C100 C=1.0", "C100 C=0.5"),
+    arms=(arms.Columns(GLOBAL, GLOBAL_BEFORE, {S: "+CPM+CA"}),),
 ))
 
 
@@ -110,6 +112,7 @@ register_claim(Claim(
     check=_cpm_vs_tpg,
     # Table IV: in all four columns.
     paper_columns=("C10 C=1.0", "C10 C=0.5", "C100 C=1.0", "C100 C=0.5"),
+    arms=(arms.Rows({S: "+CPM+CA"}, {S: "+TPG+CA"}),),
 ))
 
 
@@ -124,6 +127,7 @@ register_claim(Claim(
     check=_ablation_adds_up,
     # Table IV: every step rises in all four columns.
     paper_columns=("C10 C=1.0", "C10 C=0.5", "C100 C=1.0", "C100 C=0.5"),
+    arms=(arms.Rows({S: "+PTA+CPM+CA"}, {S: "+CPM+CA"}),),
 ))
 
 
@@ -157,6 +161,7 @@ register_claim(Claim(
     check=_cspc_over_fedavg_chain,
     # Table V: on CIFAR-10 and CIFAR-100.
     paper_columns=("CIFAR10", "CIFAR100"),
+    arms=(arms.Rows({S: "FedCSPC+PMI+FT_CE"}, {S: "FedAvg+PMI+FT_CE"}),),
 ))
 
 register_claim(Claim(
@@ -165,6 +170,7 @@ register_claim(Claim(
     check=_personal_chain,
     # Table V: both chains rise on CIFAR-10 and CIFAR-100.
     paper_columns=("CIFAR10", "CIFAR100"),
+    arms=(arms.Rows({S: "FedAvg+PMI+FT_CE"}, {S: "FedAvg+FT_CE"}),),
 ))
 
 
@@ -200,6 +206,7 @@ register_claim(Claim(
     statement="Before local training, the PMI-initialised model scores higher on a client's local test "
               "split than the global model does",
     check=_pmi_start,
+    arms=(arms.Columns("pmi_init_acc", "global_init_acc"),),
 ))
 
 
@@ -219,6 +226,7 @@ register_claim(Claim(
     statement="Local training from the PMI initial model starts at a lower training loss than from the global "
               "model (mean loss of the first local epoch, over clients)",
     check=_pmi_early_loss,
+    arms=(arms.Columns("pmi_first_epoch_loss", "global_first_epoch_loss"),),
 ))
 
 
@@ -253,6 +261,7 @@ register_claim(Claim(
                   "it draws a high weight from every client; the evidence gives the share of the weights' "
                   "variance that lies between source clients k' (notebook 07), which is large when this happens "
                   "and leaves little for label similarity to explain"),
+    arms=(arms.Replaced("weight_label_corr", lambda r: 0.0, "no correlation with label similarity"),),
 ))
 
 
@@ -265,6 +274,7 @@ register_claim(Claim(
               "the default n_aug = 5",
     check=lambda r: compare(r, {N_REPEAT: 5, N_AUG: 5}, {N_REPEAT: 1, N_AUG: 5}, metric=GLOBAL,
                             label_a="n_repeat=5", label_b="n_repeat=1"),
+    arms=(arms.Rows({N_REPEAT: 5, N_AUG: 5}, {N_REPEAT: 1, N_AUG: 5}),),
 ))
 
 
@@ -285,6 +295,7 @@ register_claim(Claim(
     statement="pFedCSPC beats FedAvg's global model on the global test set and its fine-tuned models (FedAvg-FT) on "
               "the local test splits at once (Table II's FedAvg row, one training)",
     check=_both_objectives,
+    arms=(arms.Rows({M: "pfedcspc"}, {M: "fedavg_ft"}),),
 ))
 
 
@@ -296,6 +307,7 @@ register_claim(Claim(
                                col="method"),
     # Table VI: every base gains on CIFAR-10 and Tiny-ImageNet.
     paper_columns=("CIFAR10", "TinyImagenet"),
+    arms=(arms.Rows({"method": "moon+pfedcspc"}, {"method": "moon"}),),
 ))
 
 
@@ -329,6 +341,7 @@ register_claim(Claim(
     check=_fewer_rounds(0.5),
     # Table VII: the fewest rounds on CIFAR-10 and Tiny-ImageNet.
     paper_columns=("C10 β=0.5", "Tiny β=0.5"),
+    arms=(arms.Rows({M: "pfedcspc", "β": 0.5}, {M: "fedavg", "β": 0.5}),),
 ))
 register_claim(Claim(
     id="pfedcspc.fewer_rounds_beta_0.1", paper="pfedcspc", source="Table VII (§V-D4)",
@@ -336,6 +349,7 @@ register_claim(Claim(
     check=_fewer_rounds(0.1),
     # Table VII: the fewest rounds on CIFAR-10 and Tiny-ImageNet.
     paper_columns=("C10 β=0.1", "Tiny β=0.1"),
+    arms=(arms.Rows({M: "pfedcspc", "β": 0.1}, {M: "fedavg", "β": 0.1}),),
 ))
 
 
@@ -355,4 +369,5 @@ register_claim(Claim(
     statement="Same-class features of different clients sit closer together, relative to the distance "
               "between classes, under pFedCSPC than under FedAvg",
     check=_features_align,
+    arms=(arms.Rows({"model": "pFedCSPC"}, {"model": "FedAvg"}),),
 ))

@@ -7,6 +7,7 @@ sees more data.
 """
 from __future__ import annotations
 
+from ...claims import arms
 from ...claims.core import Claim, compare, register_claim
 
 ALPHA = "data.partition_args.alpha"
@@ -23,6 +24,7 @@ register_claim(Claim(
     statement="Local ≫ FedAvg at Dirichlet α = 0.1 (by > 5 points, best-round mean client accuracy)",
     check=lambda r: compare(r, _at("local", 0.1), _at("fedavg", 0.1), margin=LOCAL_MARGIN,
                             label_a="Local", label_b="FedAvg"),
+    arms=(arms.Rows(_at("local", 0.1), _at("fedavg", 0.1)),),
 ))
 
 register_claim(Claim(
@@ -30,4 +32,5 @@ register_claim(Claim(
     source="FedPFT ICLR Table 8 / arXiv Table 7 (C10 α=1.0: FedAvg 60.9 vs Local 52.2)",
     statement="FedAvg > Local near IID (Dirichlet α = 10)",
     check=lambda r: compare(r, _at("fedavg", 10.0), _at("local", 10.0), label_a="FedAvg", label_b="Local"),
+    arms=(arms.Rows(_at("fedavg", 10.0), _at("local", 10.0)),),
 ))

@@ -40,6 +40,11 @@ def test_dirichlet_claims():
     reversed_ = pd.concat([runs({"fedotp": [0.7] * 3, "promptfl": [0.6] * 3}, **{col: 0.1}),
                            runs({"fedotp": [0.75] * 3, "promptfl": [0.6] * 3}, **{col: 5.0})])
     assert verdict(reversed_, "lead_grows_as_alpha_shrinks").verdict == "FAIL"
+    # A lead that "grows" from below zero (FedOTP under PromptFL at α = 5) is not the paper's finding.
+    below = pd.concat([runs({"fedotp": [0.7] * 3, "promptfl": [0.6] * 3}, **{col: 0.1}),
+                       runs({"fedotp": [0.4, 0.41, 0.42], "promptfl": [0.6] * 3}, **{col: 5.0})])
+    res = verdict(below, "lead_grows_as_alpha_shrinks")
+    assert res.verdict == "FAIL" and "α=5: FedOTP − PromptFL" in res.interval
 
 
 def test_prompt_sets_and_ot_order_use_not_worse_within_one_point():
@@ -65,13 +70,16 @@ def test_inverted_u():
 
 
 def test_plan_mass_and_clusters():
-    mass = pd.DataFrame([{"seed": s, "gamma": g, "object_mass": 1.2 - g} for s in SEEDS for g in (1.0, 0.8, 0.5)])
-    assert verdict(mass, "plan_mass_on_objects").verdict == "PASS"
-    mass.loc[(mass.seed == 1) & (mass.gamma == 0.5), "object_mass"] = 0.1
-    res = verdict(mass, "plan_mass_on_objects")
-    assert res.verdict == "INCONCLUSIVE" and "seed 1: 0.200 → 0.400 → 0.100" in res.evidence
-    mass.loc[mass.gamma == 0.5, "object_mass"] = 0.1
-    assert verdict(mass, "plan_mass_on_objects").verdict == "FAIL"
+    def mass(share):  # share: (seed, γ) -> the share of the rise from ρ to the ceiling that the plan takes
+        return pd.DataFrame([{"seed": s, "gamma": g, "object_fraction": 0.2, "mass_ceiling": min(1.0, 0.2 / g),
+                              "object_mass": 0.2 + share(s, g) * (min(1.0, 0.2 / g) - 0.2)}
+                             for s in SEEDS for g in (1.0, 0.8, 0.5)])
+
+    assert verdict(mass(lambda s, g: 0.9 - 0.01 * s), "plan_mass_on_objects").verdict == "PASS"
+    res = verdict(mass(lambda s, g: 0.1 if (s, g) == (1, 0.5) else 0.9), "plan_mass_on_objects")
+    assert res.verdict == "INCONCLUSIVE" and "per seed +90.0, +10.0, +90.0" in res.evidence
+    # A plan that rises above ρ but takes under half of the rise the constraint allows fails.
+    assert verdict(mass(lambda s, g: 0.3 + 0.01 * s), "plan_mass_on_objects").verdict == "FAIL"
     clusters = pd.DataFrame({"seed": list(SEEDS), "cluster_gap": [0.2, 0.18, 0.16]})
     assert verdict(clusters, "local_prompts_cluster").verdict == "PASS"
     clusters.loc[2, "cluster_gap"] = -0.01

@@ -87,13 +87,16 @@ def test_position_and_dp_claims():
     assert v == "FAIL" and "+10.00 pts" in ev
 
 
-def test_soft_weight_claim_reads_the_last_ccmp_block():
-    rows = [{"seed": s, "block": b, "true_class": c, "peak_class": c if b == 4 else 0}
+def test_soft_weight_claim_reads_the_last_ccmp_block_without_the_prior():
+    rows = [{"seed": s, "block": b, "true_class": c, "peak_class": c, "peak_class_similarity": c if b == 4 else 0}
             for s in range(3) for b in (2, 4) for c in range(10)]
     assert verdict(pd.DataFrame(rows), "soft_weights_peak_on_true_class")[0] == "PASS"
-    one_seed = [{**r, "peak_class": 9} if r["block"] == 4 and r["true_class"] < 3 and r["seed"] == 0 else r
+    one_seed = [{**r, "peak_class_similarity": 9} if r["block"] == 4 and r["true_class"] < 3 and r["seed"] == 0 else r
                 for r in rows]
     v, ev = verdict(pd.DataFrame(one_seed), "soft_weights_peak_on_true_class")
     assert v == "INCONCLUSIVE" and "per seed +70.0, +100.0, +100.0" in ev
-    every_seed = [{**r, "peak_class": 9} if r["block"] == 4 and r["true_class"] < 3 else r for r in rows]
+    every_seed = [{**r, "peak_class_similarity": 9} if r["block"] == 4 and r["true_class"] < 3 else r for r in rows]
     assert verdict(pd.DataFrame(every_seed), "soft_weights_peak_on_true_class")[0] == "FAIL"  # 70% at every seed
+    # With the prior the weights peak on the true class whatever the similarity does: that is not read.
+    assert verdict(pd.DataFrame(rows).drop(columns="peak_class_similarity"),
+                   "soft_weights_peak_on_true_class")[0] == "NOT RUN"

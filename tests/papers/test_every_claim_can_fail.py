@@ -1,0 +1,35 @@
+"""Every registered claim can fail: on a witness table where it holds it PASSes, and on each null its
+arms make of that table (the control's numbers in place of the method's, the two sides swapped, the
+effect column at its no-effect value) it does not. A claim added without arms or a witness fails
+here."""
+from __future__ import annotations
+
+import pytest
+
+from fedrepro.papers.verdicts import registered
+
+from .claim_witnesses import WITNESSES
+
+NAMES = registered().names()
+
+
+def test_every_witness_is_of_a_registered_claim():
+    assert not set(WITNESSES) - set(NAMES)
+
+
+@pytest.mark.parametrize("claim_id", NAMES)
+def test_a_claim_passes_its_witness_and_not_its_nulls(claim_id):
+    claim = registered().get(claim_id)
+    assert claim.arms, f"{claim_id}: declare what it compares (Claim.arms, fedrepro.claims.arms)"
+    assert claim_id in WITNESSES, f"{claim_id}: add a witness table (tests/papers/claim_witnesses.py)"
+    witness = WITNESSES[claim_id]()
+    held = claim.evaluate(witness)
+    assert held.verdict == "PASS", held.evidence
+    for arm in claim.arms:
+        nulls = {"null": arm.null(witness)}
+        swapped = getattr(arm, "swapped", lambda _: None)(witness)
+        if swapped is not None:
+            nulls["swapped"] = swapped
+        for kind, table in nulls.items():
+            res = claim.evaluate(table)
+            assert res.verdict in ("FAIL", "INCONCLUSIVE"), (kind, arm, res.verdict, res.evidence)
