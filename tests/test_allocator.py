@@ -93,7 +93,7 @@ def test_release_free_memory_runs_under_each_allocator(setting):
     if setting != "system" and lib is None:
         pytest.skip(f"{setting} is not installed here")
     env = allocator.child_env(setting=setting)
-    code = ("from fedrepro import allocator; b = bytearray(50 << 20); del b; allocator.release_free_memory(); "
+    code = ("from fedrepro.env import allocator; b = bytearray(50 << 20); del b; allocator.release_free_memory(); "
             "print(allocator.in_use())")
     out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
     assert out.stdout.strip() == setting

@@ -57,7 +57,7 @@ def test_unknown_method_style_names_the_fix():
 
 
 def test_method_styles_are_the_same_in_another_process():
-    code = ("import json; from fedrepro import style; from fedrepro.methods import METHODS; "
+    code = ("import json; from fedrepro.env import style; from fedrepro.methods import METHODS; "
             "print(json.dumps({m: [style.method_style(m).color, style.method_style(m).hatch, "
             "style.method_style(m).marker] for m in METHODS.names()}))")
     env = {**os.environ, "PYTHONHASHSEED": "12345"}

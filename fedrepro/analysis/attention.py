@@ -25,7 +25,6 @@ def attention_rows(result, client: int = 0, samples: int = 20, which: str = "kap
 
     ``which``: ``"kappa"`` (classification prompts) or ``"rho"`` (FedPFT+Con's contrastive prompts).
     """
-
     if which not in ("kappa", "rho"):
         raise ConfigError(f"which={which!r}; valid: 'kappa', 'rho'")
     method, clients, state = restore(result, device)

@@ -102,7 +102,6 @@ PROBE_SIZES = {"smoke": (600, 300), "laptop": (5000, 2000), "paper": (30000, 100
 def vit_standin_quality(profile: str, weights: str = "glyphs", seed: int = 0) -> dict[str, Quality]:
     """Both measurements for the committed ViT stand-in and the same architecture randomly initialised,
     on Fashion-MNIST images it never saw (``fashion_mnist_federated``)."""
-
     if profile not in PROBE_SIZES:
         raise ConfigError(f"profile must be one of {', '.join(PROBE_SIZES)}, got {profile!r}")
     arch = arch_kwargs(checkpoint_meta(committed_weights(weights))["shape"])

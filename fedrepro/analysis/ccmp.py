@@ -40,7 +40,6 @@ def soft_weights_by_class(method, shared, clients: Sequence[ClientData], split: 
     """[L, C, C]: at CCMP block l, row c is s averaged over every ``split`` image of true class c
     across ``clients`` (each scored with its own prior, as at inference; ``prior=False``: the
     similarity term alone, softmax(cos / τ), without the prior). Rows of absent classes are NaN."""
-
     method = _pep(method)
     L, C = len(method.blocks), method.num_classes
     sums, counts = torch.zeros(L, C, C, dtype=torch.float64), torch.zeros(C, dtype=torch.float64)

@@ -5,7 +5,6 @@ from ..runs.store import RunResult
 
 def rounds_to_target(result, target: float, metric: str = "global_acc") -> int | None:
     """The first round whose ``metric`` reaches ``target`` (Table VII), or None if none does."""
-
     rounds = (result if isinstance(result, RunResult) else RunResult(result)).rounds
     if metric not in rounds:
         return None

@@ -169,7 +169,6 @@ def communication_table(configs: dict[str, RunConfig], methods: Sequence[str], n
     data of the given shape without loading any. ``overhead_pct`` is relative to FedAvg on the same
     model, as in FedPFT's communication table (ICLR App. N, Table 15).
     """
-
     rows = []
     for label, cfg in configs.items():
         for name in ["fedavg", *[m for m in methods if m != "fedavg"]]:

@@ -96,7 +96,6 @@ def plans_at(sim: Tensor, gammas: Sequence[float], lam: float, converged: bool =
 def true_class_similarity(method, shared, state, images: Tensor, labels: Tensor) -> Tensor:
     """cos(patch m, prompt n of the image's true class) as [B, M, N] for uint8 ``images``, under the
     client's prompts ``assemble(shared, state)``."""
-
     method = _fedotp(method)
     text = method.text_features(method.assemble(shared, state))  # [N, C, d]
     # The frozen tokens of these very images: method.features() would apply the run's
@@ -202,7 +201,6 @@ def _client_of(clients: Sequence[ClientData], client: int) -> ClientData:
 def run_plan_maps(result, client: int = 0, **kw) -> PlanMaps:
     """:func:`plan_maps` for one client of a finished FedOTP run (a RunResult or its folder), with
     the run's final shared state and that client's final local state (``restore``)."""
-
     method, clients, state = restore(result)
     data = _client_of(clients, client)
     return plan_maps(method, state["shared"], state["client_states"][data.cid], data, **kw)
@@ -275,7 +273,6 @@ def foreground_mass(method, shared, client_states, clients: Sequence[ClientData]
 
 def run_foreground_mass(result, gammas: Sequence[float] = (1.0, 0.9, 0.8, 0.65, 0.5), **kw) -> pd.DataFrame:
     """:func:`foreground_mass` over the participating clients of a finished FedOTP run."""
-
     method, clients, state = restore(result)
     part = [c for c in clients if not c.held_out]
     return foreground_mass(method, state["shared"], state["client_states"], part, gammas, **kw)

@@ -282,7 +282,6 @@ def mismatch_probe(result, cfg: ProbeConfig = ProbeConfig(), device: str = "auto
     n_test`` plus ``held_out``, train-split accuracies and final train losses), on the run's
     **final-round** personalised models. See :func:`summarize_probe` for the means.
     """
-
     method, clients, state = restore(result, device)
     return mismatch_probe_state(method, clients, state, cfg, client_ids)
 
@@ -356,6 +355,5 @@ def linear_probe(result, on: str = "features", cfg: ProbeConfig = ProbeConfig(),
     The recipe and seeding are the mismatch probe's: ``linear_probe(r, "features", cfg)`` reproduces
     the ``probe`` column of ``mismatch_probe(r, cfg)``.
     """
-
     method, clients, state = restore(result, device)
     return linear_probe_state(method, clients, state, on, cfg, client_ids)

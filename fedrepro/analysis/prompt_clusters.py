@@ -162,7 +162,6 @@ def run_prompt_clusters(result, by: str = "classes", seed: int = 0, perplexity: 
     few rounds at a small learning rate that draw is most of the flattened vector, which hides the
     grouping Fig. A5 looks for (the paper's runs are long enough for the raw prompts to show it).
     """
-
     method, clients, state = restore(result)
     part = [c for c in clients if not c.held_out]
     states = state["client_states"]

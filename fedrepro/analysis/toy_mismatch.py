@@ -123,7 +123,6 @@ def toy_mismatch(cfg: ToyConfig | None = None, probe: ProbeConfig | None = None)
     Returns ``{"head": global classifier, "clients": [{"cid", "features", "labels", "matched",
     "origin", "match"}...]}`` with test-split features before and after the client's linear map.
     """
-
     cfg = cfg or ToyConfig()
     probe = probe or ProbeConfig()
     method, clients, state = train_toy_fedavg(cfg)

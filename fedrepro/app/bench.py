@@ -145,7 +145,6 @@ def _sync(device: torch.device) -> None:
 def pool_throughput(cfgs: list[RunConfig], workers: int) -> float:
     """Images trained per second of wall time when ``workers`` processes train ``cfgs`` (a fresh
     runs folder, so every run trains)."""
-
     with tempfile.TemporaryDirectory() as tmp:
         runs = [c.replace(runs_dir=tmp) for c in cfgs]
         start = time.perf_counter()
@@ -193,7 +192,6 @@ TARGET = 1.05  # engine / bare loop
 def _ratios(engine: list[float], bare: list[float], target: float) -> dict:
     """The pairs' ratios: their mean with its 90% t interval, and whether the whole interval is at
     or below ``target`` (``met``), above it (``missed``) or straddles it (``inconclusive``)."""
-
     pairs = [e / b for e, b in zip(engine, bare)]
     mean, low, high = t_interval(pairs)
     verdict = "met" if high <= target else "missed" if low > target else "inconclusive"

@@ -19,6 +19,7 @@ from ..execute import make_executor
 from .describe import find, format_entry
 from ..config import make_config, parse_cli_sets
 from ..env import settings
+from ..env.host import PACKAGE_PARENT
 from ..runs import tensorboard
 from .reproduce import reproduce
 from .results_page import write_pages
@@ -96,7 +97,6 @@ def _tensorboard_flag(p: argparse.ArgumentParser) -> None:
 
 
 def _executor(args: argparse.Namespace):
-
     given = {opt: getattr(args, flag) for flag, opt in _RAY_FLAGS.items() if getattr(args, flag) is not None}
     if args.executor != "ray" and given:
         flags = ", ".join("--" + f.replace("_", "-") for f, o in _RAY_FLAGS.items() if o in given)
@@ -297,7 +297,7 @@ def version_text() -> str:
 def _git_text() -> str:
     import subprocess
 
-    repo = Path(__file__).resolve().parent.parent
+    repo = PACKAGE_PARENT
     if not (repo / ".git").exists():
         return ""
     try:
@@ -329,7 +329,6 @@ def _show_reuse():
 
 def _summary_text(res) -> str:
     """A finished run's main numbers, accuracies in % (``--json`` prints the whole summary)."""
-
     s, cfg = res.summary, res.config
     key = partition_key(cfg.data.partition_args)
     lines = [f"{cfg.method.name} on {cfg.data.dataset} ({cfg.data.partition}{' ' + key if key else ''}, "
@@ -421,13 +420,11 @@ def _add_catalog_commands(sub) -> None:
 
 
 def _describe(args) -> int:
-
     print("\n\n".join(format_entry(e) for e in find(args.name, usage=args.usage)))
     return 0
 
 
 def _runs(args) -> int:
-
     if (args.per_round or args.config_columns) and not args.csv:
         raise ConfigError("--per-round and --config-columns shape the CSV export; add --csv FILE")
     table = list_runs(args.runs_dir, method=args.method, dataset=args.dataset, status=args.status,
@@ -446,7 +443,6 @@ def _runs(args) -> int:
 
 
 def _show(args) -> int:
-
     print(format_show(read_run(resolve_run(args.run, args.runs_dir)), all_rounds=args.all_rounds,
                       all_clients=args.clients))
     return 0

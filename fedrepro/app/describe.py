@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..env.host import PACKAGE_PARENT
 from ..errors import ConfigError, FedreproError
 from ..params import bounds_of
 from .. import papers
@@ -123,7 +124,6 @@ def _type_name(tp: Any) -> str:
 
 
 def _dataclass_params(cls: type) -> list[Param]:
-
     hints = typing.get_type_hints(cls)
     valid = bounds_of(cls)
     out = []
@@ -154,7 +154,7 @@ def _source(obj: Any) -> str:
         f = Path(inspect.getfile(obj)).resolve()
     except TypeError:
         return "?"
-    root = Path(__file__).resolve().parent.parent
+    root = PACKAGE_PARENT
     return str(f.relative_to(root)) if f.is_relative_to(root) else str(f)
 
 
@@ -163,7 +163,6 @@ def _source(obj: Any) -> str:
 
 
 def _method(name: str) -> Entry:
-
     from ..methods import METHODS
     cls = METHODS.get(name)
     sentence = first_sentence(_first_paragraph(sys.modules[cls.__module__].__doc__)
@@ -246,7 +245,6 @@ def find(name: str, usage: bool = True) -> list[Entry]:
 def table_usage(profiles: tuple[str, ...] = ("laptop", "paper")) -> dict[tuple[str, str], dict[str, list[str]]]:
     """``{(kind, name): {paper: [table, ...]}}`` over every table of the reproduced papers at
     ``profiles``, read from the configs each table would run (nothing is run or loaded)."""
-
     out: dict[tuple[str, str], dict[str, list[str]]] = {}
     for p in papers.PAPERS:
         for tname, table in getattr(papers.paper(p), "TABLES", {}).items():

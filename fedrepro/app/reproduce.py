@@ -195,7 +195,6 @@ def _planned(profile: str, only: str | None, workers: int | None,
     included, unless ``FEDREPRO_STALE=keep``) and the stale and unknown ones. Called in a process of
     its own: planning imports every paper (and torch), which the scheduling process would otherwise
     hold for the whole reproduction."""
-
     root = repo_root()
     nb_root = root / "notebooks"
     notebooks = [p for p in numbered_notebooks(root) if only is None or only in str(p.relative_to(nb_root))]
@@ -422,7 +421,6 @@ def reused_runs(report: dict | None) -> int:
 def _render_tasks(notebooks: list[Path], nb_root: Path, out_dir: Path, trace_dir: Path, profile: str, kernel: str,
                   the_plan, pending: set[str]) -> list:
     """One pool task per notebook, after its runs and analyses; ``99_*`` after all the others."""
-
     def render(nb: Path, rel: str):
         def call() -> float:
             target = out_dir / rel

@@ -53,7 +53,6 @@ def load_timings(profile: str, root: Path | None = None, timings: Path | None = 
 def notebook_paper(notebook: str) -> str | None:
     """The paper a notebook of the report belongs to (``fedotp/01_label_shift.ipynb`` -> ``fedotp``,
     ``00_tour.ipynb`` -> ``tour``); None for the notebooks of no paper (backbones, the summary)."""
-
     first, _, rest = notebook.partition("/")
     if rest:
         return first if first in PAPERS else None
@@ -79,24 +78,20 @@ def _seeds(c) -> str:
 
 
 def _verdict_counts(claims):
-
     counts = claims.groupby("paper")["verdict"].value_counts().unstack(fill_value=0)
     return counts.reindex(columns=list(VERDICTS), fill_value=0)
 
 
 def _papers(claims) -> list[str]:
-
     present = set(claims["paper"])
     return [p for p in PAPERS if p in present] + sorted(present - set(PAPERS))
 
 
 def _title(paper: str) -> str:
-
     return getattr(paper_module(paper), "TITLE", paper) if paper in PAPERS else paper
 
 
 def _likely_cause(claim_id: str) -> str:
-
     return getattr(CLAIMS.get(claim_id), "likely_cause", "") if claim_id in CLAIMS.names() else ""
 
 
@@ -124,7 +119,6 @@ def _count(n: int, noun: str) -> str:
 
 
 def _verdict_rule() -> list[str]:
-
     return [f"Each claim measures an effect once per seed (paired by seed) and states a bound. The interval is "
             f"{INTERVAL}. **PASS**: the whole interval clears the bound; **FAIL**: the whole interval falls short "
             f"of it; **INCONCLUSIVE**: it straddles the bound, so the seeds cannot tell; **NOT RUN**: no notebook "
@@ -171,7 +165,6 @@ def _timings_table(rows: list[dict], timings: dict | None = None) -> list[str]:
 
 def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: str) -> str:
     """The Markdown page of one paper's claims at ``profile`` and its notebooks' timings."""
-
     group = claims[claims["paper"] == paper].sort_values(["notebook", "claim_id"], na_position="last")
     counts = group["verdict"].value_counts()
     lines = [f"# {paper}: results at the {profile} profile", "", f"{_title(paper)}.", "",
@@ -242,7 +235,6 @@ def _coverage(paper: str, group) -> list[str]:
 def _against_paper(paper: str, profile: str) -> list[str]:
     """The paper's default setup at ``profile`` beside the paper profile's (read off the configs),
     and what the profile leaves open, with the reasons (:mod:`fedrepro.papers.differences`)."""
-
     if not hasattr(package(paper), "layers"):
         return []
     lines = []
@@ -272,7 +264,6 @@ def _anchor(claim_id: str) -> str:
 def index_page(profile: str, claims, timings: dict | None, commit: str) -> str:
     """The summary across papers: verdict counts per paper, each linked to its page, and the notebooks
     of no paper."""
-
     counts = _verdict_counts(claims)
     lines = [f"# Results at the {profile} profile", "", *_pass_lines(profile, timings, commit), *_verdict_rule(),
              "| paper | claims | " + " | ".join(VERDICTS) + f" | notebooks | render (s) | training of their runs{_trained_here(timings)} (s) |",

@@ -489,13 +489,11 @@ def within(results: pd.DataFrame, where: Mapping[str, object], col_a: str, col_b
 def claims_dir(profile: str, root=None):
     """``output/<profile>/claims/`` under the output root (:mod:`fedrepro.env.settings`): where notebooks
     leave their claims for the summary notebook."""
-
     return output_path("claims", profile, root, create=True)
 
 
 def save_claims(table: pd.DataFrame, notebook: str, profile: str):
     """Record a notebook's evaluated claims (JSON) so that the summary notebook can collect them."""
-
     path = claims_dir(profile) / f"{notebook}.json"
     rows = table.to_dict(orient="records")
     atomic_write_json(path, {"notebook": notebook, "profile": profile, "claims": rows})

@@ -69,7 +69,6 @@ TRAIN_AUGMENTS: dict[str, Callable[[Tensor, torch.Generator], Tensor] | None] = 
 
 
 def train_augment(name: str) -> Callable[[Tensor, torch.Generator], Tensor] | None:
-
     if name not in TRAIN_AUGMENTS:
         raise ConfigError(f"train.augment={name!r}; valid: {', '.join(TRAIN_AUGMENTS)}")
     return TRAIN_AUGMENTS[name]

@@ -71,7 +71,6 @@ def child_env(env: dict[str, str] | None = None, setting: str | None = None) -> 
 def for_children(setting: str | None = None) -> Iterator[str | None]:
     """While open, processes started from this one (a spawned pool's workers start whenever a task
     needs one) get the allocator; yields the library, or None."""
-
     lib = library(setting)
     if lib is None:
         yield None

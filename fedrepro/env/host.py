@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import Iterator
 
 
+# The folder that holds the fedrepro package (the repository, in a checkout).
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]
+
+
 def repo_root() -> Path:
-    here = Path(__file__).resolve().parent.parent
-    return here if (here / "pyproject.toml").is_file() else Path.cwd()
+    return PACKAGE_PARENT if (PACKAGE_PARENT / "pyproject.toml").is_file() else Path.cwd()
 
 
 def cpu_cores() -> int:

@@ -364,7 +364,6 @@ class RaySession:
 def run_remote(executor: RayExecutor, cfgs, progress: bool = True, desc: str = "runs") -> dict[str, RunOutcome]:
     """Train ``cfgs`` on the cluster, longest first; returns each run's outcome by hash. The other runs
     finish (and are stored) when one fails; then the first failure is raised."""
-
     unique = {c.hash(): c for c in cfgs}
     order = sorted(unique.values(), key=estimate_cost, reverse=True)
     with executor.session(progress=progress, desc=desc) as session:

@@ -76,7 +76,6 @@ class FLContext:
     class_names: tuple[str, ...] = ()
 
     def create_model(self, seed: int):
-
         m = self.cfg.model
         model = create_model(m.name, num_classes=self.num_classes, in_channels=self.in_channels,
                              image_size=self.image_size, seed=seed, **m.args).to(self.device)

@@ -77,7 +77,6 @@ _RUNTIMES: dict[tuple[str, tuple[int, ...]], NodeRuntime] = {}
 
 
 def runtime(cfg_json: str, cids: list[int]) -> NodeRuntime:
-
     cfg = from_dict(json.loads(cfg_json))
     key = (cfg.hash(), tuple(cids))
     if key not in _RUNTIMES:

@@ -73,7 +73,6 @@ class Movement:
 
 def _judged(h: str, runs_dir: Path) -> tuple[float, bool] | None:
     """``(last change, flat)`` of stored run ``h``; None when it is missing, unreadable or too short."""
-
     folder = Path(runs_dir) / h
     if not (folder / "config.json").is_file():
         return None
@@ -106,7 +105,6 @@ def _by_round_dir(claims_dir: Path) -> Path:
 def save_by_round(verdicts: pd.DataFrame, notebook: str, profile: str) -> Path:
     """Record a convergence notebook's verdicts by round (the output of
     :func:`fedrepro.papers.verdicts.verdicts_by_round`) for :func:`causes`."""
-
     d = _by_round_dir(claims_dir(profile))  # under this process's output root, like save_claims
     d.mkdir(parents=True, exist_ok=True)
     rows = verdicts[["round", "claim_id", "verdict"]].to_dict(orient="records")
@@ -180,7 +178,6 @@ def causes(profile: str, claims: pd.DataFrame, runs_dir: Path | None = None,
     Reads ``output/<profile>/trace/<notebook>.jsonl`` under the output root ``root`` (written by
     ``fedrepro reproduce``) for the runs each notebook read; a notebook rendered outside ``reproduce`` has no trace and gets only the
     seed-based causes."""
-
     runs_dir = Path(runs_dir) if runs_dir is not None else output_path("runs", profile, root)
     trace_dir = output_path("trace", profile, root)
     changed: dict[str, tuple[int, int, int]] = {}
@@ -210,5 +207,4 @@ def _trace_name(notebook: str) -> str:
     """The trace file of the notebook whose claims are saved as ``notebook``:
     ``"pfedcspc_01_global_and_personalized"`` → ``"pfedcspc__01_global_and_personalized.ipynb.jsonl"``,
     ``"00_tour"`` → ``"00_tour.ipynb.jsonl"``."""
-
     return trace.notebook_file(notebook_path(notebook) + ".ipynb")

@@ -36,7 +36,6 @@ def _with_args(name: str, args: dict) -> str:
 
 
 def _seeds(profile: str) -> str:
-
     return f"{len(default_seeds(profile))} (claim rows) / {len(table_seeds(profile))} (other rows)"
 
 
@@ -59,7 +58,6 @@ FIELDS: dict[str, Callable[[RunConfig], str]] = {
 def setup_rows(paper: str, profile: str) -> list[tuple[str, str, str]]:
     """``(setting, paper profile, profile)`` for the paper's default setup, one row per
     :data:`FIELDS` entry and one for the seeds, in that order."""
-
     mine, theirs = setup(paper, profile), setup(paper, "paper")
     rows = [(label, read(theirs), read(mine)) for label, read in FIELDS.items()]
     return rows + [("seeds", _seeds("paper"), _seeds(profile))]
@@ -67,5 +65,4 @@ def setup_rows(paper: str, profile: str) -> list[tuple[str, str, str]]:
 
 def left_open(paper: str, profile: str) -> list[Open]:
     """The paper package's ``LEFT_OPEN`` entries that concern ``profile`` (none when it has none)."""
-
     return [o for o in getattr(package(paper), "LEFT_OPEN", ()) if profile in o.profiles]

@@ -99,7 +99,6 @@ def notebook_key(path: Path, nb_root: Path) -> tuple[str, str]:
 def needs_of(path: Path, nb_root: Path) -> list[Need] | None:
     """The notebook's :class:`Need` entries; None when its folder is not a paper's (the backbones'
     notebooks and the claims summary read no runs)."""
-
     name, stem = notebook_key(path, nb_root)
     if name not in PAPERS or stem.startswith("99_"):
         return None

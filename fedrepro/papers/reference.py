@@ -18,7 +18,6 @@ _CELL = re.compile(r"^\s*(-?[\d.]+)\s*(?:±\s*([\d.]+))?\s*$")
 
 
 def _with_reference() -> list[str]:
-
     return [p for p in PAPERS if importlib.util.find_spec(f"fedrepro.papers.{p}.reference") is not None]
 
 

@@ -154,7 +154,6 @@ class TableDef:
         return list(self.rows(profile) if callable(self.rows) else self.rows)
 
     def _base(self, profile: str, variant: str | None, overrides: Mapping[str, Any]) -> RunConfig:
-
         return setup(self.paper, profile, variant or self.setup, **overrides)
 
     def _columns(self, profile: str, variant, base) -> dict[str | None, DataColumn | None]:
@@ -165,7 +164,6 @@ class TableDef:
 
     def _groups(self, profile: str, seeds, table_seeds, variant, overrides, base):
         """``(paper column label or None, group base config, row group, seeds)`` of every row group."""
-
         # The claim rows' seeds: the profile's, continued to the stage a sequential claim reached.
         seeds = list(seeds or claim_seeds(profile, self.key))
         table_seeds = list(table_seeds or default_table_seeds(profile))
@@ -335,7 +333,6 @@ class TableDef:
         over the paper's columns (:data:`PAPER_COLUMN`) have one column per paper column (with
         ``columns``, per paper column and value); otherwise a table without ``columns`` has one
         column, named ``name`` (default: the metric)."""
-
         metric = metric or self.metric
         table, columns, label = self._pivot_columns(table)
         out = pivot_mean_std(table, self.index, columns, metric, label=label)
@@ -381,7 +378,6 @@ class TableDef:
     def show(self, table: pd.DataFrame, metric: str | None = None, name: str | None = None,
              ours_label: str | None = None) -> pd.DataFrame:
         """Ours beside the paper's numbers (or ours alone when the paper reports none)."""
-
         ours = self.ours(table, metric, name)
         ref = self.paper_numbers()
         label = ours_label or f"ours ({'final' if (metric or self.metric).startswith('final') else 'best'} round)"

@@ -96,7 +96,6 @@ def load_validation(cfg: PretrainClipConfig, fashion=None) -> CaptionedImages:
 
 def load_data(cfg: PretrainClipConfig) -> PretrainData:
     """Pretraining and validation pairs, and Fashion-MNIST itself for the quality checks."""
-
     fashion = load_dataset("fashion_mnist")
     n = cfg.fashion_images
     train = clip_data.build_pairs(_streams(cfg)[0], cfg.glyphs, cfg.font_caption_fraction,
@@ -179,7 +178,6 @@ def train(clip: ClipBackbone, data: CaptionedImages, cfg: PretrainClipConfig, pr
 
 def measure_quality(clip: ClipBackbone, data: PretrainData, seed: int) -> dict:
     """The numbers recorded beside the checkpoint (see :mod:`fedrepro.pretrain.clip_quality`)."""
-
     tasks = q.fashion_style_tasks(data.fashion, seed=seed)
     styles = q.style_quality(clip, tasks, data.fashion.classes, seed=seed)
     glyph_val = data.val.source == 0

@@ -190,7 +190,6 @@ def heldout_font_accuracy(model: torch.nn.Module, data: PretrainData, n: int, se
 
 def measure_quality(cfg: ViTPretrainConfig, model: torch.nn.Module, data: PretrainData) -> dict:
     """Linear probe and layer-wise prototype accuracy on unseen Fashion-MNIST, vs random init."""
-
     ds = probe_sample(load_dataset("fashion_mnist_federated"), cfg.probe_train, cfg.probe_test, cfg.seed)
     random_init = create_model("tiny_vit", len(data.classes), in_channels=1, image_size=28, seed=cfg.seed + 1,
                                **arch_kwargs(cfg.shape)).eval()

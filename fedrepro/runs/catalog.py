@@ -85,7 +85,6 @@ def parse_where(items: Iterable[str] | Mapping[str, Any] | None) -> dict[str, An
 
 
 def _check_key(key: str) -> None:
-
     parts = key.split(".")
     top = {f.name for f in fields(RunConfig)}
     if parts[0] not in top:

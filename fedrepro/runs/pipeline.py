@@ -114,7 +114,6 @@ def _check_test_splits(cfg: RunConfig, part: Partition) -> None:
 def build_clients(ds: ImageDataset, part: Partition, device: torch.device, augment: str = "none") -> list[ClientData]:
     """Each client's splits on ``device``; ``augment`` names the training augmentation
     (``train.augment``)."""
-
     aug = train_augment(augment)
     mean, std = ds.norm_stats
     c = ds.in_channels

@@ -61,7 +61,7 @@ from ..env.settings import ENV_OUTPUT, ENV_RUNS
 from ..env.settings import output_path
 from ..env.settings import source
 from ..version import VERSION as __version__
-from ..env.host import cpu_model
+from ..env.host import PACKAGE_PARENT, cpu_model
 from .catalog import order_round_columns, percent
 
 try:  # POSIX; elsewhere runs are not locked (see RunLock)
@@ -188,12 +188,10 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def default_runs_dir() -> Path:
     """``$FEDREPRO_RUNS``, else ``runs/`` under the output root (:mod:`fedrepro.env.settings`)."""
-
     return output_path("runs")
 
 
 def _runs_dir_source() -> str:
-
     return f"${ENV_RUNS}" if os.environ.get(ENV_RUNS) else f"the output root, {source()}"
 
 
@@ -208,7 +206,7 @@ def environment_info() -> dict[str, Any]:
             "torch_git": torch.version.git_version, "torchvision": torchvision.__version__,
             "numpy": numpy.__version__, "fedrepro": __version__, "cpu": cpu_model(),
             "git_commit": None, "git_dirty": None}
-    repo = Path(__file__).resolve().parent.parent
+    repo = PACKAGE_PARENT
     try:
         info["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
                                             text=True, timeout=5, check=True).stdout.strip()

@@ -34,7 +34,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _check(site, shots) -> int:
-
     wanted = [site / "index.html", *sorted((site / "papers").glob("*.html")),
               *(site / "notebooks" / f"{nb}.html" for nb in MAIN_NOTEBOOK.values())]
     # A section of no paper (the backbones) lists notebooks that check no claim.

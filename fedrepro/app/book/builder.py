@@ -112,7 +112,6 @@ def site_config(profile: str) -> dict:
 
 def output_root() -> Path:
     """The folder that holds ``output/<profile>/``: the output root of :mod:`fedrepro.env.settings`."""
-
     return root()
 
 
@@ -158,7 +157,6 @@ def _results_pages(profile: str, notebooks_dir: Path, claims_dir: Path, root: Pa
                    rows: list) -> dict[str, str]:
     """Each paper's results page, as Markdown: the one ``fedrepro.app.results_page`` generates from the
     claims, else the committed ``docs/results/<profile>/<paper>.md``, else one made here from the claims."""
-
     found = _generated_results_pages(profile, notebooks_dir, claims_dir, papers)
     for base in dict.fromkeys([root, repo_root()]):
         for paper in papers:
@@ -172,7 +170,6 @@ def stage(profile: str, notebooks_dir: Path, claims_dir: Path, src: Path, root: 
     """Write the Sphinx source folder ``src``: the executed notebooks (each with its provenance note),
     the index, a page per paper with its results page, the API page (unless ``api`` is False).
     Returns the notebook pages."""
-
     executed = sorted(p for p in notebooks_dir.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
     if not executed:
         raise FedreproError(f"no executed notebooks under {notebooks_dir}; run `make reproduce PROFILE={profile}` "

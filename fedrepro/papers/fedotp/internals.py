@@ -43,7 +43,6 @@ def patch_vs_pooled_zero_shot(styles=("original", "noisy", "edges"), n_test: int
     FedOTP's unbalanced-OT score at each γ (both prompt slots holding the template), on the first
     ``n_test`` test images of each Fashion-MNIST style. FedOTP scores images by patches alone
     (FedOTP (CVPR 2024) Eq. 10), so (b) and (c) bound what its prompts start from."""
-
     clip = clip_backbone(arch)
     rows = []
     for style in styles:

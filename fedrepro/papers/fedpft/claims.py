@@ -37,7 +37,6 @@ def _quarter_of_smallest_gap(table: str, pairs) -> float:
     ``table``, as a fraction: the margin of a claim the paper words as a clear ordering
     ("significantly", "outperforms", "exceeds"). A quarter leaves room for our smaller runs; the gap
     still has to be real."""
-
     t = paper_table("fedpft", table)
     return round(float(min(t.loc[ra, ca] - t.loc[rb, cb] for ra, ca, rb, cb in pairs)) / 4 / 100, 4)
 

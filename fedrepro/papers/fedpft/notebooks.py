@@ -26,14 +26,12 @@ def tsne_runs(profile: str, alpha: float = 0.5, seed: int = 0) -> dict[str, RunC
     """Figs. 4/5: the models whose features notebook 08 embeds, on the t-SNE setup (10 clients ×
     1000/500 images at the paper profile; the main setup at the others, so that the main, ablation
     and FedPFT+Con tables' runs are reused). Fig. 5 reads the FedPFT+Con run's two prompt paths."""
-
     base = setup("fedpft", profile, "tsne", data__partition_args__alpha=alpha, seed=seed)
     return {name: base.replace(**{M: "fedpft", "method.args": {}, **o}) for name, o in TSNE_PANELS.items()}
 
 
 def attention_runs(profile: str, alphas=(0.1, 0.5, 1.0), seed: int = 0, method: str = "fedpft_con") -> dict[float, RunConfig]:
     """App. H: one run per α whose FTM attention notebook 09 reads."""
-
     base = setup("fedpft", profile, method__name=method, seed=seed)
     return {a: base.replace(**{A: a}) for a in alphas}
 

@@ -120,7 +120,6 @@ def _two_stage_rows(profile: str) -> list[Rows]:
     """ICLR App. G gives the two-stage baseline "1000 rounds of contrastive learning training,
     followed by 1000 rounds of classification": each stage as long as the joint methods' whole run.
     Its run is therefore twice as long (``stage1_rounds`` defaults to half of it)."""
-
     rounds = setup("fedpft", profile).train.rounds
     return [Rows({M: ("fedpft", "fedpft_con"), A: (0.5,)}),
             Rows({M: ("fedpft_two_stage",), A: (0.5,)}, base={"train.rounds": 2 * rounds})]

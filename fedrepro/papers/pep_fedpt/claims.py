@@ -115,7 +115,6 @@ def _heldout(r):
 
 
 def _many_prompts(r):
-
     return _beats(r, "pep_fedpt", MANY_PROMPTS, MUCH, "PEP-FedPT", "FedVPT with |C| prompts")
 
 

@@ -22,7 +22,6 @@ from ...runs.train import restore
 
 def upload_size(path) -> int:
     """Floating-point elements in one client's upload, from the run's final state."""
-
     method, clients, state = restore(path)
     client = next(c for c in clients if not c.held_out)
     up = method.client_update(state["shared"], state["client_states"][client.cid], client,

@@ -16,7 +16,6 @@ def soft_weight_table(results: pd.DataFrame, row: str = "pep_fedpt") -> tuple[pd
     ``peak_class``, ``peak_weight``, ``true_weight``; and ``peak_class_similarity``, the peak of the
     similarity term alone, without the client's prior) and the raw [L, C, C] arrays by seed (with the
     prior, as at inference)."""
-
     rows, raw = [], {}
     for _, r in results[results["row"] == row].sort_values("seed").iterrows():
         method, clients, state = restore(r["path"])

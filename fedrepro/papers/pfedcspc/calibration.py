@@ -78,7 +78,6 @@ def _confused_pair(net, clients, num_classes: int) -> tuple[int, int]:
 def calibration_view(result, per_class: int = 200, seed: int = 0) -> CalibrationView:
     """Fig. 8 on a finished pFedCSPC run (``train.global_eval`` on, so that the round's aggregate is
     kept): its last round, ``per_class`` test images of each of the two classes."""
-
     result = result if isinstance(result, RunResult) else RunResult(result)
     method, clients, state = restore(result, "cpu")
     shared, server = state["shared"], state["server_state"]

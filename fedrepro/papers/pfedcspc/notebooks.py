@@ -10,7 +10,6 @@ from .. import setup
 def tsne_runs(profile: str, seed: int = 0) -> dict[str, RunConfig]:
     """Figs. 7, 8, 11a: FedAvg, pFedCSPC without the alignment term, and pFedCSPC (notebook 06;
     notebook 08's Grad-CAM reads the last two)."""
-
     base = setup("pfedcspc", profile, seed=seed)
     return {"FedAvg": base.replace(**{"method.name": "fedavg"}),
             "pFedCSPC w/o Align": base.replace(**{"method.args.align": False}),

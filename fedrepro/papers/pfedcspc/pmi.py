@@ -34,7 +34,6 @@ def _inits(method, shared: dict, cid: int) -> dict[str, dict]:
 
 def pmi_start(result) -> pd.DataFrame:
     """One row per client: ``pmi_init_acc``, ``global_init_acc`` (local test, before training)."""
-
     method, clients, state = restore(result, "cpu")
     shared = state["shared"]
     rows = []
@@ -48,7 +47,6 @@ def pmi_start(result) -> pd.DataFrame:
 def pmi_finetune(result, epochs: int | None = None, seed: int = 0) -> pd.DataFrame:
     """One row per (client, init, epoch): the epoch's mean training loss and, after the epoch, the
     local test accuracy. Training follows the run's local optimiser (``train.*``)."""
-
     method, clients, state = restore(result, "cpu")
     t = method.ctx.cfg.train
     epochs = t.local_epochs if epochs is None else epochs
@@ -74,7 +72,6 @@ def pmi_weight_stats(result) -> dict[str, float]:
     - ``weight_source_share``: the share of their variance that lies between source clients k'
       (the column means): near 1 when a client's head draws the same weight from every client,
       whoever k is, so the weights rank heads rather than match label distributions."""
-
     _, clients, state = restore(result, "cpu")
     w = state["server_state"]["pmi_weights"].double()
     order = state["server_state"]["pmi_clients"].tolist()
@@ -135,7 +132,6 @@ def select_tau_p(validation: pd.DataFrame, metric: str = VALIDATION_METRIC) -> f
 def setup_tau_p(profile: str) -> float:
     """The τ_p that the profile's pFedCSPC runs use: its setup's method arguments
     (:data:`fedrepro.papers.pfedcspc.setup.TAU_P`) over the method's defaults."""
-
     return float(PFedCSPCParams(**setup("pfedcspc", profile).method.args).tau_p)
 
 

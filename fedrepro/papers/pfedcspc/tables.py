@@ -32,13 +32,11 @@ def finetune_epochs(profile: str, variant: str = "default") -> int:
     """A global method's fine-tuning epochs for its Local score: E, the epochs pFedCSPC's own local
     model trains each round, at every profile, so that Table II's Local column and the
     ``both_objectives`` claim compare equal local budgets."""
-
     return setup("pfedcspc", profile, variant).train.local_epochs
 
 
 def _main_rows(variant: str):
     def rows(profile: str) -> list[Rows]:
-
         ft = finetune_epochs(profile, variant)
         tuned = {"train.eval_finetune_epochs": ft}
         rounds = setup("pfedcspc", profile, variant).train.rounds
@@ -153,7 +151,6 @@ def rounds_target(column: str | None, fedavg_global: float, fraction: float = TA
     """Table VII's target global accuracy for rows of paper column ``column``: the paper's own
     (``reference.TABLE_VII_TARGETS``) where the rows are one of its columns (the paper profile),
     else ``fraction`` of ``fedavg_global``, FedAvg's final global accuracy (mean over its seeds)."""
-
     return TABLE_VII_TARGETS.get(column, fraction * fedavg_global)
 
 
@@ -185,7 +182,6 @@ def tau_p_grid(profile: str) -> list[float]:
 def tau_p_validation_rounds(profile: str) -> int:
     """Rounds of a validation run of the τ_p sweep: half the setup's at laptop (to keep the sweep
     to about two minutes of training), the setup's own elsewhere."""
-
     rounds = setup("pfedcspc", profile).train.rounds
     return max(1, rounds // 2) if profile == "laptop" else rounds
 
