@@ -4,7 +4,8 @@ Layout (every file written to a temporary name, then ``os.replace``-d into place
 
 - ``config.json``   the resolved config (and its hash);
 - ``meta.json``     seed, partition hash, package versions, git commit, device, start time;
-- ``checkpoint.pt`` while running: the full simulator state after the last finished round;
+- ``checkpoint.pt`` while running: the full simulator state after the last finished round, behind a
+  header with its sha256 (checked before a resume);
 - ``rounds.jsonl``  one line per round (means, std, timing);
 - ``clients.jsonl`` one line per (evaluated round, client);
 - ``final_state.pt`` the trained state after the last round: the shared tensors and every client's
@@ -77,6 +78,8 @@ _RECORD = "files_sha256"
 _RECORDED = ("config.json", "meta.json", "rounds.jsonl", "clients.jsonl", "final_state.pt")
 # Checked by size only at load: it can be large, and only analyses read it (hash checked then).
 _LAZY = ("final_state.pt",)
+# Checked by hash when runs are listed (a line per round: small); the others by size there.
+_SMALL = ("config.json", "meta.json", "rounds.jsonl")
 _SUMMARY_KEYS = ("rounds", "best_round", "best_acc_mean", "final_acc_mean", "config_hash")
 # The files of a run folder that travel between machines (fedrepro.executors): a started run's
 # (resumable anywhere from them) and a finished one's.
@@ -140,6 +143,46 @@ def _torch_bytes(obj: Any) -> bytes:
     buf = io.BytesIO()
     torch.save(obj, buf)
     return buf.getvalue()
+
+
+# A checkpoint starts with the sha256 of the rest of it, so that a resume finds a damaged one (torn,
+# emptied or with bytes changed) before it trains on from it. One file, one atomic write: a crash
+# never leaves a checkpoint and its hash out of step.
+CHECKPOINT_HEADER = b"fedrepro-checkpoint sha256="
+_CKPT_HEAD_LEN = len(CHECKPOINT_HEADER) + 64 + 1  # the header, the hex digest, a newline
+
+
+def checkpoint_bytes(payload: Any) -> bytes:
+    """``payload`` serialised as a checkpoint file: the header with its sha256, then torch's bytes."""
+    data = _torch_bytes(payload)
+    return CHECKPOINT_HEADER + hashlib.sha256(data).hexdigest().encode() + b"\n" + data
+
+
+def check_checkpoint(data: bytes, where: Path) -> bytes:
+    """The torch bytes of a checkpoint file's ``data``, checked against the sha256 in its header;
+    :class:`CorruptCacheError` naming ``where`` and the fix when they do not match."""
+    fix = "delete it to restart this run from round 0"
+    head = data[:_CKPT_HEAD_LEN]
+    if not head.startswith(CHECKPOINT_HEADER) or len(head) < _CKPT_HEAD_LEN or not head.endswith(b"\n"):
+        what = "is empty" if not data else "has no content hash (damaged, or written by an older fedrepro)"
+        raise CorruptCacheError(f"checkpoint {where} {what}; {fix}")
+    body = data[_CKPT_HEAD_LEN:]
+    if hashlib.sha256(body).hexdigest().encode() != head[len(CHECKPOINT_HEADER):-1]:
+        raise CorruptCacheError(f"checkpoint {where} does not match the sha256 recorded when it was written "
+                                f"(truncated or bytes changed); {fix}")
+    return body
+
+
+def read_checkpoint(data: bytes, where: Path) -> Any:
+    """The state a checkpoint file's ``data`` holds, after :func:`check_checkpoint`."""
+    import torch
+
+    body = check_checkpoint(data, where)
+    try:
+        return torch.load(io.BytesIO(body), map_location="cpu", weights_only=False)
+    except Exception as e:  # torch raises several types for a file it cannot read
+        raise CorruptCacheError(f"checkpoint {where} is unreadable ({type(e).__name__}: {e}); delete it to "
+                                "restart this run from round 0") from e
 
 
 def _summary_digest(summary: dict) -> str:
@@ -298,6 +341,30 @@ class RunResult:
             raise _corrupt(self.path / "rounds.jsonl", f"holds {len(rounds)} rounds, not the summary's "
                            f"{summary['rounds']} (truncated?)")
         return self
+
+    def cheap_check(self) -> str | None:
+        """What is wrong with this finished run by the checks that cost no more than reading its small
+        files (None when it passes): ``summary.json`` against its recorded sha256 and its fields,
+        ``config.json``, ``meta.json`` and ``rounds.jsonl`` against theirs, the sizes of the larger files, and the
+        config's hash against the folder name and the summary. ``fedrepro runs`` and ``show`` list a
+        run that fails them as damaged; loading it (:meth:`verify`) checks every file in full."""
+        try:
+            summary = self.summary
+            for name in _RECORDED:
+                if name in _SMALL:
+                    self._checked_bytes(name)
+                else:
+                    self._check_size(name)
+            stored = self._stored_config
+        except CorruptCacheError as e:
+            return str(e)
+        if stored.get("hash") != self.path.name:
+            return (f"run file {self.path / 'config.json'} is for run {stored.get('hash')!r}, not for its folder "
+                    f"name {self.path.name!r} (copied or renamed?); delete the folder {self.path}")
+        if stored.get("hash") != summary["config_hash"]:
+            return (f"run file {self.path / 'summary.json'} is for run {summary['config_hash']!r}, not "
+                    f"{stored.get('hash')!r}; delete the folder {self.path}")
+        return None
 
     @cached_property
     def _stored_config(self) -> dict:
@@ -592,16 +659,15 @@ class RunStore:
 
     @staticmethod
     def load_checkpoint(path: Path) -> dict | None:
-        import torch
-
+        """The run's last checkpoint (None when it has none), checked against its sha256."""
         f = path / "checkpoint.pt"
         if not f.is_file():
             return None
-        try:
-            return torch.load(f, map_location="cpu", weights_only=False)
-        except Exception as e:  # torch raises several types for a truncated or garbled file
-            raise CorruptCacheError(f"checkpoint {f} is unreadable ({type(e).__name__}: {e}); delete it to restart "
-                                    "this run from round 0") from e
+        ckpt = read_checkpoint(_read_bytes(f), f)
+        if not isinstance(ckpt, dict) or not isinstance(ckpt.get("state"), dict):
+            raise CorruptCacheError(f"checkpoint {f} does not hold a run's state; delete it to restart this run "
+                                    "from round 0")
+        return ckpt
 
     def finish(self, path: Path, round_rows: list[dict], client_rows: list[dict], summary: dict,
                final_state: dict, meta_update: dict | None = None) -> RunResult:
@@ -681,6 +747,8 @@ class RunReceiver:
         if "checkpoint.pt" not in files:
             raise CorruptCacheError(f"a checkpoint of run {cfg.hash()} came without checkpoint.pt")
         p = self.store.path(cfg)
+        if not (p / "summary.json").exists():  # checked as a resume will read it (a finished run refuses below)
+            check_checkpoint(files["checkpoint.pt"], p / "checkpoint.pt")
         if not p.is_dir():
             return self._publish(cfg, files, PARTIAL_FILES)
         if (p / "summary.json").exists():
@@ -738,7 +806,7 @@ class CheckpointWriter:
         self._pending = None
 
     def save(self, payload: dict) -> None:
-        data = _torch_bytes(payload)
+        data = checkpoint_bytes(payload)
         self.wait()
         self._pending = self._pool.submit(atomic_write_bytes, self.file, data)
 

@@ -431,16 +431,24 @@ def notebook_path(name: str | None) -> str:
     return name
 
 
+# What a notebook's claims file must hold for the pages (save_claims writes it), and what to do when not.
+CLAIM_ROW_FIELDS = {"claim_id": str, "paper": str, "verdict": str}
+CLAIMS_FILE_FIX = ("delete it and render its notebook again (`fedrepro reproduce --profile {profile} --only "
+                   "{notebook}`), which records its claims anew")
+
+
 def recorded_claims(folder) -> dict[str, dict]:
     """The claims the notebooks recorded in ``folder`` (:func:`save_claims`), by claim id, each with
     the notebook that checked it; empty when the folder does not exist."""
-    import json
     from pathlib import Path
+
+    from ..jsonfiles import read_json_file
 
     folder = Path(folder)
     checked = {}
     for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        record = json.loads(f.read_text())
+        fix = CLAIMS_FILE_FIX.format(profile=folder.parent.name, notebook=notebook_path(f.stem))
+        record = read_json_file(f, "claims file", fix, {"notebook": str, "claims": list}, ("claims", CLAIM_ROW_FIELDS))
         for row in record["claims"]:
             checked[row["claim_id"]] = {**row, "notebook": record["notebook"]}
     return checked
