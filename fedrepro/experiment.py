@@ -125,9 +125,10 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
     store = RunStore(cfg.runs_dir) if store is None else store
     # The common case, read without the lock: finished runs never change.
     if store.status(cfg) == "done" and not _is_stale(store, cfg, policy):
+        res = store.load(cfg)  # checked before it is said to be reused
         trace.record("run", hash=cfg.hash(), trained=False)
         log.info("fedrepro: reused %s (its config's stored run; nothing trained)", display_path(store.path(cfg)))
-        return store.load(cfg)
+        return res
     trace.record("run", hash=cfg.hash(), trained=True)
     # Everything that can fail on bad input happens before the first write to the runs folder.
     device = resolve_device(cfg.device)
