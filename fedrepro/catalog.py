@@ -413,6 +413,21 @@ def run_rounds(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([out[ids], metrics], axis=1)
 
 
+def blank_untested(clients: pd.DataFrame) -> pd.DataFrame:
+    """Per-client rows with the scores of clients without test data (``n_test`` 0) empty (NaN): runs
+    stored before such rows were written empty hold 0.0 there, which would read as 0% accuracy."""
+    if clients.empty or "n_test" not in clients:
+        return clients
+    untested = pd.to_numeric(clients["n_test"], errors="coerce") == 0
+    if not untested.any():
+        return clients
+    clients = clients.copy()
+    for col in ("acc", "loss", "f1"):
+        if col in clients:
+            clients[col] = clients[col].astype(float).mask(untested)
+    return clients
+
+
 def order_round_columns(frame: pd.DataFrame) -> pd.DataFrame:
     """``round`` and the main metrics first (:data:`ROUND_COLUMNS_FIRST`), the rest alphabetically."""
     first = [c for c in ROUND_COLUMNS_FIRST if c in frame.columns]
@@ -498,7 +513,7 @@ def read_run(folder: str | os.PathLike, checkpoint: bool = True) -> StoredRun:
     for name in ("config.json", "meta.json"):
         _checked(folder, name, files, problems)
     rounds = _jsonl(_checked(folder, "rounds.jsonl", files, problems), "rounds.jsonl", problems)
-    clients = _jsonl(_checked(folder, "clients.jsonl", files, problems), "clients.jsonl", problems)
+    clients = blank_untested(_jsonl(_checked(folder, "clients.jsonl", files, problems), "clients.jsonl", problems))
     from_ckpt = False
     if rounds.empty and checkpoint and record["status"] in ("interrupted", "running"):
         state = _checkpoint_state(folder / "checkpoint.pt", problems)

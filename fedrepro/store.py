@@ -401,8 +401,12 @@ class RunResult:
 
     @cached_property
     def clients(self) -> pd.DataFrame:
-        """One row per (evaluated round, client): ``acc``, ``loss``, ``n_test``, ``held_out``."""
-        return pd.DataFrame(_parse_jsonl(self.path / "clients.jsonl", self._checked_bytes("clients.jsonl")))
+        """One row per (evaluated round, client): ``acc``, ``loss``, ``n_test``, ``held_out`` (a client
+        without test data has NaN scores)."""
+        from .catalog import blank_untested
+
+        return blank_untested(pd.DataFrame(_parse_jsonl(self.path / "clients.jsonl",
+                                                        self._checked_bytes("clients.jsonl"))))
 
     @property
     def best(self) -> float:
