@@ -4,6 +4,7 @@ A finished config is loaded, not re-run; a started one resumes from its last che
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import logging
@@ -19,7 +20,7 @@ from tqdm.auto import tqdm
 from .config import RunConfig, make_config
 from .data import ImageDataset
 from .data.partition import Partition
-from .errors import ConfigError, TrainingDivergedError
+from .errors import ConfigError, ResourceError, TrainingDivergedError
 from .fl.client_data import ClientData
 from .fl.device import resolve_device, torch_threads
 from .fl.engine import SimState, simulate, summarize_run, unscored_summary
@@ -130,6 +131,39 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
         log.info("fedrepro: reused %s (its config's stored run; nothing trained)", display_path(store.path(cfg)))
         return res
     trace.record("run", hash=cfg.hash(), trained=True)
+    with memory_errors(cfg):
+        return _build_and_train(cfg, store, trainer, policy, on_busy, force_progress, on_round_end)
+
+
+def is_out_of_memory(e: BaseException) -> bool:
+    """Whether ``e`` says an allocation failed (torch raises RuntimeError subclasses for it on CPU and GPU)."""
+    if isinstance(e, MemoryError):
+        return True
+    text = str(e).lower()
+    return isinstance(e, RuntimeError) and any(s in text for s in (
+        "can't allocate memory", "out of memory", "not enough memory", "failed to allocate", "cannot allocate"))
+
+
+@contextlib.contextmanager
+def memory_errors(cfg: RunConfig):
+    """Turn an allocation failure while ``cfg`` is built or trained into a one-line ResourceError
+    that says what to change (the store stays as it was: an unfinished run resumes later)."""
+    try:
+        yield
+    except Exception as e:
+        if not is_out_of_memory(e):
+            raise
+        cause = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise ResourceError(
+            f"out of memory for model {cfg.model.name} with model.args={cfg.model.args}, train.batch_size="
+            f"{cfg.train.batch_size} on device {cfg.device} ({type(e).__name__}: {cause}); lower model.args "
+            "(e.g. width), train.batch_size or the data sizes, or use a machine or device with more memory") from e
+
+
+def _build_and_train(cfg: RunConfig, store: RunStore, trainer, policy: str, on_busy: str,
+                     force_progress: bool | None, on_round_end) -> RunResult:
+    """Build ``cfg``'s data, clients and method, then train it under its lock (or reuse what another
+    launcher finished meanwhile)."""
     # Everything that can fail on bad input happens before the first write to the runs folder.
     device = resolve_device(cfg.device)
     board = tensorboard.round_logger(cfg)  # None unless TensorBoard logging is on (fedrepro.tensorboard)

@@ -33,6 +33,7 @@ name, one rounds line per round). A run finished before the record existed ("leg
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
 import json
@@ -57,7 +58,7 @@ import pandas as pd
 # torch is imported only where a state or checkpoint is (de)serialised: listing and reading runs
 # (fedrepro runs, fedrepro show, RunResult's tables) never load it.
 from .config import RunConfig, from_dict
-from .errors import ConfigError, CorruptCacheError, FedreproError, RunBusyError
+from .errors import ConfigError, CorruptCacheError, FedreproError, ResourceError, RunBusyError
 from .settings import ENV_OUTPUT, ENV_RUNS
 
 try:  # POSIX; elsewhere runs are not locked (see RunLock)
@@ -108,18 +109,32 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+def write_error(e: OSError, path: Path) -> ResourceError:
+    """A one-line :class:`ResourceError` for a write to ``path`` that failed with ``e`` (a full disk,
+    a quota, a read-only or vanished folder), saying what to do; nothing half-written stays."""
+    full = e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    fix = ("free space there, or point runs_dir ($FEDREPRO_RUNS) or $FEDREPRO_OUTPUT at a disk with room"
+           if full else "make it writable, or point runs_dir ($FEDREPRO_RUNS) or $FEDREPRO_OUTPUT elsewhere")
+    return ResourceError(f"cannot write {path}: {e.strerror or e}; {fix}, then run again (what was stored "
+                         "before is intact, and an unfinished run resumes from its last checkpoint)")
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> str:
-    """Write ``data`` to ``path`` atomically and durably; returns its sha256 (hex)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write ``data`` to ``path`` atomically and durably; returns its sha256 (hex). A failed write
+    (a full disk...) leaves ``path`` as it was and raises :func:`write_error`'s ResourceError."""
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as e:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise write_error(e, path) from e
         raise
     return hashlib.sha256(data).hexdigest()
 
@@ -648,15 +663,17 @@ class RunStore:
         p = self.path(cfg)
         self._sweep_stale()
         tmp = self.root / f".{p.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
-        tmp.mkdir()
         try:
+            tmp.mkdir()
             meta = {**meta, **environment_info(), "started": datetime.now(timezone.utc).isoformat(),
                     "store_format": STORE_FORMAT}
             atomic_write_json(tmp / "meta.json", meta)
             atomic_write_json(tmp / "config.json", {"hash": p.name, "config": cfg.to_dict()})
             os.rename(tmp, p)
-        except BaseException:
+        except BaseException as e:
             shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(e, OSError):
+                raise write_error(e, p) from e
             raise
         _fsync_dir(self.root)
         return p
