@@ -10,10 +10,12 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
 from .errors import ConfigError, FedreproError, TrainingDivergedError
+from .lifetime import children_end_with_me
 
 # Exit codes: 0 success; 2 an error (bad input, corrupt store, busy run); 3 the run diverged (its
 # rounds before the divergence are stored, so scripts must not mistake it for a result).
@@ -199,8 +201,9 @@ def _main(argv: list[str] | None = None) -> int:
 
             if args.workers is not None and args.workers < 1:
                 raise ConfigError(f"--workers={args.workers}; valid: a positive integer")
-            reproduce(args.profile, only=args.only, workers=args.workers, plan_only=args.plan,
-                      executor=_executor(args))
+            with children_end_with_me():  # SIGTERM, Ctrl-C: no worker, papermill or kernel goes on
+                reproduce(args.profile, only=args.only, workers=args.workers, plan_only=args.plan,
+                          executor=_executor(args))
             return 0
         if args.cmd == "results":
             from .results_page import write_pages
@@ -215,7 +218,8 @@ def _main(argv: list[str] | None = None) -> int:
             if args.workers < 1:
                 raise ConfigError(f"--workers={args.workers}; valid: a positive integer")
             runs_dir = Path(args.runs_dir) if args.runs_dir else default_runs_dir()
-            results = verify(choose(runs_dir, parse_where(args.where), args.n, args.seed), workers=args.workers)
+            with children_end_with_me():
+                results = verify(choose(runs_dir, parse_where(args.where), args.n, args.seed), workers=args.workers)
             print(format_report(results))
             return 0 if all(v.outcome in ("identical", "rounding") for v in results) else EXIT_ERROR
         if args.cmd == "pretrain":
@@ -255,6 +259,11 @@ def _main(argv: list[str] | None = None) -> int:
     except TrainingDivergedError as e:
         print(f"fedrepro: error: {e}", file=sys.stderr)
         return EXIT_DIVERGED
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (lifetime.Terminated): its children are ended
+        signum = getattr(e, "signum", signal.SIGINT)
+        print(f"fedrepro: stopped by {signal.Signals(signum).name}; what finished is stored, and running the "
+              "command again resumes the rest", file=sys.stderr)
+        return 128 + signum
     except FedreproError as e:
         print(f"fedrepro: error: {e}", file=sys.stderr)
         return EXIT_ERROR

@@ -13,6 +13,7 @@ CLI. A task that fails is reported, with what depends on it; the rest go on.
 """
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections import defaultdict
@@ -22,6 +23,7 @@ from typing import Callable, Mapping, Sequence
 from tqdm.auto import tqdm
 
 from . import allocator, settings
+from .lifetime import die_with_parent, end_children
 from .config import RunConfig
 from .errors import FedreproError
 
@@ -286,7 +288,9 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
         return ex.remote and t.call is None and t.analysis is None
 
     ctx = mp.get_context("spawn")  # forking a process whose OpenMP pool runs can deadlock
-    with allocator.for_children(), settings.for_children(), ProcessPoolExecutor(workers, mp_context=ctx) as procs, \
+    # A worker dies with this process (lifetime.die_with_parent): a killed driver leaves no run training on.
+    with allocator.for_children(), settings.for_children(), ProcessPoolExecutor(
+            workers, mp_context=ctx, initializer=die_with_parent, initargs=(os.getpid(),)) as procs, \
             ThreadPoolExecutor(workers) as threads, \
             (ex.session(progress=False) if ex.remote else contextlib.nullcontext()) as remote:
         try:
@@ -320,7 +324,9 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
                         settle(task, None, e)
                     else:
                         settle(task, seconds, None)
-        except BaseException:
+        except BaseException as e:
+            if not isinstance(e, Exception):  # Ctrl-C, SIGTERM: stop the workers and renders now, not after their task
+                end_children()
             procs.shutdown(wait=False, cancel_futures=True)
             threads.shutdown(wait=False, cancel_futures=True)
             raise
