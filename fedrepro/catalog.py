@@ -37,7 +37,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from .errors import ConfigError
+from .errors import ConfigError, CorruptCacheError
 
 log = logging.getLogger("fedrepro")
 
@@ -534,7 +534,6 @@ def read_run(folder: str | os.PathLike, checkpoint: bool = True) -> StoredRun:
 def _checkpoint_state(f: Path, problems: list[str]) -> dict:
     if not f.is_file():
         return {}
-    from .errors import CorruptCacheError
     from .store import read_checkpoint  # imports torch, only here: an unfinished run keeps its rounds in it
 
     try:

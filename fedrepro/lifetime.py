@@ -15,11 +15,15 @@ process), so the next run of the command resumes where this one stopped.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import runpy
 import signal
 import sys
 import threading
 from typing import Iterator
+
+import psutil
 
 # prctl option: the signal a process gets when the thread that created it exits (linux/prctl.h).
 _PR_SET_PDEATHSIG = 1
@@ -32,8 +36,6 @@ def die_with_parent(parent: int | None = None, sig: int = signal.SIGKILL) -> Non
     exit at once if ``parent`` (its pid) is already gone: it may have died before this ran."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(Exception):  # best effort: no libc prctl, no parent-death signal
-            import ctypes
-
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
     if parent is not None and os.getppid() != parent:
         os._exit(1)
@@ -49,8 +51,6 @@ def end_children(grace: float = GRACE_S) -> int:
     """SIGTERM every descendant of this process, then SIGKILL those still there after ``grace``
     seconds; returns how many there were. The whole tree is listed first: a kernel whose papermill
     parent ends first is no longer this process's descendant."""
-    import psutil
-
     try:
         tree = psutil.Process().children(recursive=True)
     except psutil.Error:
@@ -99,8 +99,6 @@ def children_end_with_me() -> Iterator[None]:
 def main(argv: list[str]) -> None:
     """``python -m fedrepro.lifetime PARENT_PID -m MODULE ARGS...``: run ``MODULE`` as ``python -m``
     would, in a process that gets SIGTERM when PARENT_PID dies."""
-    import runpy
-
     if len(argv) < 3 or argv[1] != "-m":
         raise SystemExit("usage: python -m fedrepro.lifetime PARENT_PID -m MODULE [ARGS...]")
     die_with_parent(int(argv[0]), signal.SIGTERM)

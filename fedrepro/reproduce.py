@@ -30,6 +30,7 @@ from . import allocator
 from .config import PROFILES
 from .errors import ConfigError, FedreproError
 from .host import cpu_cores, cpu_model, git_commit, repo_root
+from .lifetime import die_with_parent, parent_bound
 from .settings import child_env, output_path, output_root, under_output_root
 
 if TYPE_CHECKING:
@@ -133,7 +134,6 @@ def _render(nb: Path, target: Path, profile: str, kernel: str, trace_file: Path,
     import subprocess
 
     from . import trace
-    from .lifetime import parent_bound
 
     from . import allocator
 
@@ -238,8 +238,6 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     runs_dir = str(output_path("runs"))
 
     def planned(workers: int | None):
-        from .lifetime import die_with_parent
-
         with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=die_with_parent,
                                  initargs=(os.getpid(),)) as planner:
             return planner.submit(_planned, profile, only, workers, runs_dir).result()

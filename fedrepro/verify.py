@@ -25,7 +25,7 @@ from typing import Iterable, Sequence
 
 from .config import RunConfig, from_dict
 from .errors import ConfigError, CorruptCacheError
-from .store import _read_json, _read_jsonl
+from .store import RunResult, _read_json, _read_jsonl
 
 ROUNDING = 1e-9
 # "damaged": the stored run fails its own checks (a file against its recorded sha256, its config
@@ -167,8 +167,6 @@ def _selected(folder: Path, where: dict[str, str]) -> bool:
 def damaged(folder: Path) -> str | None:
     """Why the stored run at ``folder`` cannot be verified (a file that fails its recorded sha256 or
     size, a config that is not its folder's), or None when it passes every check."""
-    from .store import RunResult
-
     res = RunResult(folder)
     problem = res.cheap_check()
     if problem is not None:
@@ -205,7 +203,6 @@ def verify(paths: Sequence[Path], workers: int = 1, progress: bool = True) -> li
     """Train each stored run of ``paths`` again in fresh worker processes and compare."""
     from .host import cpu_model
     from .pool import run_pool
-    from .store import RunResult
 
     here = f"{cpu_model()}"
     bad = {Path(p).name: why for p in paths if (why := damaged(Path(p))) is not None}

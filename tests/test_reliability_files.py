@@ -15,7 +15,7 @@ import fedrepro
 from fedrepro.claims import registered, save_claims
 from fedrepro.cli import main
 from fedrepro.errors import CorruptCacheError
-from fedrepro.store import FINISHED_FILES, RunStore
+from fedrepro.store import FINISHED_FILES
 from support import interrupt_at, tiny_config
 
 WAYS = ("truncated", "emptied", "flipped")

@@ -32,6 +32,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..jsonfiles import read_json_file
 from ..papers.tables import PAPER_COLUMN
 from ..registry import Registry
 
@@ -441,8 +442,6 @@ def recorded_claims(folder) -> dict[str, dict]:
     """The claims the notebooks recorded in ``folder`` (:func:`save_claims`), by claim id, each with
     the notebook that checked it; empty when the folder does not exist."""
     from pathlib import Path
-
-    from ..jsonfiles import read_json_file
 
     folder = Path(folder)
     checked = {}

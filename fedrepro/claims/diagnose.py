@@ -33,6 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..analysis.by_round import FLAT_TOLERANCE, FLAT_WINDOW, FLAT_Z, change_rounds, judge
+from ..jsonfiles import NUMBER, read_json_file
 
 LATE_SHARE = 0.25  # a verdict that changed in the last quarter of the rounds has not settled
 SETTLED_SHARE = 0.5  # one that held over the last half has, whether or not its runs still move
@@ -171,7 +172,6 @@ def causes(profile: str, claims: pd.DataFrame, runs_dir: Path | None = None,
     ``fedrepro reproduce``) for the runs each notebook read; a notebook rendered outside ``reproduce`` has no trace and gets only the
     seed-based causes."""
     from .. import trace
-    from ..jsonfiles import NUMBER, read_json_file
     from ..settings import output_path
     from .core import claims_dir
 
