@@ -47,12 +47,21 @@ def parent_bound(argv: list[str]) -> list[str]:
     return [sys.executable, "-m", "fedrepro.lifetime", str(os.getpid()), *argv]
 
 
-def end_children(grace: float = GRACE_S) -> int:
-    """SIGTERM every descendant of this process, then SIGKILL those still there after ``grace``
-    seconds; returns how many there were. The whole tree is listed first: a kernel whose papermill
-    parent ends first is no longer this process's descendant."""
+def descendants() -> set[int]:
+    """The pids of this process's descendants now."""
     try:
-        tree = psutil.Process().children(recursive=True)
+        return {p.pid for p in psutil.Process().children(recursive=True)}
+    except psutil.Error:
+        return set()
+
+
+def end_children(grace: float = GRACE_S, keep: set[int] = frozenset()) -> int:
+    """SIGTERM every descendant of this process but those in ``keep`` (pids, e.g. :func:`descendants`
+    before a pool started), then SIGKILL those still there after ``grace`` seconds; returns how many
+    there were. The whole tree is listed first: a kernel whose papermill parent ends first is no
+    longer this process's descendant."""
+    try:
+        tree = [p for p in psutil.Process().children(recursive=True) if p.pid not in keep]
     except psutil.Error:
         return 0
     for p in tree:
@@ -81,16 +90,14 @@ def _on_signal(signum: int, frame) -> None:
 @contextlib.contextmanager
 def children_end_with_me() -> Iterator[None]:
     """Within the block, SIGTERM and SIGINT end every child process, then raise :class:`Terminated`
-    (or KeyboardInterrupt) here; leaving the block by any exception ends those still running."""
+    (or KeyboardInterrupt) here. (Signal handlers can only be set from the main thread: elsewhere
+    the block changes nothing.)"""
     main = threading.current_thread() is threading.main_thread()
     old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)} if main else {}
     for s in old:
         signal.signal(s, _on_signal)
     try:
         yield
-    except BaseException:
-        end_children()
-        raise
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)

@@ -23,7 +23,7 @@ from typing import Callable, Mapping, Sequence
 from tqdm.auto import tqdm
 
 from . import allocator, settings
-from .lifetime import die_with_parent, end_children
+from .lifetime import descendants, die_with_parent, end_children
 from .config import RunConfig
 from .errors import FedreproError
 
@@ -287,6 +287,7 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
     def elsewhere(t: Task) -> bool:
         return ex.remote and t.call is None and t.analysis is None
 
+    before = descendants()  # what this pool did not start is not its to end
     ctx = mp.get_context("spawn")  # forking a process whose OpenMP pool runs can deadlock
     # A worker dies with this process (lifetime.die_with_parent): a killed driver leaves no run training on.
     with allocator.for_children(), settings.for_children(), ProcessPoolExecutor(
@@ -326,7 +327,7 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
                         settle(task, seconds, None)
         except BaseException as e:
             if not isinstance(e, Exception):  # Ctrl-C, SIGTERM: stop the workers and renders now, not after their task
-                end_children()
+                end_children(keep=before)
             procs.shutdown(wait=False, cancel_futures=True)
             threads.shutdown(wait=False, cancel_futures=True)
             raise
