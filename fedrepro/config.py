@@ -21,7 +21,7 @@ from typing import Any, Mapping
 import yaml
 
 from .errors import ConfigError
-from .params import check_fields, hp
+from .params import check_fields, declared_types, hp, is_float_for_int, normalise, normalise_values
 from .registry import did_you_mean
 from .version import VERSION as __version__
 
@@ -30,7 +30,28 @@ PROFILES = ("smoke", "laptop", "paper")
 
 class _YamlLoader(yaml.SafeLoader):
     """YAML as users write numbers: PyYAML follows YAML 1.1, where ``1e-3`` (no dot) is a string;
-    YAML 1.2 and every user reading it take it for a float."""
+    YAML 1.2 and every user reading it take it for a float. A key given twice in one mapping is an
+    error (YAML 1.2 forbids it; PyYAML would keep the last one, and a repeated section would
+    silently drop the first)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            check_unique_keys(self, node)
+        return super().construct_mapping(node, deep=deep)
+
+
+def check_unique_keys(loader: yaml.SafeLoader, node: yaml.MappingNode) -> None:
+    """Raise a YAML error at the second occurrence of a key in the mapping ``node``."""
+    first: dict[Any, Any] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+            continue  # "<<" merges are meant to be overridden; a non-scalar key cannot repeat a section
+        key = loader.construct_object(key_node)
+        if key in first:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first at line {first[key].start_mark.line + 1}); "
+                "give each key once", key_node.start_mark)
+        first[key] = key_node
 
 
 _YamlLoader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
@@ -171,7 +192,7 @@ class RunConfig:
         return dataclasses.asdict(self)
 
     def hashed_dict(self) -> dict:
-        d = self.to_dict()
+        d = normalised_dict(self.to_dict())
         for k in _UNHASHED:
             d.pop(k)
         for (section, key), default in _HASHED_IF_NOT.items():
@@ -209,7 +230,10 @@ def _non_default_method_args(name: str, args: Mapping[str, Any]) -> dict:
         params = METHODS.get(name).Params
     except Exception:  # noqa: BLE001  (validation reports unknown methods; hashing must not)
         return dict(args)
-    defaults = {f.name: f.default for f in dataclasses.fields(params) if f.default is not dataclasses.MISSING}
+    types = declared_types(params)
+    # A default compares in its declared type too (a float field declared with default 80 is 80.0).
+    defaults = {f.name: normalise(f.default, types.get(f.name)) for f in dataclasses.fields(params)
+                if f.default is not dataclasses.MISSING}
     return {k: v for k, v in args.items()
             if not (k in defaults and type(v) is type(defaults[k]) and v == defaults[k])}
 
@@ -290,7 +314,10 @@ def make_config(profile: str | None = None, overrides: Mapping[str, Any] | None 
         loaded = _read_yaml_file(Path(yaml_path)) or {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {str(yaml_path)!r} must hold a mapping, got {type(loaded).__name__}")
-        _apply(d, loaded)
+        try:
+            _apply(d, loaded)
+        except ConfigError as e:
+            raise ConfigError(f"config file {str(yaml_path)!r}: {e}") from None
     if overrides:
         _apply(d, overrides)
     if kw_overrides:
@@ -369,6 +396,11 @@ def _merge(base: dict, upd: Mapping[str, Any], path: str) -> None:
         if key not in base and top[:2] not in FREE_DICTS and len(top) <= 2:
             valid = ", ".join(f"{path}{k}" for k in base)
             raise ConfigError(f"unknown config key {full!r}; valid keys here: {valid}")
+        if isinstance(base.get(key), dict) and not isinstance(value, Mapping):
+            # Replacing a section by a scalar would drop it, and a later --set would rebuild it from
+            # nothing: a section is a mapping, whatever else is set.
+            raise ConfigError(f"invalid {full}={value!r}: {full} is a section, so it must be a mapping "
+                              f"(key: value pairs, e.g. {_example_key(full, base[key])}=...)")
         if top in FREE_DICTS and isinstance(value, Mapping):
             # Free-form argument dicts: a profile or user override replaces keys, keeps the others.
             base.setdefault(key, {}).update(copy.deepcopy(dict(value)))
@@ -376,6 +408,10 @@ def _merge(base: dict, upd: Mapping[str, Any], path: str) -> None:
             _merge(base[key], value, path=f"{full}.")
         else:
             base[key] = copy.deepcopy(value)
+
+
+def _example_key(section: str, current: dict) -> str:
+    return f"{section}.{next(iter(current))}" if current else f"{section}.<name>"
 
 
 def from_dict(d: Mapping[str, Any]) -> RunConfig:
@@ -405,9 +441,55 @@ def from_dict(d: Mapping[str, Any]) -> RunConfig:
                                       + ", ".join(f"{f.name}.{n}" for n in sorted(names)))
             value = cls(**copy.deepcopy(dict(value)))
         kwargs[f.name] = value
-    cfg = RunConfig(**kwargs)
+    cfg = _normalised(RunConfig(**kwargs))
     validate(cfg)
     return cfg
+
+
+def _arg_types(owner: str, name: Any) -> dict[str, Any]:
+    """The declared types of the arguments of the registered ``name``: a method's ``Params``, or a
+    model, partitioner or dataset builder's parameters (``owner`` says which); {} for a name that
+    is not registered (validation reports it)."""
+    try:
+        if owner == "method":
+            from .methods import METHODS
+
+            return declared_types(METHODS.get(name).Params)
+        if owner == "model":
+            from .models import MODELS as registry
+        elif owner == "partition":
+            from .data.partition import PARTITIONERS as registry
+        else:
+            from .data.registry import DATASETS as registry
+        return declared_types(registry.get(name))
+    except Exception:  # noqa: BLE001  (an unknown or unhashable name: validate() names it)
+        return {}
+
+
+def normalised_dict(d: dict) -> dict:
+    """A copy of a config dict (:meth:`RunConfig.to_dict`'s form) with every value in its declared
+    type (``weight_decay=0`` becomes ``0.0``), in the sections, at the top and in the arguments of
+    each named model, method, partition and dataset. So a config means one thing: equal values hash
+    equally and key one run folder."""
+    d = copy.deepcopy(d)
+    top = declared_types(RunConfig)
+    for key, value in d.items():
+        if key in CONFIG_SECTIONS:
+            d[key] = normalise_values(value, declared_types(CONFIG_SECTIONS[key]))
+        else:
+            d[key] = normalise(value, top.get(key))
+    for section, name_key, args_key in _NAME_ARGS:
+        sec = d.get(section)
+        if isinstance(sec, dict) and isinstance(sec.get(args_key), dict):
+            sec[args_key] = normalise_values(sec[args_key], _arg_types(section if section != "data" else name_key,
+                                                                       sec.get(name_key)))
+    return d
+
+
+def _normalised(cfg: RunConfig) -> RunConfig:
+    d = normalised_dict(cfg.to_dict())
+    sections = {name: cls(**d.pop(name)) for name, cls in CONFIG_SECTIONS.items()}
+    return RunConfig(**d, **sections)
 
 
 def _check(cond: bool, key: str, value: Any, valid: str, hint: str = "") -> None:
@@ -439,3 +521,16 @@ def validate(cfg: RunConfig) -> None:
                               ("method.name", cfg.method.name, METHODS.names())):
         _check(isinstance(value, str) and value in names, key, value, ", ".join(names), did_you_mean(value, names))
     METHODS.get(cfg.method.name).parse_params(cfg.method.args)
+    _check_integer_args(cfg)
+
+
+def _check_integer_args(cfg: RunConfig) -> None:
+    """A float where a model, partition or dataset builder declares an integer is an error, as it is
+    for the config's own fields (the method's arguments are checked by its ``Params``)."""
+    for section, name_key, args_key in _NAME_ARGS:
+        if section == "method":
+            continue
+        sec = getattr(cfg, section)
+        types = _arg_types(section if section != "data" else name_key, getattr(sec, name_key))
+        for key, value in getattr(sec, args_key).items():
+            _check(not is_float_for_int(value, types.get(key)), f"{section}.{args_key}.{key}", value, "an integer")

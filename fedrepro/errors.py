@@ -44,3 +44,9 @@ class TrainingDivergedError(FedreproError, FloatingPointError):
 class FederationError(FedreproError, RuntimeError):
     """A federation on Flower could not finish: a SuperNode left or failed mid-run, a client is held by
     no node (or by two), or a reply did not come in time. The run is not stored as finished."""
+
+
+class ResourceError(FedreproError, RuntimeError):
+    """The machine ran out of something a run needs: memory (a model or batch too large for it), or
+    disk space (a file could not be written). What was stored before stays intact, and an unfinished
+    run resumes from its last checkpoint once the cause is fixed."""

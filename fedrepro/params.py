@@ -194,3 +194,36 @@ def bounds_of(cls: type) -> dict[str, str]:
             base, nullable = _kind(hints.get(f.name))
             out[f.name] = describe(base, b, nullable)
     return out
+
+
+def normalise(value: Any, tp: Any) -> Any:
+    """``value`` as the declared type ``tp`` when it is an int given for a float field (``0`` ->
+    ``0.0``), so that equal values hash equally and one experiment keys one run folder. Anything
+    else is returned as is, for :func:`check_fields` to judge: a float for an int field stays an
+    error (``rounds=1e2`` is more likely a slip than a count)."""
+    base, _ = _kind(tp)
+    if base is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def declared_types(obj: Any) -> dict[str, Any]:
+    """``{name: annotation}`` of a dataclass type or a function's parameters ({} when unreadable)."""
+    try:
+        return typing.get_type_hints(obj)
+    except Exception:  # noqa: BLE001  (an annotation that does not resolve declares nothing usable)
+        return {}
+
+
+def normalise_values(values: Any, types: dict[str, Any]) -> Any:
+    """A copy of the mapping ``values`` with each entry :func:`normalise`-d to ``types[name]``
+    (entries without a declared type, and anything that is not a mapping, are left as they are)."""
+    if not isinstance(values, dict):
+        return values
+    return {k: normalise(v, types[k]) if k in types else v for k, v in values.items()}
+
+
+def is_float_for_int(value: Any, tp: Any) -> bool:
+    """Whether ``value`` is a float given where ``tp`` declares an integer (``width=8.0``)."""
+    base, _ = _kind(tp)
+    return base is int and isinstance(value, float)

@@ -256,12 +256,12 @@ def test_legacy_run_still_gets_structural_checks(finished_run, tmp_path, damage,
 def test_checkpoints_land_in_order_and_a_failed_write_is_raised(tmp_path, monkeypatch):
     import torch
 
-    from fedrepro.runs.store import CheckpointWriter
+    from fedrepro.runs.store import CheckpointWriter, read_checkpoint
 
     with CheckpointWriter(tmp_path) as w:
         for r in range(5):
             w.save({"round": r, "x": torch.full((3,), float(r))})
-    assert torch.load(tmp_path / "checkpoint.pt", weights_only=False)["round"] == 4
+    assert read_checkpoint((tmp_path / "checkpoint.pt").read_bytes(), tmp_path)["round"] == 4
 
     def broken(path, data):
         raise OSError("disk full")
@@ -270,4 +270,4 @@ def test_checkpoints_land_in_order_and_a_failed_write_is_raised(tmp_path, monkey
     with pytest.raises(OSError, match="disk full"):
         with CheckpointWriter(tmp_path) as w:
             w.save({"round": 5})
-    assert torch.load(tmp_path / "checkpoint.pt", weights_only=False)["round"] == 4  # the last good one stays
+    assert read_checkpoint((tmp_path / "checkpoint.pt").read_bytes(), tmp_path)["round"] == 4  # the last good one stays

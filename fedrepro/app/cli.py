@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -20,13 +21,15 @@ from .describe import find, format_entry
 from ..config import make_config, parse_cli_sets
 from ..env import settings
 from ..env.host import PACKAGE_PARENT
+from ..env.lifetime import children_end_with_me
 from ..runs import tensorboard
 from .reproduce import reproduce
 from .results_page import write_pages
 from .verify import choose, format_report, parse_where, verify
 from ..pretrain import run_pretrainer
 from .describe import format_list
-from ..runs.catalog import partition_key, percent
+from ..runs.catalog import partition_key
+from ..runs.columns import percent
 from ..runs.catalog import display_path
 from ..runs.store import RunStore
 from ..runs.catalog import list_runs, run_rounds, write_csv
@@ -216,8 +219,9 @@ def _main(argv: list[str] | None = None) -> int:
 
             if args.workers is not None and args.workers < 1:
                 raise ConfigError(f"--workers={args.workers}; valid: a positive integer")
-            reproduce(args.profile, only=args.only, workers=args.workers, plan_only=args.plan,
-                      executor=_executor(args))
+            with children_end_with_me():  # SIGTERM, Ctrl-C: no worker, papermill or kernel goes on
+                reproduce(args.profile, only=args.only, workers=args.workers, plan_only=args.plan,
+                          executor=_executor(args))
             return 0
         if args.cmd == "results":
 
@@ -229,9 +233,10 @@ def _main(argv: list[str] | None = None) -> int:
             if args.workers < 1:
                 raise ConfigError(f"--workers={args.workers}; valid: a positive integer")
             runs_dir = Path(args.runs_dir) if args.runs_dir else default_runs_dir()
-            results = verify(choose(runs_dir, parse_where(args.where), args.n, args.seed), workers=args.workers)
+            with children_end_with_me():
+                results = verify(choose(runs_dir, parse_where(args.where), args.n, args.seed), workers=args.workers)
             print(format_report(results))
-            return 0 if all(v.outcome != "different" for v in results) else EXIT_ERROR
+            return 0 if all(v.outcome in ("identical", "rounding") for v in results) else EXIT_ERROR
         if args.cmd == "pretrain":
 
             print(f"checkpoint: {run_pretrainer(args.what, args.sets)}")
@@ -266,6 +271,11 @@ def _main(argv: list[str] | None = None) -> int:
     except TrainingDivergedError as e:
         print(f"fedrepro: error: {e}", file=sys.stderr)
         return EXIT_DIVERGED
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (lifetime.Terminated): its children are ended
+        signum = getattr(e, "signum", signal.SIGINT)
+        print(f"fedrepro: stopped by {signal.Signals(signum).name}; what finished is stored, and running the "
+              "command again resumes the rest", file=sys.stderr)
+        return 128 + signum
     except FedreproError as e:
         print(f"fedrepro: error: {e}", file=sys.stderr)
         return EXIT_ERROR

@@ -12,7 +12,8 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from ..runs.catalog import STATUSES, StoredRun, display_path, percent
+from ..runs.catalog import STATUSES, StoredRun, display_path
+from ..runs.columns import percent
 
 # Widest a text column of the runs table gets before it is cut with "…".
 _MAX_WIDTH = {"method": 18, "dataset": 22, "partition": 30}

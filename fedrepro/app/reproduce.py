@@ -19,6 +19,7 @@ every task's time, the CPU time over wall time × cores, and the peak memory of 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import threading
 import time
@@ -29,6 +30,7 @@ from ..env import allocator
 from ..config import PROFILES
 from ..errors import ConfigError, FedreproError
 from ..env.host import cpu_cores, cpu_model, git_commit, repo_root
+from ..env.lifetime import die_with_parent, parent_bound
 from ..env.settings import ENV_OUTPUT, child_env, output_path, output_root, under_output_root
 from ..env import trace
 from ..papers import record_seed_stage
@@ -149,7 +151,6 @@ def _render(nb: Path, target: Path, profile: str, kernel: str, trace_file: Path,
     """Execute one notebook with papermill in a process of its own, whose kernel inherits the
     trace file and 1 thread; its output goes to ``log`` (shown when it fails)."""
     import subprocess
-    import sys
 
 
 
@@ -160,8 +161,9 @@ def _render(nb: Path, target: Path, profile: str, kernel: str, trace_file: Path,
     trace_file.unlink(missing_ok=True)
     t0 = time.perf_counter()
     with open(log, "w") as out:
-        done = subprocess.run([sys.executable, "-m", "papermill", str(nb), str(target), "-p", "PROFILE", profile,
-                               "-k", kernel, "--cwd", str(nb.parent), "--no-progress-bar"],
+        # papermill gets SIGTERM if this process dies; its kernel exits when papermill is gone.
+        done = subprocess.run(parent_bound(["-m", "papermill", str(nb), str(target), "-p", "PROFILE", profile,
+                                            "-k", kernel, "--cwd", str(nb.parent), "--no-progress-bar"]),
                               stdout=out, stderr=subprocess.STDOUT, env=env)
     if done.returncode:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
@@ -272,7 +274,8 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     runs_dir = str(output_path("runs"))
 
     def planned(workers: int | None):
-        with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as planner:
+        with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=die_with_parent,
+                                 initargs=(os.getpid(),)) as planner:
             return planner.submit(_planned, profile, only, workers, runs_dir).result()
 
     notebooks, the_plan, workers, pending_hashes, stale = planned(workers)

@@ -11,11 +11,11 @@ counts the verdicts per paper. Nothing on a page is typed by hand.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..errors import ConfigError
 from ..env.host import git_commit, repo_root
+from ..env.jsonfiles import NUMBER, read_json_file
 from .reproduce import reused_runs
 from ..env.settings import output_path
 from ..papers import PAPERS
@@ -47,7 +47,17 @@ def load_timings(profile: str, root: Path | None = None, timings: Path | None = 
     if timings is not None and not path.is_file():
         raise ConfigError(f"timings={str(path)!r}: no such file; valid: a timings.json written by "
                                 f"`fedrepro reproduce` (e.g. {timings_path(profile, root)})")
-    return json.loads(path.read_text()) if path.is_file() else None
+    if not path.is_file():
+        return None
+    fix = (f"run `fedrepro reproduce --profile {profile}` again to write it anew, or delete it (the pages then "
+           "leave the times out)" if timings is None else "name a timings.json written by `fedrepro reproduce`")
+    return read_json_file(path, "timings file", fix, TIMINGS_FIELDS, ("notebooks", TIMINGS_NOTEBOOK_FIELDS))
+
+
+# What the pages read of a pass's report (reproduce's timings.json), and of each notebook in it.
+TIMINGS_FIELDS = {"wall_s": NUMBER, "notebooks": list, "runs_trained": NUMBER, "runs_planned": NUMBER,
+                  "cpu_use": NUMBER, "cores": NUMBER, "peak_memory_mib": NUMBER}
+TIMINGS_NOTEBOOK_FIELDS = {"notebook": str, "render_s": NUMBER}
 
 
 def notebook_paper(notebook: str) -> str | None:

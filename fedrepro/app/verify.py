@@ -7,7 +7,9 @@ each run's per-round and per-client metrics are compared with the stored ones:
 - **identical**: every metric equal, bit for bit;
 - **rounding**: not identical, but no metric differs by more than :data:`ROUNDING` (float sums
   taken in another order);
-- **different**: a metric differs by more; the largest difference is reported.
+- **different**: a metric differs by more; the largest difference is reported;
+- **damaged**: the stored run fails its own checks (every file against its recorded sha256, its
+  config against its folder name) and is not trained again; the report names the file.
 
 Timings are not compared. Each report line also says where the stored run was made (CPU model,
 threads, torch build, allocator, commit) and where it was verified.
@@ -22,12 +24,15 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from ..config import RunConfig, from_dict
-from ..errors import ConfigError
+from ..errors import ConfigError, CorruptCacheError
 from ..env.host import cpu_model
 from ..execute.local import run_pool
+from ..runs.store import FINISHED_FILES, RunResult, read_json, read_jsonl
 
 ROUNDING = 1e-9
-OUTCOMES = ("identical", "rounding", "different")
+# "damaged": the stored run fails its own checks (a file against its recorded sha256, its config
+# against its folder name); it is not trained again, as there is nothing trustworthy to compare.
+OUTCOMES = ("identical", "rounding", "different", "damaged")
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,6 @@ def _is_timing(key: str) -> bool:
 
 def compare_runs(stored: Path, fresh: Path) -> tuple[str, float, str]:
     """``(outcome, largest difference, where)`` of two run folders' rounds and clients tables."""
-    from ..runs.store import read_jsonl
     worst, where, identical = 0.0, "", True
     for name in ("rounds.jsonl", "clients.jsonl"):
         a, b = read_jsonl(stored / name), read_jsonl(fresh / name)  # raw: a hand-edited file is read too
@@ -87,9 +91,6 @@ def file_differences(a: Path, b: Path, across_hosts: bool = False) -> list[str]:
     for bit but for timings (``time_*``, ``*_s``), :data:`VOLATILE_META` (and :data:`HOST_META`
     with ``across_hosts``), the runs folder named in ``config.json`` and the sha256 record of the
     files that hold those."""
-    from ..runs.store import read_json, read_jsonl
-    from ..runs.store import FINISHED_FILES
-
     a, b = Path(a), Path(b)
     out = []
     names = [sorted(f.name for f in p.iterdir()) for p in (a, b)]
@@ -151,14 +152,46 @@ def parse_where(items: Iterable[str]) -> dict[str, str]:
     return out
 
 
+def _selected(folder: Path, where: dict[str, str]) -> bool:
+    """Whether the run matches ``where``; a run whose config cannot be read is selected, so that it
+    is reported damaged rather than left out unseen."""
+    try:
+        stored = read_json(folder / "config.json")
+    except CorruptCacheError:
+        return True
+    if not isinstance(stored, dict) or not isinstance(stored.get("config"), dict):
+        return True
+    return _matches(stored["config"], where)
+
+
+def damaged(folder: Path) -> str | None:
+    """Why the stored run at ``folder`` cannot be verified (a file that fails its recorded sha256 or
+    size, a config that is not its folder's), or None when it passes every check."""
+    res = RunResult(folder)
+    problem = res.cheap_check()
+    if problem is not None:
+        return problem
+    try:
+        res.verify(deep=True)
+    except CorruptCacheError as e:
+        return str(e)
+    return None
+
+
+def _meta_or_empty(folder: Path) -> dict:
+    try:
+        meta = read_json(folder / "meta.json")
+    except CorruptCacheError:
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
 def choose(runs_dir: Path, where: dict[str, str] | None = None, n: int | None = None, seed: int = 0) -> list[Path]:
     """Stored finished runs whose config matches every ``where`` (dotted key -> value as text), then
     ``n`` of them drawn with ``seed`` (all when ``n`` is None)."""
-    from ..runs.store import read_json
     if n is not None and n < 1:
         raise ConfigError(f"n={n}; valid: a positive number of runs")
-    found = [p for p in stored_runs(runs_dir)
-             if _matches(read_json(p / "config.json")["config"], where or {})]
+    found = [p for p in stored_runs(runs_dir) if _selected(p, where or {})]
     if not found:
         raise ConfigError(f"no finished run in {runs_dir} matches {where or 'anything'}")
     if n is not None and n < len(found):
@@ -168,13 +201,14 @@ def choose(runs_dir: Path, where: dict[str, str] | None = None, n: int | None = 
 
 def verify(paths: Sequence[Path], workers: int = 1, progress: bool = True) -> list[Verified]:
     """Train each stored run of ``paths`` again in fresh worker processes and compare."""
-    from ..runs.store import read_json
-    from ..runs.store import RunResult
 
     here = f"{cpu_model()}"
+    bad = {Path(p).name: why for p in paths if (why := damaged(Path(p))) is not None}
     with tempfile.TemporaryDirectory(prefix="fedrepro-verify-") as scratch:
         cfgs: list[tuple[Path, RunConfig]] = []
         for p in paths:
+            if Path(p).name in bad:
+                continue
             cfg = from_dict(read_json(Path(p) / "config.json")["config"])
             cfgs.append((Path(p), cfg.replace(runs_dir=scratch, progress=False)))
         report = run_pool({p.name: c for p, c in cfgs}, workers=workers, progress=progress,
@@ -188,12 +222,18 @@ def verify(paths: Sequence[Path], workers: int = 1, progress: bool = True) -> li
                 continue
             outcome, diff, where = compare_runs(p, Path(scratch) / p.name)
             out.append(Verified(p.name, outcome, diff, where, _provenance(meta), here))
-    return out
+    out += [Verified(p.name, "damaged", math.inf, bad[p.name], _provenance(_meta_or_empty(p)), here)
+            for p in map(Path, paths) if p.name in bad]
+    order = {Path(p).name: i for i, p in enumerate(paths)}
+    return sorted(out, key=lambda v: order[v.hash])
 
 
 def format_report(results: Sequence[Verified]) -> str:
     lines = []
     for v in results:
+        if v.outcome == "damaged":
+            lines.append(f"{v.hash}: damaged, not trained again: {v.worst}")
+            continue
         detail = "" if v.outcome == "identical" else f" (largest difference {v.max_diff:.3g} at {v.worst})"
         lines.append(f"{v.hash}: {v.outcome}{detail}; made on {v.made_on}")
     counts = {o: sum(v.outcome == o for v in results) for o in OUTCOMES}

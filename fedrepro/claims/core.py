@@ -39,6 +39,7 @@ the runs of two datasets.
 from __future__ import annotations
 
 import math
+import re
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -48,6 +49,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..env.jsonfiles import read_json_file
 from ..params import check_value
 from ..registry import Registry
 from ..env.settings import output_path
@@ -500,16 +502,24 @@ def save_claims(table: pd.DataFrame, notebook: str, profile: str):
     return path
 
 
+# What a notebook's claims file must hold for the pages (save_claims writes it), and what to do when not.
+CLAIM_ROW_FIELDS = {"claim_id": str, "paper": str, "verdict": str}
+CLAIMS_FILE_FIX = ("delete it and render its notebook again (`fedrepro reproduce --profile {profile} --only "
+                   "{notebook}`), which records its claims anew")
+
+
 def recorded_claims(folder) -> dict[str, dict]:
     """The claims the notebooks recorded in ``folder`` (:func:`save_claims`), by claim id, each with
     the notebook that checked it; empty when the folder does not exist."""
-    import json
     from pathlib import Path
 
     folder = Path(folder)
     checked = {}
     for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        record = json.loads(f.read_text())
+        # The notebook's own part of its path ("fedotp_01_label_shift" -> "01_label_shift"), which --only matches.
+        own = re.search(r"\d\d_.*", f.stem)
+        fix = CLAIMS_FILE_FIX.format(profile=folder.parent.name, notebook=own.group(0) if own else f.stem)
+        record = read_json_file(f, "claims file", fix, {"notebook": str, "claims": list}, ("claims", CLAIM_ROW_FIELDS))
         for row in record["claims"]:
             checked[row["claim_id"]] = {**row, "notebook": record["notebook"]}
     return checked

@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 
 ENV = "FEDREPRO_TRACE"
+# What each kind of event holds (what the readers of a trace use); a line without them is skipped.
+_FIELDS = {"run": ("event", "hash", "trained"), "figure": ("event", "path")}
 
 
 def notebook_file(notebook: str) -> str:
@@ -34,9 +36,13 @@ def read(path: str | os.PathLike) -> list[dict]:
     if not p.is_file():
         return []
     out = []
-    for line in p.read_text(encoding="utf-8").splitlines():
+    # A log, not a record: a line torn by a crash (or garbled) says nothing and is skipped, and the
+    # rest is still read.
+    for line in p.read_bytes().decode("utf-8", errors="replace").splitlines():
         try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:  # a line torn by a crash
+            event = json.loads(line)
+        except json.JSONDecodeError:
             continue
+        if isinstance(event, dict) and all(key in event for key in _FIELDS.get(event.get("event"), ("event",))):
+            out.append(event)
     return out

@@ -28,6 +28,7 @@ from ..config import RunConfig
 from ..errors import ConfigError, FedreproError
 from ..env.host import cpu_cores
 from ..params import check_fields, hp
+from ..env.lifetime import descendants, die_with_parent, end_children
 from .executors import EXECUTORS, Executor, make_executor, pending
 
 # Per-image cost of a training step relative to ResNet-8 at width 16 on a CPU core (docs/config.md,
@@ -281,8 +282,11 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
     def elsewhere(t: Task) -> bool:
         return ex.remote and t.call is None and t.analysis is None
 
+    before = descendants()  # what this pool did not start is not its to end
     ctx = mp.get_context("spawn")  # forking a process whose OpenMP pool runs can deadlock
-    with allocator.for_children(), settings.for_children(), ProcessPoolExecutor(workers, mp_context=ctx) as procs, \
+    # A worker dies with this process (lifetime.die_with_parent): a killed driver leaves no run training on.
+    with allocator.for_children(), settings.for_children(), ProcessPoolExecutor(
+            workers, mp_context=ctx, initializer=die_with_parent, initargs=(os.getpid(),)) as procs, \
             ThreadPoolExecutor(workers) as threads, \
             (ex.session(progress=False) if ex.remote else contextlib.nullcontext()) as remote:
         try:
@@ -316,7 +320,9 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
                         settle(task, None, e)
                     else:
                         settle(task, seconds, None)
-        except BaseException:
+        except BaseException as e:
+            if not isinstance(e, Exception):  # Ctrl-C, SIGTERM: stop the workers and renders now, not after their task
+                end_children(keep=before)
             procs.shutdown(wait=False, cancel_futures=True)
             threads.shutdown(wait=False, cancel_futures=True)
             raise

@@ -12,7 +12,6 @@ loses only the rounds since its last one; a relay that cannot be reached means s
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import shutil
 import socket
@@ -144,10 +143,9 @@ class _Sender:
 def _start_round(files: dict | None) -> int:
     if not files or "checkpoint.pt" not in files:
         return 0
-    import torch
+    from ..runs.store import read_checkpoint
 
-    return int(torch.load(io.BytesIO(files["checkpoint.pt"]), map_location="cpu", weights_only=False)
-               ["state"]["next_round"])
+    return int(read_checkpoint(files["checkpoint.pt"], Path("checkpoint.pt"))["state"]["next_round"])
 
 
 def train_run(cfg, relay, key: str, on_stale: str, send_every_s: float, driver_code: str) -> dict:

@@ -79,9 +79,17 @@ def evaluate_all(method: Method, state: SimState, clients: Sequence[ClientData],
         with seeded_scope(derive_seed(seed, "eval", rnd, data.cid)):
             res = method.evaluate(state.shared, state.client_states[data.cid], data,
                                   torch_gen(seed, "eval", rnd, data.cid))
-        rows.append({"round": rnd, "client": data.cid, "acc": res.acc, "loss": res.loss,
-                     "f1": res.f1_macro, **res.extra, "n_test": res.total, "held_out": data.held_out})
+        rows.append(client_row(rnd, data.cid, res, data.held_out))
     return rows
+
+
+def client_row(rnd: int, cid: int, res, held_out: bool) -> dict:
+    """A client's row of ``clients.jsonl`` from its :class:`~fedrepro.fl.method.EvalResult`. A client
+    without test data has no score: its accuracy, loss and F1 are NaN (stored empty), not 0 of 0."""
+    nan = float("nan")
+    scored = res.total > 0
+    return {"round": rnd, "client": cid, "acc": res.acc if scored else nan, "loss": res.loss if scored else nan,
+            "f1": res.f1_macro if scored else nan, **res.extra, "n_test": res.total, "held_out": held_out}
 
 
 def evaluate_global(method: Method, state: SimState, test: ClientData, seed: int, rnd: int) -> dict[str, float]:

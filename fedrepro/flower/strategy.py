@@ -27,8 +27,8 @@ from tqdm.auto import tqdm
 from ..config import RunConfig
 from ..errors import FederationError, TrainingDivergedError
 from ..fl.client_data import ClientData
-from ..fl.engine import (SimState, check_finite, loss_columns, evaluate_global, init_state, sample_clients,
-                         summarize_round)
+from ..fl.engine import (SimState, check_finite, client_row, loss_columns, evaluate_global, init_state,
+                         sample_clients, summarize_round)
 from ..fl.method import ClientUpdate, EvalResult, Method
 from ..fl.seeding import derive_seed, seeded_scope
 from .client import TASK
@@ -247,8 +247,7 @@ class MethodStrategy(Strategy):
                 res = EvalResult(correct=int(m["correct"]), total=int(m["total"]), loss_sum=float(m["loss_sum"]),
                                  f1_macro=float(m["f1"]),
                                  extra={k[2:]: float(v) for k, v in m.items() if k.startswith("x.")})
-                rows.append({"round": server_round, "client": cid, "acc": res.acc, "loss": res.loss,
-                             "f1": res.f1_macro, **res.extra, "n_test": res.total, "held_out": cid in self.held_out})
+                rows.append(client_row(server_round, cid, res, cid in self.held_out))
             s.client_rows.extend(rows)
             if server_round == self.cfg.train.rounds:  # the last round's replies carry the clients' states
                 self._store_states(got)

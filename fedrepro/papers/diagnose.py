@@ -29,7 +29,6 @@ convergence notebooks save with :func:`save_by_round`.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from ..runs.store import atomic_write_json
 from ..claims.core import claims_dir
 from ..env import trace
 from ..env.settings import output_path
+from ..env.jsonfiles import NUMBER, read_json_file
 from .verdicts import notebook_path
 
 LATE_SHARE = 0.25  # a verdict that changed in the last quarter of the rounds has not settled
@@ -182,7 +182,10 @@ def causes(profile: str, claims: pd.DataFrame, runs_dir: Path | None = None,
     trace_dir = output_path("trace", profile, root)
     changed: dict[str, tuple[int, int, int]] = {}
     for f in sorted(_by_round_dir(claims_dir(profile, root)).glob("*.json")):
-        changed.update(last_change(pd.DataFrame(json.loads(f.read_text())["verdicts"])))
+        record = read_json_file(f, "verdicts-by-round file", "delete it and render its notebook again (`fedrepro "
+                                f"reproduce --profile {profile} --only <notebook>`), which records them anew",
+                                {"verdicts": list}, ("verdicts", {"round": NUMBER, "claim_id": str, "verdict": str}))
+        changed.update(last_change(pd.DataFrame(record["verdicts"], columns=["round", "claim_id", "verdict"])))
     moved: dict[str, Movement | None] = {}
     judged: dict = {}  # each run read once, however many claims compare it
     out = {}

@@ -16,7 +16,9 @@ A run's **status** is read from the store's markers (:mod:`fedrepro.runs.store`)
 - ``interrupted``: no summary and nobody holds the lock: the process was killed or raised. The
   store cannot tell the two apart; ``fedrepro run`` (or ``fedrepro.run``) resumes it from its
   checkpoint;
-- ``damaged``: ``config.json`` or ``summary.json`` is missing or unreadable.
+- ``damaged``: ``config.json`` or ``summary.json`` is missing or unreadable, ``config.json`` names
+  another run than its folder, or a finished run fails the cheap checks of its recorded hashes
+  and sizes (:func:`damage`).
 
 Accuracies are fractions in [0, 1] here and in CSV exports; the CLI prints them as percentages.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import math
 import os
 import tempfile
@@ -35,9 +38,13 @@ from typing import Any, Iterable, Mapping, Sequence
 import pandas as pd
 
 from ..env.settings import output_path
-from ..errors import ConfigError
+from ..errors import ConfigError, CorruptCacheError
 from ..config import FREE_DICTS, CONFIG_SECTIONS, RunConfig
 from ..config import yaml_load
+from .columns import blank_untested, order_round_columns
+from .store import RunResult, read_checkpoint
+
+log = logging.getLogger("fedrepro")
 
 STATUSES = ("finished", "diverged", "running", "interrupted", "damaged")
 
@@ -50,9 +57,6 @@ RUN_COLUMNS = ("hash", "method", "dataset", "partition", "partition_key", "model
                "started", "finished", "path")
 _INT_COLUMNS = ("clients", "seed", "rounds_done", "rounds_total", "best_round", "diverged_round")
 # Per-round metrics shown first (the rest follow alphabetically).
-ROUND_COLUMNS_FIRST = ("round", "acc_mean", "acc_weighted", "acc_std", "acc_min", "acc_max", "f1_mean",
-                       "global_acc", "heldout_acc_mean", "loss_mean", "train_loss", "n_sampled",
-                       "time_train_s", "time_eval_s")
 # The run columns a per-round export repeats on every row.
 _ID_COLUMNS = ("hash", "method", "dataset", "partition", "partition_key", "seed", "profile", "status")
 
@@ -210,8 +214,27 @@ def _status(folder: Path, summary: Any) -> str:
     return "running" if _lock_held(folder.parent, folder.name) else "interrupted"
 
 
+def damage(folder: Path, stored: Any, status: str) -> str | None:
+    """Why a run folder is damaged, by cheap checks (None when it passes them): a config.json that is
+    missing, unreadable or names another run's hash, a summary.json that is unreadable, and for a
+    finished run the store's checks of its recorded hashes and sizes
+    (:meth:`fedrepro.runs.store.RunResult.cheap_check`)."""
+    if not isinstance(stored, dict) or not isinstance(stored.get("config"), dict):
+        return f"{folder / 'config.json'} is missing or unreadable; delete the folder {folder}"
+    if stored.get("hash") != folder.name:
+        return (f"{folder / 'config.json'} is for run {stored.get('hash')!r}, not for its folder name "
+                f"{folder.name!r} (copied or renamed?); delete the folder {folder}")
+    if status == "damaged":
+        return f"{folder / 'summary.json'} is unreadable; delete the folder {folder} to run this config again"
+    if status in ("finished", "diverged"):
+
+        return RunResult(folder).cheap_check()
+    return None
+
+
 def run_record(folder: str | os.PathLike) -> dict[str, Any]:
-    """One run folder as a row of :func:`list_runs` (the stored config nested under ``"config"``)."""
+    """One run folder as a row of :func:`list_runs` (the stored config nested under ``"config"``,
+    and under ``"problem"`` why it is damaged, or None)."""
     folder = Path(folder)
     stored = _read_json(folder / "config.json")
     cfg = stored.get("config") if isinstance(stored, dict) else None
@@ -219,6 +242,9 @@ def run_record(folder: str | os.PathLike) -> dict[str, Any]:
     meta = _read_json(folder / "meta.json")
     meta = meta if isinstance(meta, dict) else {}
     status = _status(folder, summary) if isinstance(cfg, dict) else "damaged"
+    problem = damage(folder, stored, status)
+    if problem is not None:
+        status, summary = "damaged", None  # a tampered summary's numbers are not shown as results
     cfg = cfg if isinstance(cfg, dict) else {}
     data, train = cfg.get("data") or {}, cfg.get("train") or {}
     s = summary if isinstance(summary, dict) else {}
@@ -249,6 +275,7 @@ def run_record(folder: str | os.PathLike) -> dict[str, Any]:
     if s.get("diverged_round") is not None:
         row["diverged_round"] = s["diverged_round"]
     row["config"] = cfg
+    row["problem"] = problem
     return row
 
 
@@ -257,8 +284,19 @@ def run_folders(runs_dir: str | os.PathLike | None = None) -> list[Path]:
     root = runs_root(runs_dir)
     if not root.is_dir():
         return []
+    found = []
     with os.scandir(root) as it:
-        return sorted(Path(e.path) for e in it if e.is_dir() and not e.name.startswith("."))
+        for entry in it:
+            if entry.name.startswith("."):
+                continue
+            try:
+                if entry.is_dir():
+                    found.append(Path(entry.path))
+            except OSError as e:
+                # A symlink loop (or an entry that cannot be read) is no run: it must not hide the others.
+                log.warning("fedrepro: skipped %s in the runs folder: %s; remove it or point it at a run folder",
+                            entry.path, e.strerror or e)
+    return sorted(found)
 
 
 def runs_root(runs_dir: str | os.PathLike | None = None) -> Path:
@@ -307,6 +345,7 @@ def list_runs(runs_dir: str | os.PathLike | None = None, *, method: str | Sequen
         if where and not matches(row["config"], where):
             continue
         cfg = row.pop("config")
+        row.pop("problem")
         if config_columns:
             row.update({f"cfg.{k}": v for k, v in _flatten(cfg).items()})
         rows.append(row)
@@ -368,12 +407,6 @@ def run_rounds(runs: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(rows)
     metrics = order_round_columns(out[[c for c in out.columns if c not in ids]])
     return pd.concat([out[ids], metrics], axis=1)
-
-
-def order_round_columns(frame: pd.DataFrame) -> pd.DataFrame:
-    """``round`` and the main metrics first (:data:`ROUND_COLUMNS_FIRST`), the rest alphabetically."""
-    first = [c for c in ROUND_COLUMNS_FIRST if c in frame.columns]
-    return frame[first + sorted(c for c in frame.columns if c not in first)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -451,11 +484,11 @@ def read_run(folder: str | os.PathLike, checkpoint: bool = True) -> StoredRun:
     summary = _read_json(folder / "summary.json")
     summary = summary if isinstance(summary, dict) else {}
     files = summary.pop("files_sha256", None)
-    problems: list[str] = []
+    problems: list[str] = [record.pop("problem")] if record.get("problem") else []
     for name in ("config.json", "meta.json"):
         _checked(folder, name, files, problems)
     rounds = _jsonl(_checked(folder, "rounds.jsonl", files, problems), "rounds.jsonl", problems)
-    clients = _jsonl(_checked(folder, "clients.jsonl", files, problems), "clients.jsonl", problems)
+    clients = blank_untested(_jsonl(_checked(folder, "clients.jsonl", files, problems), "clients.jsonl", problems))
     from_ckpt = False
     if rounds.empty and checkpoint and record["status"] in ("interrupted", "running"):
         state = _checkpoint_state(folder / "checkpoint.pt", problems)
@@ -466,6 +499,8 @@ def read_run(folder: str | os.PathLike, checkpoint: bool = True) -> StoredRun:
             if "acc_mean" in rounds and rounds["acc_mean"].notna().any():  # the best so far
                 best = rounds.loc[rounds["acc_mean"].idxmax()]
                 record["best_acc_mean"], record["best_round"] = float(best["acc_mean"]), int(best["round"])
+    if problems and record["status"] in ("finished", "diverged"):  # a file read here failed its recorded hash
+        record["status"] = "damaged"
     meta = _read_json(folder / "meta.json")
     return StoredRun(record, meta if isinstance(meta, dict) else {}, summary,
                      order_round_columns(rounds) if not rounds.empty else rounds, clients, problems, from_ckpt)
@@ -474,12 +509,14 @@ def read_run(folder: str | os.PathLike, checkpoint: bool = True) -> StoredRun:
 def _checkpoint_state(f: Path, problems: list[str]) -> dict:
     if not f.is_file():
         return {}
-    import torch  # only here: an unfinished run keeps its rounds in the checkpoint
 
     try:
-        ckpt = torch.load(f, map_location="cpu", weights_only=False)
-    except Exception as e:  # noqa: BLE001  (torch raises several types for a torn file)
-        problems.append(f"checkpoint.pt is unreadable ({type(e).__name__}); delete it to restart the run from round 0")
+        ckpt = read_checkpoint(f.read_bytes(), f)
+    except CorruptCacheError as e:
+        problems.append(str(e))
+        return {}
+    except OSError as e:
+        problems.append(f"checkpoint.pt is unreadable ({e.strerror or e}); delete it to restart the run from round 0")
         return {}
     state = ckpt.get("state") if isinstance(ckpt, dict) else None
     return state if isinstance(state, dict) else {}
@@ -517,10 +554,3 @@ def display_path(path: str | os.PathLike) -> str:
         return str(p)
 
 
-def percent(x: Any, digits: int = 2) -> str:
-    """A fraction as a percentage for display (``"-"`` when missing)."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return "-"
-    return "-" if math.isnan(v) else f"{100 * v:.{digits}f}"

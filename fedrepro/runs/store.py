@@ -4,7 +4,8 @@ Layout (every file written to a temporary name, then ``os.replace``-d into place
 
 - ``config.json``   the resolved config (and its hash);
 - ``meta.json``     seed, partition hash, package versions, git commit, device, start time;
-- ``checkpoint.pt`` while running: the full simulator state after the last finished round;
+- ``checkpoint.pt`` while running: the full simulator state after the last finished round, behind a
+  header with its sha256 (checked before a resume);
 - ``rounds.jsonl``  one line per round (means, std, timing);
 - ``clients.jsonl`` one line per (evaluated round, client);
 - ``final_state.pt`` the trained state after the last round: the shared tensors and every client's
@@ -32,6 +33,7 @@ name, one rounds line per round). A run finished before the record existed ("leg
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
 import json
@@ -56,13 +58,13 @@ import pandas as pd
 # torch is imported only where a state or checkpoint is (de)serialised: listing and reading runs
 # (fedrepro runs, fedrepro show, RunResult's tables) never load it.
 from ..config import RunConfig, from_dict
-from ..errors import ConfigError, CorruptCacheError, FedreproError, RunBusyError
+from ..errors import ConfigError, CorruptCacheError, FedreproError, ResourceError, RunBusyError
 from ..env.settings import ENV_OUTPUT, ENV_RUNS
 from ..env.settings import output_path
 from ..env.settings import source
 from ..version import VERSION as __version__
 from ..env.host import PACKAGE_PARENT, cpu_model
-from .catalog import order_round_columns, percent
+from .columns import blank_untested, order_round_columns, percent
 
 try:  # POSIX; elsewhere runs are not locked (see RunLock)
     import fcntl
@@ -82,6 +84,8 @@ _RECORD = "files_sha256"
 _RECORDED = ("config.json", "meta.json", "rounds.jsonl", "clients.jsonl", "final_state.pt")
 # Checked by size only at load: it can be large, and only analyses read it (hash checked then).
 _LAZY = ("final_state.pt",)
+# Checked by hash when runs are listed (a line per round: small); the others by size there.
+_SMALL = ("config.json", "meta.json", "rounds.jsonl")
 _SUMMARY_KEYS = ("rounds", "best_round", "best_acc_mean", "final_acc_mean", "config_hash")
 # The files of a run folder that travel between machines (fedrepro.execute): a started run's
 # (resumable anywhere from them) and a finished one's.
@@ -110,18 +114,32 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+def write_error(e: OSError, path: Path) -> ResourceError:
+    """A one-line :class:`ResourceError` for a write to ``path`` that failed with ``e`` (a full disk,
+    a quota, a read-only or vanished folder), saying what to do; nothing half-written stays."""
+    full = e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    fix = ("free space there, or point runs_dir ($FEDREPRO_RUNS) or $FEDREPRO_OUTPUT at a disk with room"
+           if full else "make it writable, or point runs_dir ($FEDREPRO_RUNS) or $FEDREPRO_OUTPUT elsewhere")
+    return ResourceError(f"cannot write {path}: {e.strerror or e}; {fix}, then run again (what was stored "
+                         "before is intact, and an unfinished run resumes from its last checkpoint)")
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> str:
-    """Write ``data`` to ``path`` atomically and durably; returns its sha256 (hex)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write ``data`` to ``path`` atomically and durably; returns its sha256 (hex). A failed write
+    (a full disk...) leaves ``path`` as it was and raises :func:`write_error`'s ResourceError."""
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as e:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise write_error(e, path) from e
         raise
     return hashlib.sha256(data).hexdigest()
 
@@ -145,6 +163,46 @@ def _torch_bytes(obj: Any) -> bytes:
     buf = io.BytesIO()
     torch.save(obj, buf)
     return buf.getvalue()
+
+
+# A checkpoint starts with the sha256 of the rest of it, so that a resume finds a damaged one (torn,
+# emptied or with bytes changed) before it trains on from it. One file, one atomic write: a crash
+# never leaves a checkpoint and its hash out of step.
+CHECKPOINT_HEADER = b"fedrepro-checkpoint sha256="
+_CKPT_HEAD_LEN = len(CHECKPOINT_HEADER) + 64 + 1  # the header, the hex digest, a newline
+
+
+def checkpoint_bytes(payload: Any) -> bytes:
+    """``payload`` serialised as a checkpoint file: the header with its sha256, then torch's bytes."""
+    data = _torch_bytes(payload)
+    return CHECKPOINT_HEADER + hashlib.sha256(data).hexdigest().encode() + b"\n" + data
+
+
+def check_checkpoint(data: bytes, where: Path) -> bytes:
+    """The torch bytes of a checkpoint file's ``data``, checked against the sha256 in its header;
+    :class:`CorruptCacheError` naming ``where`` and the fix when they do not match."""
+    fix = "delete it to restart this run from round 0"
+    head = data[:_CKPT_HEAD_LEN]
+    if not head.startswith(CHECKPOINT_HEADER) or len(head) < _CKPT_HEAD_LEN or not head.endswith(b"\n"):
+        what = "is empty" if not data else "has no content hash (damaged, or written by an older fedrepro)"
+        raise CorruptCacheError(f"checkpoint {where} {what}; {fix}")
+    body = data[_CKPT_HEAD_LEN:]
+    if hashlib.sha256(body).hexdigest().encode() != head[len(CHECKPOINT_HEADER):-1]:
+        raise CorruptCacheError(f"checkpoint {where} does not match the sha256 recorded when it was written "
+                                f"(truncated or bytes changed); {fix}")
+    return body
+
+
+def read_checkpoint(data: bytes, where: Path) -> Any:
+    """The state a checkpoint file's ``data`` holds, after :func:`check_checkpoint`."""
+    import torch
+
+    body = check_checkpoint(data, where)
+    try:
+        return torch.load(io.BytesIO(body), map_location="cpu", weights_only=False)
+    except Exception as e:  # torch raises several types for a file it cannot read
+        raise CorruptCacheError(f"checkpoint {where} is unreadable ({type(e).__name__}: {e}); delete it to "
+                                "restart this run from round 0") from e
 
 
 def _summary_digest(summary: dict) -> str:
@@ -298,6 +356,30 @@ class RunResult:
                            f"{summary['rounds']} (truncated?)")
         return self
 
+    def cheap_check(self) -> str | None:
+        """What is wrong with this finished run by the checks that cost no more than reading its small
+        files (None when it passes): ``summary.json`` against its recorded sha256 and its fields,
+        ``config.json``, ``meta.json`` and ``rounds.jsonl`` against theirs, the sizes of the larger files, and the
+        config's hash against the folder name and the summary. ``fedrepro runs`` and ``show`` list a
+        run that fails them as damaged; loading it (:meth:`verify`) checks every file in full."""
+        try:
+            summary = self.summary
+            for name in _RECORDED:
+                if name in _SMALL:
+                    self._checked_bytes(name)
+                else:
+                    self._check_size(name)
+            stored = self._stored_config
+        except CorruptCacheError as e:
+            return str(e)
+        if stored.get("hash") != self.path.name:
+            return (f"run file {self.path / 'config.json'} is for run {stored.get('hash')!r}, not for its folder "
+                    f"name {self.path.name!r} (copied or renamed?); delete the folder {self.path}")
+        if stored.get("hash") != summary["config_hash"]:
+            return (f"run file {self.path / 'summary.json'} is for run {summary['config_hash']!r}, not "
+                    f"{stored.get('hash')!r}; delete the folder {self.path}")
+        return None
+
     @cached_property
     def _stored_config(self) -> dict:
         f = self.path / "config.json"
@@ -331,8 +413,10 @@ class RunResult:
 
     @cached_property
     def clients(self) -> pd.DataFrame:
-        """One row per (evaluated round, client): ``acc``, ``loss``, ``n_test``, ``held_out``."""
-        return pd.DataFrame(_parse_jsonl(self.path / "clients.jsonl", self._checked_bytes("clients.jsonl")))
+        """One row per (evaluated round, client): ``acc``, ``loss``, ``n_test``, ``held_out`` (a client
+        without test data has NaN scores)."""
+        return blank_untested(pd.DataFrame(_parse_jsonl(self.path / "clients.jsonl",
+                                                        self._checked_bytes("clients.jsonl"))))
 
     @property
     def best(self) -> float:
@@ -572,31 +656,32 @@ class RunStore:
         p = self.path(cfg)
         self._sweep_stale()
         tmp = self.root / f".{p.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
-        tmp.mkdir()
         try:
+            tmp.mkdir()
             meta = {**meta, **environment_info(), "started": datetime.now(timezone.utc).isoformat(),
                     "store_format": STORE_FORMAT}
             atomic_write_json(tmp / "meta.json", meta)
             atomic_write_json(tmp / "config.json", {"hash": p.name, "config": cfg.to_dict()})
             os.rename(tmp, p)
-        except BaseException:
+        except BaseException as e:
             shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(e, OSError):
+                raise write_error(e, p) from e
             raise
         _fsync_dir(self.root)
         return p
 
     @staticmethod
     def load_checkpoint(path: Path) -> dict | None:
-        import torch
-
+        """The run's last checkpoint (None when it has none), checked against its sha256."""
         f = path / "checkpoint.pt"
         if not f.is_file():
             return None
-        try:
-            return torch.load(f, map_location="cpu", weights_only=False)
-        except Exception as e:  # torch raises several types for a truncated or garbled file
-            raise CorruptCacheError(f"checkpoint {f} is unreadable ({type(e).__name__}: {e}); delete it to restart "
-                                    "this run from round 0") from e
+        ckpt = read_checkpoint(_read_bytes(f), f)
+        if not isinstance(ckpt, dict) or not isinstance(ckpt.get("state"), dict):
+            raise CorruptCacheError(f"checkpoint {f} does not hold a run's state; delete it to restart this run "
+                                    "from round 0")
+        return ckpt
 
     def finish(self, path: Path, round_rows: list[dict], client_rows: list[dict], summary: dict,
                final_state: dict, meta_update: dict | None = None) -> RunResult:
@@ -676,6 +761,8 @@ class RunReceiver:
         if "checkpoint.pt" not in files:
             raise CorruptCacheError(f"a checkpoint of run {cfg.hash()} came without checkpoint.pt")
         p = self.store.path(cfg)
+        if not (p / "summary.json").exists():  # checked as a resume will read it (a finished run refuses below)
+            check_checkpoint(files["checkpoint.pt"], p / "checkpoint.pt")
         if not p.is_dir():
             return self._publish(cfg, files, PARTIAL_FILES)
         if (p / "summary.json").exists():
@@ -733,7 +820,7 @@ class CheckpointWriter:
         self._pending = None
 
     def save(self, payload: dict) -> None:
-        data = _torch_bytes(payload)
+        data = checkpoint_bytes(payload)
         self.wait()
         self._pending = self._pool.submit(atomic_write_bytes, self.file, data)
 

@@ -4,6 +4,7 @@ checkpoint) under the run's lock and finished in its folder; and a finished run 
 from __future__ import annotations
 
 import functools
+import contextlib
 import logging
 import os
 from datetime import datetime, timezone
@@ -16,7 +17,7 @@ from ..config import RunConfig
 from ..data import ImageDataset
 from ..data.partition import Partition
 from ..env import allocator, trace
-from ..errors import ConfigError, CorruptCacheError, StaleRunError, TrainingDivergedError
+from ..errors import ConfigError, CorruptCacheError, ResourceError, StaleRunError, TrainingDivergedError
 from ..fl.client_data import ClientData
 from ..fl.device import resolve_device, torch_threads
 from ..fl.converge import simulate_until_flat
@@ -94,10 +95,44 @@ def train_or_load(cfg: RunConfig, trainer: Callable[..., RunResult], *, force_pr
     store = RunStore(cfg.runs_dir) if store is None else store
     # The common case, read without the lock: finished runs never change.
     if store.status(cfg) == "done" and not is_stale(store, cfg, policy):
+        res = store.load(cfg)  # checked before it is said to be reused
         trace.record("run", hash=cfg.hash(), trained=False)
         log.info("fedrepro: reused %s (its config's stored run; nothing trained)", display_path(store.path(cfg)))
-        return store.load(cfg)
+        return res
     trace.record("run", hash=cfg.hash(), trained=True)
+    with memory_errors(cfg):
+        return _build_and_train(cfg, store, trainer, policy, on_busy, device, force_progress, on_round_end)
+
+
+def is_out_of_memory(e: BaseException) -> bool:
+    """Whether ``e`` says an allocation failed (torch raises RuntimeError subclasses for it on CPU and GPU)."""
+    if isinstance(e, MemoryError):
+        return True
+    text = str(e).lower()
+    return isinstance(e, RuntimeError) and any(s in text for s in (
+        "can't allocate memory", "out of memory", "not enough memory", "failed to allocate", "cannot allocate"))
+
+
+@contextlib.contextmanager
+def memory_errors(cfg: RunConfig):
+    """Turn an allocation failure while ``cfg`` is built or trained into a one-line ResourceError
+    that says what to change (the store stays as it was: an unfinished run resumes later)."""
+    try:
+        yield
+    except Exception as e:
+        if not is_out_of_memory(e):
+            raise
+        cause = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise ResourceError(
+            f"out of memory for model {cfg.model.name} with model.args={cfg.model.args}, train.batch_size="
+            f"{cfg.train.batch_size} on device {cfg.device} ({type(e).__name__}: {cause}); lower model.args "
+            "(e.g. width), train.batch_size or the data sizes, or use a machine or device with more memory") from e
+
+
+def _build_and_train(cfg: RunConfig, store: RunStore, trainer, policy: str, on_busy: str, device: torch.device,
+                     force_progress: bool | None, on_round_end) -> RunResult:
+    """Build ``cfg``'s data, clients and method, then train it under its lock (or reuse what another
+    launcher finished meanwhile)."""
     # Everything that can fail on bad input happens before the first write to the runs folder.
     board = tensorboard.round_logger(cfg)  # None unless TensorBoard logging is on (fedrepro.runs.tensorboard)
     with torch_threads(cfg.threads):  # whoever launches it: the config fixes the float sums' order

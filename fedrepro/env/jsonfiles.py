@@ -1,0 +1,72 @@
+"""Reading the JSON files that commands take as input besides run folders: the claims the notebooks
+recorded, their verdicts by round, the report of a ``reproduce`` pass.
+
+A file that is torn, emptied, garbled or of the wrong shape (``{}``, a field missing or of the wrong
+type) is a one-line :class:`~fedrepro.errors.CorruptCacheError` that names it and says what to
+do, never a traceback from deep inside the page that reads it.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import CorruptCacheError
+
+# A field that holds a number (a JSON true is not one).
+NUMBER = (int, float)
+
+
+def _type_ok(value: Any, kind: type | tuple) -> bool:
+    if kind is NUMBER and isinstance(value, bool):
+        return False
+    return isinstance(value, kind)
+
+
+def _kind_name(kind: type | tuple) -> str:
+    return {NUMBER: "a number", str: "text", list: "a list", dict: "an object"}.get(kind, str(kind))
+
+
+def field_problem(obj: Any, required: Mapping[str, type | tuple], where: str) -> str | None:
+    """What is wrong with ``obj`` as an object with the ``required`` fields (None when nothing)."""
+    if not isinstance(obj, dict):
+        return f"{where} holds {type(obj).__name__}, not an object"
+    missing = [k for k in required if k not in obj]
+    if missing:
+        return f"{where} has no {', '.join(repr(k) for k in missing)}"
+    for key, kind in required.items():
+        if not _type_ok(obj[key], kind):
+            return f"{where} has {key}={obj[key]!r}, not {_kind_name(kind)}"
+    return None
+
+
+def read_json_file(path: str | Path, what: str, fix: str, required: Mapping[str, type | tuple] | None = None,
+                   rows: tuple[str, Mapping[str, type | tuple]] | None = None) -> dict:
+    """The object in the JSON file ``path``, holding the ``required`` fields (and, with ``rows``,
+    ``(field, fields of each item)``: a list of objects holding theirs). Otherwise a
+    :class:`CorruptCacheError` naming the file (``what`` says what it is) and ``fix``."""
+    path = Path(path)
+
+    def bad(why: str) -> CorruptCacheError:
+        return CorruptCacheError(f"{what} {path} {why}; {fix}")
+
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise bad(f"cannot be read ({e.strerror or e})") from None
+    if not data.strip():
+        raise bad("is empty")
+    try:
+        obj = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise bad(f"is not valid JSON (truncated or damaged: {e})") from None
+    problem = field_problem(obj, required or {}, "it")
+    if problem is not None:
+        raise bad(problem.removeprefix("it "))
+    if rows is not None:
+        field, item_fields = rows
+        for i, item in enumerate(obj.get(field) or []):
+            problem = field_problem(item, item_fields, f"{field}[{i}]")
+            if problem is not None:
+                raise bad(f"is damaged: {problem}")
+    return obj
