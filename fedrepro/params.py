@@ -79,7 +79,8 @@ def describe(base: type | None, b: Bounds, nullable: bool) -> str:
     elif base is bool:
         text = "true or false"
     else:
-        noun = "an integer" if base is int else "a number" if base in (int, float) else f"a {getattr(base, '__name__', 'value')}"
+        noun = ("an integer" if base is int else "a number" if base in (int, float)
+                else f"a {getattr(base, '__name__', 'value')}")
         low = (">=", b.ge) if b.ge is not None else (">", b.gt) if b.gt is not None else None
         high = ("<=", b.le) if b.le is not None else ("<", b.lt) if b.lt is not None else None
         if low and high:

@@ -73,7 +73,8 @@ def test_preloaded_allocator_gives_the_same_numbers(tiny, tmp_path):
     yml = tmp_path / "cfg.yaml"
     yml.write_text(yaml.safe_dump({k: v for k, v in cfg.to_dict().items() if k != "profile"}
                                   | {"runs_dir": str(tmp_path / "b")}))
-    out = subprocess.run([sys.executable, "-m", "fedrepro.app.cli", "run", "--profile", cfg.profile, "--config", str(yml)],
+    out = subprocess.run([sys.executable, "-m", "fedrepro.app.cli", "run", "--profile", cfg.profile, "--config",
+                          str(yml)],
                          capture_output=True, text=True, cwd=ROOT, env=allocator.child_env())
     assert out.returncode == 0, out.stderr
     child = Path(out.stdout.strip().splitlines()[-1].removeprefix("results: "))

@@ -95,7 +95,8 @@ def test_an_explicit_profile_wins_over_the_environment_and_says_so(monkeypatch):
     assert resolve_profile("paper") == "paper"
     monkeypatch.setenv("FEDREPRO_PROFILE", "smoke")
     assert resolve_profile(None) == "smoke"  # nbval: no parameter, the variable decides
-    with pytest.warns(UserWarning, match=r"PROFILE='paper' was given explicitly and wins over FEDREPRO_PROFILE='smoke'"):
+    with pytest.warns(UserWarning,
+                      match=r"PROFILE='paper' was given explicitly and wins over FEDREPRO_PROFILE='smoke'"):
         assert resolve_profile("paper") == "paper"  # papermill -p PROFILE paper
     import warnings
 
@@ -112,7 +113,8 @@ def test_round_trip_through_dict():
 
 
 def test_changing_a_name_drops_its_old_arguments():
-    cfg = make_config("smoke", overrides={"data.partition": "pathological", "data.partition_args.classes_per_client": 2})
+    cfg = make_config("smoke", overrides={"data.partition": "pathological",
+                                          "data.partition_args.classes_per_client": 2})
     assert cfg.data.partition_args == {"classes_per_client": 2}
     cfg2 = cfg.replace(**{"method.name": "fedprox", "method.args.mu": 0.5}).replace(**{"method.name": "fedavg"})
     assert cfg2.method.args == {}

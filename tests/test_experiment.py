@@ -80,7 +80,8 @@ def test_run_grid_subgrids_with_own_seeds_and_named_variants(tiny):
 
 def test_pivot_mean_std_marks_single_seed_cells():
     t = pd.DataFrame([{"m": "a", "alpha": 0.1, "seed": s, "best": b} for s, b in [(0, 0.8), (1, 0.9)]]
-                     + [{"m": "b", "alpha": 0.1, "seed": 0, "best": 0.5}, {"m": "b", "alpha": 1.0, "seed": 0, "best": 0.6}])
+                     + [{"m": "b", "alpha": 0.1, "seed": 0, "best": 0.5}, {"m": "b", "alpha": 1.0, "seed": 0,
+                                                                           "best": 0.6}])
     p = fedrepro.pivot_mean_std(t, "m", "alpha", label=lambda a: f"α={a}")
     assert list(p.columns) == ["α=0.1", "α=1.0"] and list(p.index) == ["a", "b"]
     assert p.loc["a", "α=0.1"] == "85.00 ± 7.07" and p.loc["b", "α=1.0"] == "60.00¹" and p.loc["a", "α=1.0"] == ""

@@ -171,7 +171,8 @@ def test_a_changed_committed_checkpoint_makes_its_runs_stale(tiny, monkeypatch):
     assert fingerprint.data_files(tiny()) == {}  # a CNN names no checkpoint
     assert fingerprint.staleness(cfg, meta).state == fingerprint.FRESH
     digest = fingerprint._bytes_digest
-    monkeypatch.setattr(fingerprint, "_bytes_digest", lambda p, m: "0" * 16 if p.name == "clip_standin.pt" else digest(p, m))
+    monkeypatch.setattr(fingerprint, "_bytes_digest", lambda p,
+                        m: "0" * 16 if p.name == "clip_standin.pt" else digest(p, m))
     st = fingerprint.staleness(cfg, meta)
     assert st.state == fingerprint.STALE and st.changed == ("fedrepro/models/weights/clip_standin.pt",)
     older = {k: v for k, v in meta.items() if k != "data_files"}  # recorded before data files were covered

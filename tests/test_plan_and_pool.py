@@ -137,7 +137,8 @@ def test_pool_makes_at_most_calls_at_once_calls_together():
 
 def test_the_scheduling_process_imports_no_torch():
     # fedrepro reproduce's own process only schedules: planning runs in a child (reproduce._planned)
-    code = ("import sys, fedrepro, fedrepro.app.cli, fedrepro.app.reproduce, fedrepro.execute.local, fedrepro.papers.plan, fedrepro.env.host; "
+    code = ("import sys, fedrepro, fedrepro.app.cli, fedrepro.app.reproduce, fedrepro.execute.local, "
+            "fedrepro.papers.plan, fedrepro.env.host; "
             "assert 'torch' not in sys.modules, 'torch imported'; fedrepro.run; assert 'torch' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
@@ -203,7 +204,8 @@ def test_one_config_gives_the_same_numbers_from_every_launcher(tiny, tmp_path):
     yml = tmp_path / "cfg.yaml"
     yml.write_text(yaml.safe_dump({k: v for k, v in cfg.to_dict().items() if k != "profile"}
                                   | {"runs_dir": str(tmp_path / "d")}))
-    out = subprocess.run([sys.executable, "-m", "fedrepro.app.cli", "run", "--profile", cfg.profile, "--config", str(yml)],
+    out = subprocess.run([sys.executable, "-m", "fedrepro.app.cli", "run", "--profile", cfg.profile, "--config",
+                          str(yml)],
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     results["cli"] = Path(out.stdout.strip().splitlines()[-1].removeprefix("results: "))

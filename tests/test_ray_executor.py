@@ -168,7 +168,8 @@ def test_a_grid_on_ray_is_stored_as_the_local_executor_stores_it(cluster, tmp_pa
     # Finished runs are skipped: nothing is sent to Ray, no run folder changes (the lock files
     # name their last holder).
     def stamps():
-        return {p: p.stat().st_mtime_ns for p in (tmp_path / "ray").rglob("*") if p.is_file() and ".locks" not in p.parts}
+        return {p: p.stat().st_mtime_ns for p in (tmp_path / "ray").rglob("*")
+                if p.is_file() and ".locks" not in p.parts}
     before = stamps()
     cfgs = [fedrepro.RunResult(p).config for p in remote["path"]]
     from fedrepro.execute.ray import run_remote

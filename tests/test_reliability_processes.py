@@ -22,7 +22,8 @@ def _start(out: Path) -> subprocess.Popen:
     env = {**os.environ, "FEDREPRO_OUTPUT": str(out), "FEDREPRO_PROFILE": "smoke",
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     log = open(out.parent / f"{out.name}.log", "ab")
-    return subprocess.Popen([sys.executable, "-m", "fedrepro.app.cli", "reproduce", "--profile", "smoke", "--only", ONLY],
+    return subprocess.Popen([sys.executable, "-m", "fedrepro.app.cli", "reproduce", "--profile", "smoke", "--only",
+                             ONLY],
                             env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
 
 

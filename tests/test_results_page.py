@@ -39,7 +39,8 @@ def stored(tmp_path, monkeypatch):
     monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path))
     save_claims(pd.DataFrame([_row("tour.local_beats_fedavg_skewed", "FAIL", "-1.00 pts [-2.00, -0.10], required > "
                                    "+5.00 pts", statement="Local | FedAvg"),
-                              _row("tour.fedavg_beats_local_iid", "PASS", "+6.35 pts [+3.53, +9.17], required > +0.00 pts")]),
+                              _row("tour.fedavg_beats_local_iid", "PASS",
+                                   "+6.35 pts [+3.53, +9.17], required > +0.00 pts")]),
                 "00_tour", "laptop")
     save_claims(pd.DataFrame([_row("fedotp.beats_promptfl_pathological", "PASS"),
                               _row("fedotp.gamma_inverted_u", "INCONCLUSIVE")]), "fedotp_01_label_shift", "laptop")

@@ -121,7 +121,8 @@ def test_a_root_that_is_a_file_is_an_error_naming_the_setting(tmp_path, monkeypa
 def test_child_processes_get_the_root_set_in_this_one(tmp_path):
     configure(output_root=tmp_path / "mine")
     env = settings.child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)})
-    out = subprocess.run([sys.executable, "-c", "from fedrepro.env.settings import output_path; print(output_path('runs'))"],
+    out = subprocess.run([sys.executable, "-c",
+                          "from fedrepro.env.settings import output_path; print(output_path('runs'))"],
                          env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(tmp_path / "mine" / "runs")
 

@@ -112,7 +112,8 @@ def smoke_site(tmp_path_factory):
     for nb in EXECUTE:
         (executed / nb).parent.mkdir(parents=True, exist_ok=True)
         done = subprocess.run([sys.executable, "-m", "papermill", str(ROOT / "notebooks" / nb), str(executed / nb),
-                               "-p", "PROFILE", "smoke", "--cwd", str((ROOT / "notebooks" / nb).parent), "--no-progress-bar"],
+                               "-p", "PROFILE", "smoke", "--cwd", str((ROOT / "notebooks" / nb).parent),
+                               "--no-progress-bar"],
                               env=env, capture_output=True, text=True)
         if done.returncode:
             pytest.fail(f"papermill failed on {nb}:\n" + "\n".join((done.stdout + done.stderr).splitlines()[-30:]))

@@ -25,7 +25,8 @@ def test_validation_is_hashed_only_when_set(tiny):
 @pytest.mark.parametrize("kw, match", [({"grid": (0.1,)}, r"grid=\(0\.1,\); valid: two or more"),
                                        ({"grid": (0.1, -1.0)}, r"grid=\(0\.1, -1\.0\); valid: .*positive"),
                                        ({"grid": (0.1, 0.1)}, r"grid=\(0\.1, 0\.1\); valid: .*distinct"),
-                                       ({"grid": (0.1, 0.01), "validation": 0}, r"validation=0; valid: a number in \(0, 1\)")])
+                                       ({"grid": (0.1, 0.01), "validation": 0},
+                                        r"validation=0; valid: a number in \(0, 1\)")])
 def test_a_search_names_what_is_wrong_with_it(kw, match):
     with pytest.raises(ConfigError, match=match):
         LrSearch(**kw)
@@ -127,7 +128,8 @@ def test_straw_men_are_cells_that_did_not_learn_what_their_column_measures():
                              for m, a, b in [("fedavg", 0.1, 0.8), ("fedpft", 0.1, 0.9), ("fedpft", 1.0, 0.8),
                                              ("local", 0.1, 0.3)]])
     got = straw_men(by_alpha, 0.1, values=["best"], by=["method.name", "alpha"])
-    assert got[["method", "column", "why"]].values.tolist() == [["local", "0.1", "below 0.5× the column's median (40.0%)"]]
+    assert got[["method", "column", "why"]].values.tolist() == [["local", "0.1",
+                                                                 "below 0.5× the column's median (40.0%)"]]
     with pytest.raises(ConfigError, match="chance"):
         straw_men(table, 1.5, values=["G"], by=["method.name"])
     with pytest.raises(ConfigError, match="not in the results"):

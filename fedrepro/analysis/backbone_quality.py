@@ -124,7 +124,8 @@ def plot_quality(qualities: dict[str, Quality], num_classes: int = 10, axes=None
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [1, 2]})
     names = list(qualities)
-    bars = axes[0].bar(names, [100 * qualities[n].linear_probe for n in names], color=[PALETTE[0], PALETTE[7]][: len(names)])
+    bars = axes[0].bar(names, [100 * qualities[n].linear_probe for n in names], color=[PALETTE[0],
+                                                                                       PALETTE[7]][: len(names)])
     axes[0].bar_label(bars, fmt="%.1f")
     axes[0].set_ylabel("linear-probe test accuracy (%)")
     axes[0].set_ylim(0, 100)

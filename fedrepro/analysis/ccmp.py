@@ -30,7 +30,8 @@ def _batches(data: ClientData, split: str):
 
 def _pep(method):
     if getattr(method, "name", "") != "pep_fedpt":
-        raise ConfigError(f"this analysis reads PEP-FedPT's soft weights; got method {getattr(method, 'name', method)!r}")
+        got = getattr(method, "name", method)
+        raise ConfigError(f"this analysis reads PEP-FedPT's soft weights; got method {got!r}")
     return method
 
 

@@ -116,8 +116,8 @@ def train_planted(task: PlantedTask, gamma: float, cfg: PlantedOTConfig, seed: i
                 order = torch.randperm(n, generator=order_gen)
                 for s in range(0, n, cfg.batch_size):
                     idx = order[s:s + cfg.batch_size]
-                    g, l = (p.requires_grad_(True) for p in params)
-                    score = ot_score(_sims(tokens[k][idx], _prompt_pair(g, l)), "uot", gamma, cfg.lam,
+                    g, loc = (p.requires_grad_(True) for p in params)
+                    score = ot_score(_sims(tokens[k][idx], _prompt_pair(g, loc)), "uot", gamma, cfg.lam,
                                      max_iter=cfg.max_iter, thresh=cfg.thresh)
                     loss = F.cross_entropy(cfg.scale * score, clients[k].labels[idx])
                     grads = torch.autograd.grad(loss, params)

@@ -29,7 +29,8 @@ probed); ours, all in :class:`ProbeConfig`:
   scratch at half the lr (at most ``max_backoff`` times); the lr used is reported per client
   (``probe_lr``, ``match_lr``);
 - **Match init**: the identity (``match_init="identity"``: with 0 epochs Match *is* Origin, bit for
-  bit, and the divergence guard keeps its train loss at or below Origin's); ``"random"`` draws it like ``nn.Linear``'s default;
+  bit, and the divergence guard keeps its train loss at or below Origin's); ``"random"`` draws it like ``nn.Linear``'s
+  default;
 - **Probe init**: ``nn.Linear``'s default distribution U(±1/√m), but drawn from a seeded generator;
 - **seeding**: every draw (init, shuffling) comes from a generator derived from
   ``(cfg.seed, "probe"|"match", client id)``, independent of which other clients are probed;

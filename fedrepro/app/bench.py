@@ -222,7 +222,8 @@ def main(argv: list[str] | None = None) -> dict:
     if lib is not None and allocator.in_use() == "system" and not os.environ.get("_FEDREPRO_BENCH_EXEC"):
         # On the allocator the pool's workers train with; the flag stops a loop if preloading fails.
         env = {**allocator.child_env(), "_FEDREPRO_BENCH_EXEC": "1"}
-        os.execve(sys.executable, [sys.executable, "-m", "fedrepro.app.bench", *(sys.argv[1:] if argv is None else argv)],
+        os.execve(sys.executable, [sys.executable, "-m", "fedrepro.app.bench",
+                                   *(sys.argv[1:] if argv is None else argv)],
                   env)
 
     device = resolve_device("auto")

@@ -171,7 +171,8 @@ def _main(argv: list[str] | None = None) -> int:
     p_rep.add_argument("--profile", default="laptop", help="smoke | laptop (default) | paper")
     p_rep.add_argument("--only", default=None, help="run only notebooks whose path contains this text")
     p_rep.add_argument("--workers", type=int, default=None,
-                       help="processes that train runs and render notebooks (default: the cores over the runs' threads)")
+                       help="processes that train runs and render notebooks "
+                            "(default: the cores over the runs' threads)")
     p_rep.add_argument("--plan", "--dry-run", dest="plan", action="store_true",
                        help="list what each notebook reads and what is left to train; train and render nothing "
                             "(--dry-run, as for run)")
@@ -179,7 +180,8 @@ def _main(argv: list[str] | None = None) -> int:
     _tensorboard_flag(p_rep)
 
     p_res = sub.add_parser("results", help="write the results pages of a profile (docs/results/<profile>/index.md and "
-                                           "one <paper>.md per paper) from the claims and timings that reproduce stored")
+                                           "one <paper>.md per paper) from the claims and timings that reproduce "
+                                           "stored")
     p_res.add_argument("--profile", default="laptop", help="smoke | laptop (default) | paper")
     p_res.add_argument("--timings", default=None, metavar="FILE",
                        help="the pass's timings.json (default: the one `fedrepro reproduce` left for this profile)")

@@ -239,7 +239,8 @@ def plot_paper_table(ref: pd.DataFrame, ax=None, rows: Sequence | None = None, c
     styles = style.styles_for(rows)
     width = 0.8 / max(len(rows), 1)
     for j, r in enumerate(rows):
-        ax.bar([i + j * width for i in range(len(columns))], [ref.at[r, c] for c in columns], width, label=style.display_label(r),
+        ax.bar([i + j * width for i in range(len(columns))], [ref.at[r, c] for c in columns], width,
+               label=style.display_label(r),
                alpha=0.6, **styles[r].bar())
     ax.set_xticks([i + width * (len(rows) - 1) / 2 for i in range(len(columns))])
     ax.set_xticklabels([style.display_label(c) for c in columns])
@@ -315,7 +316,8 @@ def plot_verdicts(verdicts: pd.DataFrame, ax=None, title: str | None = None):
     grid = grid.loc[list(dict.fromkeys(verdicts["claim_id"]))]
     if ax is None:
         _, ax = plt.subplots(figsize=(min(14, 2 + 0.35 * grid.shape[1]), 0.5 + 0.45 * len(grid)))
-    ax.imshow(grid.to_numpy(dtype=float), cmap=ListedColormap(["#e8a0a6", "#dddddd", "#f5d58a", "#9fd8ad"]), vmin=0, vmax=3,
+    ax.imshow(grid.to_numpy(dtype=float), cmap=ListedColormap(["#e8a0a6", "#dddddd", "#f5d58a", "#9fd8ad"]), vmin=0,
+              vmax=3,
               aspect="auto", interpolation="nearest")
     ax.set_yticks(range(len(grid)))
     ax.set_yticklabels(grid.index, fontsize=8)

@@ -379,7 +379,8 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
             "notebook": rel, "render_s": round(pool.done[f"render:{rel}"], 1), "runs": len(hashes),
             "runs_read": len(set(read)), "unplanned_runs": unplanned,
             "train_s_of_its_runs": round(sum(pool.done.get(h, 0.0) for h in hashes), 1),
-            "analyses_s": round(sum(pool.done.get(f"{name}:{h}", 0.0) for name, h in the_plan.computes.get(rel, [])), 1),
+            "analyses_s": round(sum(pool.done.get(f"{name}:{h}", 0.0) for name, h in the_plan.computes.get(rel, [])),
+                                1),
             "figures": sorted({under_output_root(e["path"]) or e["path"] for e in events if e["event"] == "figure"})})
     by_sort = {"run": 0.0, "analysis": 0.0, "render": 0.0}
     for key, sec in pool.done.items():

@@ -276,7 +276,8 @@ def index_page(profile: str, claims, timings: dict | None, commit: str) -> str:
     of no paper."""
     counts = _verdict_counts(claims)
     lines = [f"# Results at the {profile} profile", "", *_pass_lines(profile, timings, commit), *_verdict_rule(),
-             "| paper | claims | " + " | ".join(VERDICTS) + f" | notebooks | render (s) | training of their runs{_trained_here(timings)} (s) |",
+             "| paper | claims | " + " | ".join(VERDICTS)
+             + f" | notebooks | render (s) | training of their runs{_trained_here(timings)} (s) |",
              "|---|---|" + "---|" * len(VERDICTS) + "---|---|---|"]
     for paper in _papers(claims):
         row = counts.loc[paper]

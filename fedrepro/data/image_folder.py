@@ -151,7 +151,8 @@ def load_image_folder_at(
     doms = sorted(listing)
     classes = sorted({e.cls for entries in listing.values() for e in entries})
     cls_index = {c: i for i, c in enumerate(classes)}
-    parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("train_x", "train_y", "train_d", "test_x", "test_y", "test_d")}
+    parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("train_x", "train_y", "train_d", "test_x", "test_y",
+                                                            "test_d")}
     for d_id, dom in enumerate(doms):
         entries = listing[dom]
         x = _decode_domain(folder / dom, entries, image_size)

@@ -118,7 +118,9 @@ def make_planted(cfg: PlantedConfig) -> PlantedTask:
     clutter = _directions(clutter_rng, cfg.num_clutter, cfg.dim, cfg.clutter_scale)
     train = _split(cfg, train_rng, cfg.train_per_client, prototypes, styles, clutter)
     test = _split(cfg, test_rng, cfg.test_per_client, prototypes, styles, clutter)
-    as_t = lambda a: torch.from_numpy(a.astype(np.float32))
+    def as_t(a):
+        return torch.from_numpy(a.astype(np.float32))
+
     return PlantedTask(cfg, train, test, as_t(prototypes), as_t(styles), as_t(clutter))
 
 

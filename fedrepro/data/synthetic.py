@@ -49,7 +49,8 @@ def _samples(
     rows = (np.arange(s)[None, :] - dy[:, None]) % s  # [n, s]
     cols = (np.arange(s)[None, :] - dx[:, None]) % s
     # One gather instead of a per-sample roll loop.
-    x = templates[y[:, None, None, None], np.arange(c)[None, :, None, None], rows[:, None, :, None], cols[:, None, None, :]]
+    x = templates[y[:, None, None, None], np.arange(c)[None, :, None, None], rows[:, None, :, None], cols[:, None,
+                                                                                                          None, :]]
     eps = rng.standard_normal(x.shape)
     if c > 1:
         eps = _CHANNEL_SHARED * eps[:, :1] + _CHANNEL_OWN * eps  # correlated, as for the patterns

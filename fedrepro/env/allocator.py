@@ -51,7 +51,8 @@ def library(setting: str | None = None) -> str | None:
         return lib
     if "/" in setting:
         if not Path(setting).is_file():
-            raise ConfigError(f"{ENV}={setting}: no such file; valid: {', '.join(CHOICES)} or the path of a shared library")
+            raise ConfigError(f"{ENV}={setting}: no such file; valid: {', '.join(CHOICES)} "
+                              "or the path of a shared library")
         return setting
     raise ConfigError(f"{ENV}={setting!r}; valid: {', '.join(CHOICES)} or the path of a shared library")
 

@@ -250,7 +250,8 @@ def _legend_rule(fig, per_axes) -> list[Problem]:
             drawn.update(_norm(n) for n in (it.label, it.alias) if n)
             if not ({_norm(n) for n in (it.label, it.alias) if n} & named):
                 what = {"line": "a line", "bars": "a bar group", "points": "a set of points"}[it.kind]
-                problems.append(Problem("legend", _where(ax), f"{what} ({it.label or 'unlabelled'}) has no legend entry"))
+                problems.append(Problem("legend", _where(ax),
+                                        f"{what} ({it.label or 'unlabelled'}) has no legend entry"))
     for _, text in entries:
         if _norm(text) not in drawn:
             problems.append(Problem("legend", "legend", f"entry {text!r} names nothing drawn"))

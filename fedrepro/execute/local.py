@@ -52,7 +52,8 @@ def estimate_cost(cfg: RunConfig) -> float:
     test = pa.get("test_per_client") or (d.max_test or 10000) / d.num_clients
     clients = d.num_clients * t.participation
     width = cfg.model.args.get("width")
-    model = _MODEL_COST.get(cfg.model.name, 1.0) * ((width / 16) ** 1.1 if width and cfg.model.name.startswith("resnet") else 1.0)
+    model = _MODEL_COST.get(cfg.model.name,
+                            1.0) * ((width / 16) ** 1.1 if width and cfg.model.name.startswith("resnet") else 1.0)
     evals = t.rounds / t.eval_every
     train = t.rounds * clients * per_client * t.local_epochs
     finetune = evals * d.num_clients * per_client * t.eval_finetune_epochs

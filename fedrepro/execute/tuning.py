@@ -4,7 +4,8 @@ A table that compares methods gives each the same budget: every row (a method, o
 its own arguments) tries every learning rate of one grid, on its own config with a share of the
 training split held out as validation data (``data.validation``; the test split is never read),
 at one seed that no claim reads (:data:`TUNING_SEED`: a claim's seeds count up from 0, to 12 at
-most), so that no claim's runs share a seed and a split with the search that chose their rate. The rate with the highest validation score is the row's, for every seed of the
+most), so that no claim's runs share a seed and a split with the search that chose their rate. The rate with the
+highest validation score is the row's, for every seed of the
 table. A row that still fails to learn at its best rate is a straw man of the table, not of the
 tuning, and the notebook shows it apart.
 
@@ -154,7 +155,8 @@ class LrSearch:
             summary = RunStore(c.runs_dir).load(c).summary
             if self.metric not in summary:
                 raise ConfigError(f"LrSearch(metric={self.metric!r}): run {c.hash()} has no such summary value; "
-                                  f"valid: {', '.join(sorted(k for k in summary if k.startswith(('best_', 'final_'))))}")
+                                  "valid: " + ", ".join(sorted(k for k in summary
+                                                               if k.startswith(("best_", "final_")))))
             v = summary[self.metric]  # NaN is stored as null
             # A diverged run (no score) loses to any run that was scored.
             out[self.rate(c)] = float("-inf") if v is None or v != v else float(v)

@@ -291,7 +291,8 @@ class ClipPromptMethod(Method):
         """[N, C] logits of every row of ``feats`` under contexts ``ctx``."""
         text = self.text_features(ctx)
         return torch.cat([self.logits(text, feats.rows(slice(s, s + batch_size)))
-                          for s in range(0, len(feats), batch_size)]) if len(feats) else torch.zeros(0, self.num_classes)
+                          for s in range(0, len(feats), batch_size)]) if len(feats) else torch.zeros(0,
+                                                                                                     self.num_classes)
 
     def eval_ctx(self, shared: State, state: State, data: ClientData, gen: torch.Generator) -> Tensor:
         """The contexts a client is scored with (its own prompts after the round's download)."""

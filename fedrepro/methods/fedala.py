@@ -91,7 +91,8 @@ def top_parameters(model, p: int, unit: str = "layer") -> list[str]:
     return [n for n in names if (n.rsplit(".", 1)[0] if "." in n else "") in top]
 
 
-def ala_combine(local: Mapping[str, Tensor], glob: Mapping[str, Tensor], weights: Mapping[str, Tensor]) -> dict[str, Tensor]:
+def ala_combine(local: Mapping[str, Tensor], glob: Mapping[str, Tensor], weights: Mapping[str, Tensor]) -> dict[str,
+                                                                                                                Tensor]:
     """θ̂: the global state dict, with θ_i + (θ − θ_i) ⊙ W on the keys of ``weights``."""
     out = {k: v.detach().clone() for k, v in glob.items()}
     for k, w in weights.items():

@@ -223,7 +223,8 @@ class FedAMP(ModelMethod):
             return shared, server_state
         ids = sorted(models)
         pool = [models[i] for i in ids]
-        xi = attention_weights(pool, mode=self.p.attention, alpha_k=self.p.alpha_at(rnd + 1, self.ctx.cfg.train.lr), sigma=self.p.sigma,
+        xi = attention_weights(pool, mode=self.p.attention, alpha_k=self.p.alpha_at(rnd + 1, self.ctx.cfg.train.lr),
+                               sigma=self.p.sigma,
                                self_weight=self.p.self_weight, heur_sigma=self.p.heur_sigma)
         clouds = combine(pool, xi)
         new_shared = {"cloud": dict(zip(ids, clouds))}

@@ -18,7 +18,8 @@ client's previous local model's. One round for client i (the paper's Algorithm 1
 Named options and choices the paper leaves open:
 
 - ``mu`` (μ): default 1; the MOON paper uses μ = 5 for CIFAR-10 and μ = 1 for CIFAR-100 and
-  Tiny-ImageNet, which pFedCSPC's tables set per dataset (``papers.pfedcspc.baselines.moon_mu``). ``temperature`` (τ): default 0.5, the
+  Tiny-ImageNet, which pFedCSPC's tables set per dataset (``papers.pfedcspc.baselines.moon_mu``). ``temperature`` (τ):
+  default 0.5, the
   paper's value for every dataset.
 - First round of a client (no previous local model yet): w_prev is the global model, so
   z_prev = z_glob and ℓ_con ≡ log 2 with an exactly zero gradient; that round is CE training. The

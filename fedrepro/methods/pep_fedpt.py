@@ -345,8 +345,8 @@ class PEPFedPT(Method):
 
 
 def momentum_update(mu: Tensor, proto_sum: Tensor, proto_n: Tensor, rho: float) -> Tensor:
-    """PEP-FedPT (arXiv) Eqs. 20-21 (= Eqs. 11-12): μ ← ρ μ + (1 − ρ) μ̂, μ̂ the mean of the period's non-zero uploads; a class nobody
-    reported keeps its prototype (ρ = 1 for it)."""
+    """PEP-FedPT (arXiv) Eqs. 20-21 (= Eqs. 11-12): μ ← ρ μ + (1 − ρ) μ̂, μ̂ the mean of the period's
+    non-zero uploads; a class nobody reported keeps its prototype (ρ = 1 for it)."""
     seen = (proto_n > 0)[..., None]
     mean = proto_sum / proto_n.clamp(min=1)[..., None]
     return torch.where(seen, rho * mu + (1 - rho) * mean, mu)

@@ -224,7 +224,8 @@ class PromptTuning(Method):
 
     def optimizer(self, params: list[nn.Parameter], rnd: int, lr: float | None = None) -> torch.optim.SGD:
         """SGD at lr·γ^round, prompts at ``train.prompt_lr`` (default ``train.lr``), the head at ``train.lr``."""
-        return prompt_sgd(self.ctx.cfg.train, params, self.p.lr_decay ** rnd, lr, heads=list(self.net.head.parameters()))
+        return prompt_sgd(self.ctx.cfg.train, params, self.p.lr_decay ** rnd, lr,
+                          heads=list(self.net.head.parameters()))
 
     def clipper(self, params: list[nn.Parameter]) -> Callable[[], None] | None:
         if self.p.grad_clip is None:

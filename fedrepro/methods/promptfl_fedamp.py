@@ -100,7 +100,8 @@ class PromptFLFedAMP(PromptFL):
         ids = sorted(prompts)
         pool = [{"ctx": prompts[i]} for i in ids]
         # The next round's α, so ξ and that round's proximal term share one α (as fedamp.py).
-        xi = attention_weights(pool, mode=self.p.attention, alpha_k=self.p.alpha_at(rnd + 1, self.ctx.cfg.train.lr), sigma=self.p.sigma,
+        xi = attention_weights(pool, mode=self.p.attention, alpha_k=self.p.alpha_at(rnd + 1, self.ctx.cfg.train.lr),
+                               sigma=self.p.sigma,
                                self_weight=self.p.self_weight, heur_sigma=self.p.heur_sigma)
         clouds = combine(pool, xi)
         new_shared = self.carry_momentum({CLOUD: {i: c["ctx"] for i, c in zip(ids, clouds)}}, shared, updates)

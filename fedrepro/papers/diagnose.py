@@ -176,7 +176,8 @@ def causes(profile: str, claims: pd.DataFrame, runs_dir: Path | None = None,
     """A likely cause per row of ``claims`` (:func:`fedrepro.papers.verdicts.collect_claims`), indexed like it.
 
     Reads ``output/<profile>/trace/<notebook>.jsonl`` under the output root ``root`` (written by
-    ``fedrepro reproduce``) for the runs each notebook read; a notebook rendered outside ``reproduce`` has no trace and gets only the
+    ``fedrepro reproduce``) for the runs each notebook read; a notebook rendered outside ``reproduce`` has no trace and
+    gets only the
     seed-based causes."""
     runs_dir = Path(runs_dir) if runs_dir is not None else output_path("runs", profile, root)
     trace_dir = output_path("trace", profile, root)

@@ -74,7 +74,8 @@ class Rows:
     """One group of a table's rows, run over the same seeds.
 
     ``grid`` maps dotted config keys to values (their Cartesian product, as in
-    :func:`fedrepro.run_grid`; a list of such mappings concatenates their points); ``variants`` names whole config overrides (ablation settings), which
+    :func:`fedrepro.run_grid`; a list of such mappings concatenates their points); ``variants`` names whole config
+    overrides (ablation settings), which
     then label the rows in the table's ``variant_col``; ``base`` overrides the setup for this group
     only; ``seeds`` is ``"claim"`` (the rows a claim reads: the profile's claim seeds) or ``"table"``
     (rows no claim reads: the table seeds).

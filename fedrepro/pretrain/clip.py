@@ -225,4 +225,5 @@ def pretrain_clip(cfg: PretrainClipConfig, progress: bool = True) -> Path:
         torch.set_num_threads(threads_before)
 
 
-__all__ = ["PretrainClipConfig", "contrastive_loss", "load_data", "load_validation", "pretrain_clip", "train", "vocabulary"]
+__all__ = ["PretrainClipConfig", "contrastive_loss", "load_data", "load_validation", "pretrain_clip", "train",
+           "vocabulary"]

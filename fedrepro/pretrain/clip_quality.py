@@ -165,7 +165,8 @@ def style_quality(clip: ClipBackbone, tasks: list[FewShotTask], class_names: lis
 
 
 __all__ = [
-    "FewShotTask", "coop_accuracy", "fashion_style_tasks", "fit_coop", "foreground_similarity", "image_features", "patch_similarity_maps",
+    "FewShotTask", "coop_accuracy", "fashion_style_tasks", "fit_coop", "foreground_similarity", "image_features",
+    "patch_similarity_maps",
     "retrieval",
     "style_quality", "text_features", "zero_shot_accuracy",
 ]

@@ -28,7 +28,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import math
 import os
 import tempfile
 from dataclasses import dataclass, fields

@@ -43,11 +43,11 @@ PACKAGE = Path(__file__).resolve().parent.parent  # fedrepro/ (this module lives
 ROOT = PACKAGE.parent
 # Modules that move, store, trace or draw results but never change a number of a run.
 NOT_RESULT = frozenset({
-    "fedrepro.runs.store", "fedrepro.env.trace", "fedrepro.env.allocator", "fedrepro.env.host", "fedrepro.app.figures",
-    "fedrepro.errors", "fedrepro.params", "fedrepro.config", "fedrepro.registry", "fedrepro.runs.fingerprint",
-    "fedrepro.execute.local", "fedrepro.papers.plan", "fedrepro.app.reproduce", "fedrepro.app.cli", "fedrepro.app.results_page",
-    "fedrepro.app.bench", "fedrepro.app.verify", "fedrepro.execute.run", "fedrepro.runs.catalog", "fedrepro.app.describe",
-    "fedrepro.app.setup_text",
+    "fedrepro.runs.store", "fedrepro.env.trace", "fedrepro.env.allocator", "fedrepro.env.host",
+    "fedrepro.app.figures", "fedrepro.errors", "fedrepro.params", "fedrepro.config", "fedrepro.registry",
+    "fedrepro.runs.fingerprint", "fedrepro.execute.local", "fedrepro.papers.plan", "fedrepro.app.reproduce",
+    "fedrepro.app.cli", "fedrepro.app.results_page", "fedrepro.app.bench", "fedrepro.app.verify",
+    "fedrepro.execute.run", "fedrepro.runs.catalog", "fedrepro.app.describe", "fedrepro.app.setup_text",
 })
 # What ``staleness`` answers.
 FRESH, STALE, UNKNOWN = "fresh", "stale", "unknown"
@@ -166,7 +166,8 @@ def _code(src: Tree, roots: frozenset[str]) -> tuple[dict[str, str], list[str]]:
     ``"a>b"`` says that the module of digest a imports the module of digest b."""
     mods = _closure(src, roots)
     files = {src.module_file(m): _module(src, m)[0] for m in mods}
-    links = sorted({f"{_module(src, m)[0]}>{_module(src, t)[0]}" for m in mods for t in _module(src, m)[1] if t in mods})
+    links = sorted({f"{_module(src, m)[0]}>{_module(src, t)[0]}" for m in mods for t in _module(src,
+                                                                                                m)[1] if t in mods})
     return files, links
 
 

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 import fedrepro
-from fedrepro.analysis.by_round import at_round, flatness, flatness_by_group, is_flat, verdict_changes, window_change, window_noise
+from fedrepro.analysis.by_round import (at_round, flatness, flatness_by_group, is_flat, verdict_changes, window_change,
+                                        window_noise)
 from fedrepro.papers.verdicts import verdicts_by_group, verdicts_by_round
 
 

@@ -107,7 +107,8 @@ def test_a_claim_records_the_runs_it_compares_and_its_cause_reads_only_those(tmp
     runs = set(out["runs"].item())
     assert runs == {f"{m[:4]}0.1{s}" for m in ("local", "fedavg") for s in range(3)}
     # A results table without run paths records none (the cause then reads the notebook's runs).
-    assert evaluate_claims(pd.DataFrame(rows).drop(columns="path"), ids=["tour.local_beats_fedavg_skewed"])["runs"].item() == ()
+    assert evaluate_claims(pd.DataFrame(rows).drop(columns="path"),
+                           ids=["tour.local_beats_fedavg_skewed"])["runs"].item() == ()
 
     # The cause names the runs the claim compares, not all those its notebook read.
     flat_cfg = tiny_config(tmp_path, **{"train.rounds": 2 * FLAT_WINDOW})
@@ -116,7 +117,8 @@ def test_a_claim_records_the_runs_it_compares_and_its_cause_reads_only_those(tmp
     trace.mkdir(parents=True)
     (trace / "fedpft__02_x.ipynb.jsonl").write_text(json.dumps({"event": "run", "hash": flat_cfg.hash()}) + "\n")
     m = movement([flat_cfg.hash()], tmp_path / "runs", whose="it compares")
-    table = pd.DataFrame([{"claim_id": "c1", "verdict": "FAIL", "evidence": "seeds [0, 1, 2]", "notebook": "fedpft_02_x",
+    table = pd.DataFrame([{"claim_id": "c1", "verdict": "FAIL", "evidence": "seeds [0, 1, 2]",
+                           "notebook": "fedpft_02_x",
                            "runs": [flat_cfg.hash()]}])
     out = causes("laptop", table, runs_dir=tmp_path / "runs", root=tmp_path)
     assert ("runs it compares" in out[0]) and "its notebook read" not in out[0]

@@ -15,7 +15,8 @@ from fedrepro.errors import ConfigError
 pytestmark = pytest.mark.usefixtures("_clean_env")
 
 
-def make_ds(n_train: int = 200, n_test: int = 50, classes: int = 4, domains: int | None = None, c: int = 3) -> ImageDataset:
+def make_ds(n_train: int = 200, n_test: int = 50, classes: int = 4, domains: int | None = None,
+            c: int = 3) -> ImageDataset:
     g = torch.Generator().manual_seed(0)
     kw = {}
     if domains:

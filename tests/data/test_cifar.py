@@ -110,7 +110,8 @@ def test_cifar_truncated_pickle(tmp_path: Path) -> None:
 def test_cifar_pickle_cannot_run_code(tmp_path: Path) -> None:
     write_cifar10(tmp_path)
     marker = tmp_path / "pwned"
-    evil = b"\x80\x02cos\nsystem\nX" + struct.pack("<I", len(f"touch {marker}")) + f"touch {marker}".encode() + b"\x85R."
+    evil = b"\x80\x02cos\nsystem\nX" + struct.pack("<I",
+                                                   len(f"touch {marker}")) + f"touch {marker}".encode() + b"\x85R."
     (tmp_path / "cifar-10-batches-py" / "batches.meta").write_bytes(evil)
     with pytest.raises(CorruptCacheError, match="os.system"):
         load_dataset("cifar10", root=tmp_path)

@@ -65,7 +65,8 @@ def test_image_folder_split_depends_on_seed(tmp_path: Path) -> None:
         d.mkdir(parents=True, exist_ok=True)
         Image.new("L", (8, 8), i * 20).save(d / f"{i}.png")
     splits = {
-        tuple(sorted(load_dataset("image_folder", path=tmp_path / "f", image_size=8, seed=s).test_x[:, 0, 0, 0].tolist()))
+        tuple(sorted(load_dataset("image_folder", path=tmp_path / "f", image_size=8, seed=s).test_x[:, 0, 0,
+                                                                                                    0].tolist()))
         for s in range(5)
     }
     assert len(splits) > 1

@@ -84,7 +84,8 @@ def test_fedasam_step_descends_with_the_gradient_at_the_perturbed_weights(tiny, 
         assert torch.allclose(got[n], expected, atol=1e-5), n
     assert any(not torch.allclose(got[n], plain[n], atol=1e-4) for n in params)
     # ρ = 0 is FedAvg's step
-    zero, clients0, st0 = setup(tiny(**PLAIN_STEP, **{"train.lr": lr, "method.name": "fedasam", "method.args.rho": 0.0}))
+    zero, clients0, st0 = setup(tiny(**PLAIN_STEP, **{"train.lr": lr, "method.name": "fedasam",
+                                                      "method.args.rho": 0.0}))
     flat = update(zero, st0, clients0[0]).upload
     assert all(torch.allclose(flat[n], plain[n], atol=1e-6) for n in params)
 

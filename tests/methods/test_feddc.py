@@ -47,7 +47,8 @@ def test_feddc_local_step_has_drift_penalty_and_gradient_correction(tiny):
     # h_i and c_i stay on the client: the upload carries θ + h and Δc only
     assert not any(k.startswith((H, C)) for k in upd.upload)
     # α = 0 and c = c_i = 0 is FedAvg's step; θ + h = 2θ − w then
-    free, clients0, st0 = setup(tiny(**PLAIN_STEP, **{"train.lr": lr, "method.name": "feddc", "method.args.alpha": 0.0}))
+    free, clients0, st0 = setup(tiny(**PLAIN_STEP, **{"train.lr": lr, "method.name": "feddc",
+                                                      "method.args.alpha": 0.0}))
     first = update(free, st0, clients0[0])
     for n in names:
         assert torch.allclose(first.upload[n], 2 * plain[n] - w[n], atol=1e-6)

@@ -126,7 +126,8 @@ def test_pmi_initialises_each_client_with_its_own_encoder_mix(tiny):
 def test_server_step_changes_only_the_head_and_classifier(tiny):
     method, clients, st = setup(tiny(**CSPC))
     ups = [update(method, st, c) for c in clients]
-    off = method.__class__(method.ctx, METHODS.get("pfedcspc").parse_params({**CSPC["method.args"], "calibrate": False}))
+    off = method.__class__(method.ctx, METHODS.get("pfedcspc").parse_params({**CSPC["method.args"],
+                                                                             "calibrate": False}))
     plain, _ = off.aggregate(st.shared, ups, st.server_state, 0)
     cal, _ = method.aggregate(st.shared, ups, st.server_state, 0)
     for k in method.net.state_dict():
@@ -144,7 +145,8 @@ def test_the_same_rounds_model_is_scored_before_the_calibration(tiny):
     ups = [update(method, st, c) for c in clients]
     unscored, _, _ = setup(tiny(**CSPC))
     assert not list(unscored.global_variants(*unscored.aggregate(st.shared, ups, st.server_state, 0)))
-    off = method.__class__(method.ctx, METHODS.get("pfedcspc").parse_params({**CSPC["method.args"], "calibrate": False}))
+    off = method.__class__(method.ctx, METHODS.get("pfedcspc").parse_params({**CSPC["method.args"],
+                                                                             "calibrate": False}))
     plain, plain_server = off.aggregate(st.shared, ups, st.server_state, 0)
     assert not list(off.global_variants(plain, plain_server))  # nothing calibrated, nothing to compare
     cal, server = method.aggregate(st.shared, ups, st.server_state, 0)

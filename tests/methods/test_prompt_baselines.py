@@ -96,7 +96,8 @@ def test_p_pt_keeps_its_prompt_and_a_held_out_client_has_the_initial_one(tiny):
     assert set(u.upload) == HEAD and set(u.state) == {"shallow"}
     assert not torch.equal(u.state["shallow"], st.client_states[0]["shallow"])
     # Every client starts from the same prompt, so one that never trains holds the initial one.
-    assert all(torch.equal(st.client_states[c]["shallow"], st.client_states[0]["shallow"]) for c in range(len(st.client_states)))
+    assert all(torch.equal(st.client_states[c]["shallow"],
+                           st.client_states[0]["shallow"]) for c in range(len(st.client_states)))
     gen = torch_gen(0, "eval", 0, 0)
     trained = method.evaluate(st.shared, u.state, clients[0], gen)
     initial = method.evaluate(st.shared, st.client_states[0], clients[0], gen)

@@ -49,7 +49,8 @@ def test_the_network_inserts_the_chosen_groups_prompts_after_cls(tiny):
     bb, s = net.backbone, st.shared
     with torch.no_grad():
         logits = net(x)
-        t = bb.vit.blocks[0](torch.cat([bb.embed(x)[:, :1], s["shallow"].expand(len(x), -1, -1), bb.embed(x)[:, 1:]], 1))
+        t = bb.vit.blocks[0](torch.cat([bb.embed(x)[:, :1], s["shallow"].expand(len(x), -1, -1), bb.embed(x)[:, 1:]],
+                                       1))
         g = _cos(t[:, 0], s["group_keys"]).argmax(1)  # the query: cls entering the first group block
         for j, b in enumerate([1, 2, 3]):
             t = bb.vit.blocks[b](torch.cat([t[:, :1], s["group"][j][g][:, None], t[:, 1:]], 1))

@@ -87,7 +87,9 @@ def test_vpt_deep_replaces_and_ccmp_inserts_at_given_blocks():
     shallow = torch.randn(4, d)
     deep = {1: torch.randn(4, d), 2: torch.randn(4, d)}
     lengths: list[int] = []
-    record = lambda i, t: lengths.append(t.shape[1])
+    def record(i, t):
+        return lengths.append(t.shape[1])
+
     with torch.no_grad():
         out = vit.forward_tokens(vit.embed(x), shallow, chain_hooks(prompt_hook(deep, "replace"), record))
         assert lengths == [54, 54, 54] and out.shape[1] == 54

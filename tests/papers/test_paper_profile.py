@@ -147,7 +147,8 @@ def test_fedpft_trains_without_augmentation_at_every_profile():
 def test_fedamp_schedule_stays_finite_positive_and_stable_over_the_paper_run():
     from fedrepro.methods import METHODS
 
-    runs = [c for c in paper("fedpft").TABLES["main_default"].configs("paper", tuned=False) if c.method.name == "fedamp"]
+    runs = [c for c in paper("fedpft").TABLES["main_default"].configs("paper",
+                                                                      tuned=False) if c.method.name == "fedamp"]
     assert runs and all(c.train.rounds == 1000 for c in runs)
     for cfg in runs:
         p = METHODS.get("fedamp").parse_params(cfg.method.args)

@@ -13,18 +13,21 @@ from .pages import MAIN_NOTEBOOK, SECTIONS
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fedrepro.app.book", description=__doc__.split(":", 1)[1].strip())
     parser.add_argument("--profile", default="laptop", help="smoke | laptop (default) | paper")
-    parser.add_argument("--notebooks", default=None, help="the executed notebooks (default: output/<profile>/notebooks)")
+    parser.add_argument("--notebooks", default=None,
+                        help="the executed notebooks (default: output/<profile>/notebooks)")
     parser.add_argument("--claims", default=None, help="the recorded claims (default: output/<profile>/claims)")
     parser.add_argument("--out", default=None, help="where the site goes (default: output/<profile>/book)")
     parser.add_argument("--no-api", action="store_true", help="leave out the API reference (faster)")
     parser.add_argument("--check", action="store_true",
                         help="then open the index, each paper's page and its main notebook in headless Chromium: "
-                             "console errors, images, network, claims tables; screenshots -> output/<profile>/screenshots")
+                             "console errors, images, network, claims tables; "
+                             "screenshots -> output/<profile>/screenshots")
     parser.add_argument("-v", "--verbose", action="store_true", help="show Sphinx's progress")
     args = parser.parse_args(argv)
 
     try:
-        site = build(args.profile, notebooks_dir=args.notebooks, claims_dir=args.claims, out=args.out, api=not args.no_api,
+        site = build(args.profile, notebooks_dir=args.notebooks, claims_dir=args.claims, out=args.out,
+                     api=not args.no_api,
                      quiet=not args.verbose)
     except FedreproError as e:
         print(f"error: {e}", file=sys.stderr)

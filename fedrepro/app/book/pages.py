@@ -46,7 +46,8 @@ PAPER_ORDER = ("fedpft", "pfedcspc", "pep_fedpt", "fedotp")
 SECTIONS = {"backbones": ("Backbones", "The small pretrained stand-ins that the prompt papers' notebooks run on at the "
                                        "smoke and laptop profiles: how each is built and what it can do.")}
 # The notebook each paper's page points a student to first.
-MAIN_NOTEBOOK = {"tour": "00_tour", "fedpft": "fedpft/03_main_tables", "pfedcspc": "pfedcspc/01_global_and_personalized",
+MAIN_NOTEBOOK = {"tour": "00_tour", "fedpft": "fedpft/03_main_tables",
+                 "pfedcspc": "pfedcspc/01_global_and_personalized",
                  "pep_fedpt": "pep_fedpt/01_label_heterogeneity", "fedotp": "fedotp/01_label_shift"}
 
 
@@ -81,7 +82,8 @@ def collect(claims_dir: Path) -> list[ClaimRow]:
         r = checked.get(name, {})
         rows.append(ClaimRow(paper=c.paper, claim_id=c.id, source=r.get("source", c.source),
                              statement=r.get("statement", c.statement), verdict=r.get("verdict", "NOT RUN"),
-                             interval=r.get("interval") or "", evidence=r.get("evidence", "no notebook has checked it yet"),
+                             interval=r.get("interval") or "", evidence=r.get("evidence",
+                                                                              "no notebook has checked it yet"),
                              notebook=r.get("notebook")))
     return rows
 
@@ -111,7 +113,8 @@ def verdict_counts(rows: list[ClaimRow], papers: list[str]) -> list[str]:
         lines.append(f"| {link} | {len(mine)} | " + " | ".join(str(sum(r.verdict == v for r in mine)) for v in VERDICTS)
                      + " |")
     shown = [r for r in rows if r.paper in papers]
-    lines.append(f"| all | {len(shown)} | " + " | ".join(str(sum(r.verdict == v for r in shown)) for v in VERDICTS) + " |")
+    counts = " | ".join(str(sum(r.verdict == v for r in shown)) for v in VERDICTS)
+    lines.append(f"| all | {len(shown)} | {counts} |")
     return lines
 
 
@@ -150,7 +153,8 @@ def paper_page(paper: str, title: str, rows: list[ClaimRow], notebook_docs: list
     lines = [f"# {title}", "", INTROS.get(paper, ""), ""]
     if main in docs:
         lines += [f"Start with {{doc}}`the main notebook </{main}>`; it ends with things to try.", ""]
-    lines += ["## What it claims, and what we found" if paper == "tour" else "## What the paper claims, and what we found", "",
+    who = "it" if paper == "tour" else "the paper"
+    lines += [f"## What {who} claims, and what we found", "",
               f"Every claim with its verdict and interval at this profile; the {{doc}}`results page </{results_doc}>` "
               "adds the evidence behind each.", "",
               "| claim | source | verdict | effect [interval] | checked in |", "|---|---|---|---|---|"]
@@ -180,7 +184,8 @@ def results_page(paper: str, profile: str, rows: list[ClaimRow]) -> str:
              "| claim | verdict | effect [interval] | evidence |", "|---|---|---|---|"]
     for r in rows:
         if r.paper == paper:
-            lines.append(f"| `{r.claim_id}`: {cell(r.statement)} | {r.verdict} | {cell(r.interval)} | {cell(r.evidence)} |")
+            lines.append(f"| `{r.claim_id}`: {cell(r.statement)} | {r.verdict} | {cell(r.interval)} "
+                         f"| {cell(r.evidence)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -23,5 +23,6 @@ from .variants import BASELINES, METHODS
 
 TITLE = "FedOTP (Li et al., CVPR 2024): global and local prompts cooperation via optimal transport"
 
-__all__ = ["NOTEBOOKS", "BASELINES", "METHODS", "TABLES", "TITLE", "VARIANTS", "datasets", "label_configs", "label_results",
+__all__ = ["NOTEBOOKS", "BASELINES", "METHODS", "TABLES", "TITLE", "VARIANTS", "datasets", "label_configs",
+           "label_results",
            "layers"]

@@ -252,7 +252,8 @@ _claim("lead_grows_as_alpha_shrinks", "Table A5",
              # the lead below zero at the largest α: the lead still "grows" towards α = 0.1
              _rows("fedotp", "promptfl", {ALPHA: 5.0}, shift={METRIC: -0.2})))
 _claim("global_local_vs_one_prompt", "§4.1; ablation (ours)",
-       f"global+local ≥ local-only (within {100 * NOT_WORSE:.0f} pt) ≫ global-only (> {100 * MUCH_GLOBAL_ONLY:.0f} pts)",
+       f"global+local ≥ local-only (within {100 * NOT_WORSE:.0f} pt) "
+       f"≫ global-only (> {100 * MUCH_GLOBAL_ONLY:.0f} pts)",
        _prompt_sets, arms=(_rows("fedotp", "fedotp_local_only (ours)", shift={METRIC: -0.05}),
                            _rows("fedotp_local_only (ours)", "fedotp_global_only (ours)")))
 _claim("uot_ot_average_order", "Table 4",

@@ -36,7 +36,8 @@ def foreground_table(results: pd.DataFrame, gammas=(1.0, 0.9, 0.8, 0.65, 0.5), *
 
 @torch.no_grad()
 def patch_vs_pooled_zero_shot(styles=("original", "noisy", "edges"), n_test: int = 1000,
-                              template: str = "a photo of a {}.", gammas=(0.8, 0.5), arch: str = "standin") -> pd.DataFrame:
+                              template: str = "a photo of a {}.", gammas=(0.8,
+                                                                          0.5), arch: str = "standin") -> pd.DataFrame:
     """How much class information the CLIP's feature-map tokens carry, next to its pooled embedding:
     zero-shot accuracy of the hand-written template scored (a) on the pooled image embedding (CLIP,
     CoOp, PromptFL), (b) on the mean patch similarity (FedOTP's "similarity averaging") and (c) by

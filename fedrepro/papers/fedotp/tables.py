@@ -149,4 +149,5 @@ def label_results(profile: str, progress: bool = True, **kw) -> pd.DataFrame:
 
 def label_configs(profile: str, **kw) -> list:
     """Every run of :func:`label_results` (for planning)."""
-    return [c for d in datasets(profile) for c in TABLES["label_shift"].configs(profile, variant=f"pathological:{d}", **kw)]
+    return [c for d in datasets(profile) for c in TABLES["label_shift"].configs(profile, variant=f"pathological:{d}",
+                                                                                **kw)]

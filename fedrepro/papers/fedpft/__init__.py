@@ -9,4 +9,5 @@ from .variants import ABLATION_SETTINGS, FIGURE_VARIANTS, overrides
 
 TITLE = "FedPFT (Wu et al.): prompt-tuned feature transformation for generalised and personalised FL"
 
-__all__ = ["LEFT_OPEN", "BY_ROUND", "NOT_BY_ROUND", "NOTEBOOKS", "TABLES", "ABLATION_SETTINGS", "FIGURE_VARIANTS", "TITLE", "VARIANTS", "layers", "overrides"]
+__all__ = ["LEFT_OPEN", "BY_ROUND", "NOT_BY_ROUND", "NOTEBOOKS", "TABLES", "ABLATION_SETTINGS", "FIGURE_VARIANTS",
+           "TITLE", "VARIANTS", "layers", "overrides"]

@@ -48,7 +48,8 @@ def _t1_pairs(row_a: str, col_a: str, row_b: str, col_b: str):
 # "The Match Acc. of FedAvg ... significantly" above Origin (ICLR §1): Table 1 gaps 12.9 and 8.0.
 MATCH_MARGIN = _quarter_of_smallest_gap("T1", _t1_pairs("fedavg", "Match", "fedavg", "Origin"))
 # FedPFT over FedAvg on CIFAR-10 (ICLR Table 8): +26.8 / +13.7 / +8.3 points.
-BEATS_FEDAVG_MARGIN = _quarter_of_smallest_gap("T-C10", [("fedpft", c, "fedavg", c) for c in ("α=0.1", "α=0.5", "α=1.0")])
+BEATS_FEDAVG_MARGIN = _quarter_of_smallest_gap("T-C10", [("fedpft", c, "fedavg", c) for c in ("α=0.1", "α=0.5",
+                                                                                              "α=1.0")])
 # arXiv §1: FedAvg's Probe exceeds the PFL methods' (Table 1: by 0.96-4.37 points);
 # ICLR §1: FedAvg's Match "even exceeds" their Origin (by 3.47-6.40 points).
 PROBE_OVER_PFL_MARGIN = {m: _quarter_of_smallest_gap("T1", _t1_pairs("fedavg", "Probe", m, "Probe"))
@@ -156,7 +157,8 @@ register_claim(Claim(
 
 register_claim(Claim(
     id="fedpft.beats_fedavg_every_alpha", paper="fedpft", source="ICLR Tables 2 and 8 / arXiv Tables 2 and 7",
-    statement=f"FedPFT > FedAvg by > {100 * BEATS_FEDAVG_MARGIN:.1f} points at every α (best-round mean client accuracy)",
+    statement=f"FedPFT > FedAvg by > {100 * BEATS_FEDAVG_MARGIN:.1f} points at every α "
+              "(best-round mean client accuracy)",
     check=lambda r: _each(r, {M: "fedpft"}, {M: "fedavg"}, margin=BEATS_FEDAVG_MARGIN, label_a="FedPFT",
                           label_b="FedAvg"),
     arms=(arms.Rows({M: "fedpft"}, {M: "fedavg"}),),
@@ -602,7 +604,8 @@ register_claim(Claim(
 
 register_claim(Claim(
     id="fedpft.n_rho_robust", paper="fedpft", source="arXiv Fig. 8 (App. H.1)",
-    statement=f"FedPFT+Con is robust to the number of contrastive prompts n_ρ (range ≤ {100 * PROMPT_RANGE_MAX:.0f} points)",
+    statement=f"FedPFT+Con is robust to the number of contrastive prompts n_ρ "
+              f"(range ≤ {100 * PROMPT_RANGE_MAX:.0f} points)",
     check=lambda r: _prompt_count_robust(r, "method.args.n_rho"),
     # arXiv App. H.1: flat on CIFAR-10; on CIFAR-100 accuracy rises with n_ρ.
     paper_columns=("C10"),

@@ -38,7 +38,8 @@ LEFT_OPEN: tuple[Open, ...] = (
          ("paper",)),
     Open("The R_f sweep \"then plateaus\"",
          "Neither version of the paper says the R_f curve plateaus: ICLR App. L.2 says it \"initially improves "
-         "but then declines in some scenarios\", arXiv App. H.2 that it first increases, then decreases. The sweep is checked as the paper "
+         "but then declines in some scenarios\", arXiv App. H.2 that it first increases, then decreases. "
+         "The sweep is checked as the paper "
          "words it: fedpft.rf_sweep_rises (from R_f = 0, \"very poor\") and fedpft.rf_sweep_peaks_inside "
          "(then declines).", ("laptop", "paper")),
 )

@@ -30,7 +30,8 @@ def tsne_runs(profile: str, alpha: float = 0.5, seed: int = 0) -> dict[str, RunC
     return {name: base.replace(**{M: "fedpft", "method.args": {}, **o}) for name, o in TSNE_PANELS.items()}
 
 
-def attention_runs(profile: str, alphas=(0.1, 0.5, 1.0), seed: int = 0, method: str = "fedpft_con") -> dict[float, RunConfig]:
+def attention_runs(profile: str, alphas=(0.1, 0.5, 1.0), seed: int = 0, method: str = "fedpft_con") -> dict[float,
+                                                                                                            RunConfig]:
     """App. H: one run per α whose FTM attention notebook 09 reads."""
     base = setup("fedpft", profile, method__name=method, seed=seed)
     return {a: base.replace(**{A: a}) for a in alphas}

@@ -99,7 +99,8 @@ def _ablation_rows(profile: str) -> list[Rows]:
 def _by_alpha_rows(profile: str) -> list[Rows]:
     """Tables 11 and 12 (100 clients, ResNet-18): one α and three baselines at the laptop budget."""
     alphas = list(ALPHAS) if profile == "paper" else [0.5]
-    methods = ["fedper", "fedrod", "fedpft"] if profile == "laptop" else ["fedper", "fedbn", "fedrod", "fedcac", "fedpft"]
+    methods = ["fedper", "fedrod", "fedpft"] if profile == "laptop" else ["fedper", "fedbn", "fedrod", "fedcac",
+                                                                          "fedpft"]
     return [Rows({M: methods, A: alphas})]  # its claim reads every row
 
 

@@ -74,7 +74,8 @@ def _n_shared_rows(profile: str) -> list[Rows]:
 def _prompts_rows(profile: str) -> list[Rows]:
     """Table 11: FedVPT with 1 and |C| shallow prompts (|C| = 100 at paper, 10 at laptop and smoke)."""
     many = 100 if profile == "paper" else 10
-    return [Rows(variants={ONE_PROMPT: row("fedvpt"), MANY_PROMPTS: {**row("fedvpt"), "method.args": {"n_prompts": many}},
+    return [Rows(variants={ONE_PROMPT: row("fedvpt"), MANY_PROMPTS: {**row("fedvpt"),
+                                                                     "method.args": {"n_prompts": many}},
                            "pep_fedpt": row("pep_fedpt")})]
 
 
@@ -134,7 +135,8 @@ TABLES = {
                        reference_view=lambda ref: ref.loc[["cifar100"]].rename(index={"cifar100": "pep_fedpt"})),
     # Table 11: FedVPT with |C| generic prompts, pathological.
     "fedvpt_prompts": _table("fedvpt_prompts", "FedVPT with |C| prompts (Table 11)", _prompts_rows,
-                             "pathological", "T11", reference_view=_rename_rows({"1": ONE_PROMPT, "100": MANY_PROMPTS})),
+                             "pathological", "T11", reference_view=_rename_rows({"1": ONE_PROMPT,
+                                                                                 "100": MANY_PROMPTS})),
     # Table 12: where CCMP goes, pathological.
     "position": _table("position", "CCMP position (Table 12)", _position_rows, "pathological", "T12",
                        reference_view=_rename_rows({"1,2,3": "ccmp first", "5,6,7": "ccmp middle",

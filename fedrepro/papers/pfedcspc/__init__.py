@@ -10,5 +10,6 @@ from .variants import ABLATION_GLOBAL, ABLATION_PERSONAL, setting_overrides
 
 TITLE = "pFedCSPC: cross-silo prototypical calibration for personalised and global FL"
 
-__all__ = ["LEFT_OPEN", "BY_ROUND", "NOT_BY_ROUND", "NOTEBOOKS", "TABLES", "ABLATION_GLOBAL", "ABLATION_PERSONAL", "GLOBAL_BASELINES", "PERSONAL_BASELINES", "TITLE", "VARIANTS",
+__all__ = ["LEFT_OPEN", "BY_ROUND", "NOT_BY_ROUND", "NOTEBOOKS", "TABLES", "ABLATION_GLOBAL", "ABLATION_PERSONAL",
+           "GLOBAL_BASELINES", "PERSONAL_BASELINES", "TITLE", "VARIANTS",
            "layers", "setting_overrides", "with_local_finetune"]

@@ -98,7 +98,8 @@ def calibration_view(result, per_class: int = 200, seed: int = 0) -> Calibration
     feats, labels, owner, stage = [], [], [], []
     for name, head in (("before", before_head), ("after", after_head)):
         for k in pair:
-            enc = {n: v for n, v in method._sub(state["client_states"][k], MODEL).items() if not n.startswith(("proj.", "cls."))}
+            enc = {n: v for n, v in method._sub(state["client_states"][k],
+                                                MODEL).items() if not n.startswith(("proj.", "cls."))}
             net = method._load({**enc, **head})
             net.eval()
             with torch.no_grad():
@@ -109,7 +110,8 @@ def calibration_view(result, per_class: int = 200, seed: int = 0) -> Calibration
     rows = result.rounds
     last = rows.dropna(subset=["global_acc"]).iloc[-1]
     return CalibrationView(np.concatenate(feats), np.concatenate(labels), np.concatenate(owner), np.concatenate(stage),
-                           classes, (pair[0], pair[1]), int(last["round"]), float(last["global_acc_before_calibration"]),
+                           classes, (pair[0],
+                                     pair[1]), int(last["round"]), float(last["global_acc_before_calibration"]),
                            float(last["global_acc"]))
 
 

@@ -19,7 +19,8 @@ LEFT_OPEN: tuple[Open, ...] = (
          "sensitivity grid and the τ_p sweep run every row at the setup's rate: an equal, untuned budget "
          "within each table.", ("laptop", "paper")),
     Open("Training augmentation",
-         "The paper does not mention it; the paper profile augments as the official code does (crop and flip; a flip alone on VireoFood172). "
+         "The paper does not mention it; the paper profile augments as the official code does (crop and flip; "
+         "a flip alone on VireoFood172). "
          "The laptop trains without it.", ("laptop",)),
     Open("PMI's temperature τ_p",
          "The paper gives none. Each profile's runs use the value TAU_P_RULE picks on that profile's validation "

@@ -55,10 +55,13 @@ BY_ROUND: dict[tuple[str, ...], tuple[str, ...]] = {
 NOT_BY_ROUND: dict[str, str] = {
     "pfedcspc.fewer_rounds": "its measure is already a number of rounds (the first round at the target)",
     "pfedcspc.fewer_rounds_beta_0.1": "its measure is already a number of rounds (the first round at the target)",
-    "pfedcspc.pmi_starts_better": "scored on the final round's stored state (both initial models before local training), not each round",
-    "pfedcspc.pmi_lower_early_loss": "scored on the final round's stored state (one epoch of local training from each initial model), not each round",
+    "pfedcspc.pmi_starts_better": "scored on the final round's stored state (both initial models before local "
+                                  "training), not each round",
+    "pfedcspc.pmi_lower_early_loss": "scored on the final round's stored state (one epoch of local training from "
+                                     "each initial model), not each round",
     "pfedcspc.pmi_weights_follow_labels": "reads the final round's PMI weights, not a per-round score",
-    "pfedcspc.features_align": "scored on the final models' features (an analysis of the stored checkpoints), not each round",
+    "pfedcspc.features_align": "scored on the final models' features (an analysis of the stored checkpoints), "
+                               "not each round",
 }
 
 _PAPER = ("paper",)

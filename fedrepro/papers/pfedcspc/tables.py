@@ -63,7 +63,8 @@ LR_GRID = {"smoke": (0.01, 0.05), "laptop": (0.01, 0.03, 0.1), "paper": (0.1, 0.
 
 def lr_search(profile: str) -> LrSearch:
     """Each row's rate: the best mean client accuracy on validation data (a fifth of the training
-    split held out) at the tuning seed (fedrepro.execute.tuning.TUNING_SEED, which no claim reads), its own score as it is scored in the table (after fine-tuning for
+    split held out) at the tuning seed (fedrepro.execute.tuning.TUNING_SEED, which no claim reads), its own score as it
+    is scored in the table (after fine-tuning for
     the global methods)."""
     applies = (lambda cfg: cfg.method.name in ("fedavg", "pfedcspc")) if profile == "smoke" else None
     return LrSearch(grid=LR_GRID[profile], validation=0.2, metric="final_acc_mean", applies=applies)
@@ -226,7 +227,8 @@ TABLES = {
                                _rounds_rows(v), setup=v, metric=GLOBAL, reference="T7", datasets=_rounds_columns(v))
        for v in ("default", "beta0.1")},
     "sensitivity": TableDef("pfedcspc", "sensitivity", "n_repeat and n_aug (Fig. 6)", _sensitivity_rows,
-                            index="method.args.n_repeat", columns="method.args.n_aug", metric=GLOBAL, derive=with_scores),
+                            index="method.args.n_repeat", columns="method.args.n_aug", metric=GLOBAL,
+                            derive=with_scores),
     # Fig. 9, Fig. 10 and §V-E2 (notebook 07): PMI over a grid of τ_p; its claims read the τ_p chosen on
     # the validation table.
     "pmi_tau_p": TableDef("pfedcspc", "pmi_tau_p", "PMI temperature τ_p (test split)", _tau_p_rows, index=TAU_P,

@@ -14,7 +14,8 @@ def test_registered_with_title_and_tables():
     assert "pep_fedpt" in PAPERS
     mod = paper("pep_fedpt")
     assert mod.TITLE.startswith("PEP-FedPT")
-    assert {"label_pathological", "label_dirichlet", "label_tiny_imagenet", "feature_shift", "heldout", "heldout_feature_shift", "n_shared", "fedvpt_prompts",
+    assert {"label_pathological", "label_dirichlet", "label_tiny_imagenet", "feature_shift", "heldout",
+            "heldout_feature_shift", "n_shared", "fedvpt_prompts",
             "position", "dp"} == set(mod.TABLES)
     assert {"pathological", "dirichlet", "feature_shift", "heldout"} <= set(variants("pep_fedpt"))
 
@@ -73,7 +74,8 @@ def test_paper_profile_is_the_papers_protocol(monkeypatch):
     assert (t.rounds, t.local_epochs, t.participation, t.lr, t.momentum) == (100, 5, 0.05, 0.1, 0.9)
     assert round(t.participation * d.num_clients) == 5
     tiny = setup("pep_fedpt", "paper", "tiny_imagenet")
-    assert (tiny.data.dataset, tiny.data.num_clients, round(tiny.train.participation * 200)) == ("tiny_imagenet", 200, 5)
+    assert (tiny.data.dataset, tiny.data.num_clients, round(tiny.train.participation * 200)) == ("tiny_imagenet",
+                                                                                                 200, 5)
     held = setup("pep_fedpt", "paper", "heldout").data
     assert (held.num_clients - held.holdout_clients, held.holdout_clients) == (90, 10)
     dn = setup("pep_fedpt", "paper", "feature_shift")

@@ -30,7 +30,8 @@ def test_ablation_claims_pass_fail_and_stay_inconclusive_on_the_numbers():
     assert _verdicts(bad, ids) == ["FAIL"] * 3
     # KP's step: +2, −1, +2 points over three seeds, an interval that straddles 0; the other steps pass.
     res = evaluate_claims(_table({**rows, "+PTA+CPM+CA+KP": [0.66, 0.63, 0.66]}), ids=["pfedcspc.ablation_adds_up"])
-    assert res["verdict"].item() == "INCONCLUSIVE" and res["interval"].item().endswith(": +1.00 pts [-1.92, +3.92], required > +0.00 pts")
+    assert res["verdict"].item() == "INCONCLUSIVE"
+    assert res["interval"].item().endswith(": +1.00 pts [-1.92, +3.92], required > +0.00 pts")
     chain = _table({"FedAvg": [0.5] * 3, "FedAvg+FT_CE": [0.6] * 3, "FedAvg+PMI+FT_CE": [0.62] * 3,
                     "FedAvg+PMI+FT_CE+Align": [0.61] * 3})
     res = evaluate_claims(chain, ids=["pfedcspc.personalisation_chain"])
