@@ -323,3 +323,20 @@ def test_show_thins_a_long_run_keeping_the_best_and_last_rounds():
     shown = [int(ln.split()[0]) for ln in lines[1:-1]]
     assert len(shown) == 20 and {1, 37, 100} <= set(shown) and "20 of 100 rounds" in lines[-1]
     assert len(format_rounds(rounds, best_round=37, every=True).splitlines()) == 101
+
+
+def test_runs_that_look_alike_show_the_config_values_that_differ(tmp_path, capsys):
+    """Two runs equal in every listed column (method, data, partition, seed, profile) get a column
+    for the config value that tells them apart; a listing of unlike runs gets none."""
+    a = tiny_config(tmp_path, **{"method.name": "fedavg", "train.lr": 0.05})
+    b = tiny_config(tmp_path, **{"method.name": "fedavg", "train.lr": 0.01})
+    for c in (a, b):
+        fedrepro.run(c)
+    runs_dir = tmp_path / "runs"
+    assert main(["runs", "--runs-dir", str(runs_dir)]) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[0].split()
+    assert "train.lr" in header
+    assert {_row_of(_rows(out), a).split()[-1], _row_of(_rows(out), b).split()[-1]} == {"0.05", "0.01"}
+    assert main(["runs", "--runs-dir", str(runs_dir), "--where", "train.lr=0.05"]) == 0
+    assert "train.lr" not in capsys.readouterr().out.splitlines()[0].split()

@@ -439,10 +439,11 @@ def _describe(args) -> int:
 def _runs(args) -> int:
     if (args.per_round or args.config_columns) and not args.csv:
         raise ConfigError("--per-round and --config-columns shape the CSV export; add --csv FILE")
+    # The listing shows the config values that tell apart runs whose other columns are equal.
     table = list_runs(args.runs_dir, method=args.method, dataset=args.dataset, status=args.status,
-                      profile=args.profile, where=args.where, sort=args.sort, config_columns=args.config_columns)
+                      profile=args.profile, where=args.where, sort=args.sort,
+                      config_columns=args.config_columns or not args.csv)
     if not args.csv:
-
         print(format_runs(table, runs_root(args.runs_dir)))
         return 0
     out = run_rounds(table) if args.per_round else table

@@ -48,6 +48,23 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[
     return "\n".join([line(header)] + [line(r) for r in rows])
 
 
+# The columns a listing shows of every run; runs equal in all of them differ in some config value.
+_SHOWN = ("method", "dataset", "partition", "partition_key", "seed", "profile")
+
+
+def differing_config(table: pd.DataFrame, at_most: int = 4) -> list[str]:
+    """The ``cfg.*`` columns (``list_runs(config_columns=True)``) whose values differ between runs
+    that the listing's own columns show as equal, so that no two rows look the same: at most
+    ``at_most`` of them, the keys that split the most groups first."""
+    cfg = [c for c in table.columns if c.startswith("cfg.") and c not in ("cfg.runs_dir", "cfg.progress")]
+    shown = [c for c in _SHOWN if c in table.columns]
+    if not cfg or len(table) < 2:
+        return []
+    groups = [g for _, g in table.groupby(shown, dropna=False, sort=False) if len(g) > 1] if shown else [table]
+    splits = {c: sum(g[c].astype(str).nunique() > 1 for g in groups) for c in cfg}
+    return sorted((c for c in cfg if splits[c]), key=lambda c: (-splits[c], c))[:at_most]
+
+
 def format_runs(table: pd.DataFrame, runs_dir: str | os.PathLike) -> str:
     """The runs table as text: one line per run, then a count by status."""
     where = display_path(runs_dir)
@@ -56,14 +73,16 @@ def format_runs(table: pd.DataFrame, runs_dir: str | os.PathLike) -> str:
             return f"no runs folder at {where} (--runs-dir or $FEDREPRO_RUNS name another)"
         return f"no stored run matches, in {where}"
     n = _unique_prefixes(list(table["hash"]))
+    extra = differing_config(table)
     rows = []
-    for r in table.itertuples(index=False):
+    for r, (_, full) in zip(table.itertuples(index=False), table.iterrows()):
         part = r.partition if not r.partition_key else f"{r.partition} {r.partition_key}"
         rows.append([r.hash[:n], _cut(str(r.method), _MAX_WIDTH["method"]), _cut(str(r.dataset), _MAX_WIDTH["dataset"]),
                      _cut(str(part), _MAX_WIDTH["partition"]), _int(r.seed), str(r.profile), str(r.status),
                      f"{_int(r.rounds_done)}/{_int(r.rounds_total)}", percent(r.best_acc_mean),
-                     percent(r.final_acc_mean)])
+                     percent(r.final_acc_mean)] + [_cut(str(full[c]), 16) for c in extra])
     header = ["hash", "method", "dataset", "partition", "seed", "profile", "status", "rounds", "best%", "final%"]
+    header += [c[len("cfg."):] for c in extra]
     counts = table["status"].value_counts()
     by_status = ", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts)
     return (text_table(header, rows, right={4, 7, 8, 9})

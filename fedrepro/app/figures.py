@@ -22,7 +22,7 @@ import pandas as pd  # noqa: E402
 
 from ..env import figure_check, inline, style, trace  # noqa: E402
 from ..env.host import repo_root  # noqa: F401,E402  (part of this module's API)
-from ..env.settings import output_path, under_output_root  # noqa: E402
+from ..env.settings import output_path, output_root, source, under_output_root  # noqa: E402
 from ..runs.store import RunResult  # noqa: E402
 
 inline.activate()
@@ -33,6 +33,10 @@ def figures_dir(profile: str) -> Path:
     """The folder of ``profile``'s figures (created; a ConfigError naming the setting when it
     cannot be written)."""
     return output_path("figures", profile, create=True)
+
+
+# Whether this process has said where the output root is (savefig says it once).
+_ROOT_SHOWN: list[bool] = []
 
 
 def savefig(fig, name: str, profile: str, caption: str | None = None) -> Path:
@@ -65,6 +69,11 @@ def savefig(fig, name: str, profile: str, caption: str | None = None) -> Path:
     # Relative to the output root, so an executed notebook (and the site built from it) does not
     # carry the absolute paths of the machine that ran it.
     rel = under_output_root(path)
+    # Once per process, where "the output root" is, for a notebook run by hand from another folder; a
+    # render by `fedrepro reproduce` (traced) keeps this machine's paths out of the pages it makes.
+    if rel and not _ROOT_SHOWN and not trace.active():
+        _ROOT_SHOWN.append(True)
+        print(f"output root: {output_root()} ({source()})")
     print(f"figure saved: {f'{rel} (under the output root)' if rel else path}")
     inline.show(fig)
     return path

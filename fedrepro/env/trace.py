@@ -23,6 +23,11 @@ def notebook_file(notebook: str) -> str:
     return notebook.replace("/", "__") + ".jsonl"
 
 
+def active() -> bool:
+    """Whether this process is traced (a notebook that ``fedrepro reproduce`` renders)."""
+    return bool(os.environ.get(ENV))
+
+
 def record(event: str, **fields) -> None:
     path = os.environ.get(ENV)
     if not path:

@@ -15,7 +15,7 @@ client needs only the download (global θ and prototypes) and its labels.
 One round, as :class:`PEPFedPT`'s steps (Alg. 1):
 
 - ``client_update`` = LocalTrain: local prototypes of the received model (Eq. 10), then E epochs
-  of CE on {P_S, P_C, head}; upload θ_k and the prototypes with their class counts;
+  of CE on {P_S, P_C, head}; upload θ_k and the prototypes with which classes are present;
 - ``aggregate``: FedAvg of θ; warm start (Eq. 19) on the first uploads, then every R rounds the
   mean of the non-zero uploads (Eq. 20) mixed in with momentum ρ (Eq. 21).
 
@@ -311,7 +311,10 @@ class PEPFedPT(Method):
             scale = laplace_scale(s, self.p.dp_epsilon)[..., None]
             mu_k = torch.where(n_k[None, :, None] > 0, mu_k + sample_laplace(mu_k.shape, scale, gen), mu_k)
         upload = {k: net.get_parameter(k).detach().clone() for k in THETA}
-        upload.update({"proto": mu_k, "proto_count": n_k})
+        # Which classes it holds, not how many images of each: the server needs only whether a class's
+        # prototype is there, and PEP-FedPT (arXiv, "Privacy considerations") shares the prototypes, not
+        # the client's label distribution.
+        upload.update({"proto": mu_k, "proto_present": (n_k > 0).to(torch.uint8)})
         return ClientUpdate(upload=upload, state=state, num_samples=data.num_train, metrics=stats.metrics())
 
     def aggregate(self, shared: State, updates: list[ClientUpdate], server_state: State,
@@ -321,7 +324,7 @@ class PEPFedPT(Method):
         w = [1.0] * len(updates) if self.p.fedavg_weighting == "uniform" else [u.num_samples for u in updates]
         new = {**shared, **weighted_average([{k: u.upload[k] for k in THETA} for u in updates], w)}
         protos = torch.stack([u.upload["proto"] for u in updates])  # [K, L, C, d]
-        present = torch.stack([(u.upload["proto_count"] > 0).float() for u in updates])  # [K, C]
+        present = torch.stack([u.upload["proto_present"].float() for u in updates])  # [K, C]
         if not bool(shared["mu_ready"]):
             # Eq. 19 over S_0, with the zero-masking of Eq. 20 unless warm_start_mask is off.
             denom = present.sum(0) if self.p.warm_start_mask else torch.full_like(present[0], len(updates))

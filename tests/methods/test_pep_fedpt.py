@@ -70,7 +70,7 @@ def test_server_momentum_update_every_r_rounds_over_non_zero_uploads(tiny):
     def upd(i):
         theta = {k: shared[k] for k in THETA}
         return ClientUpdate({**theta, "proto": protos[i] * (counts[i] > 0)[None, :, None],
-                             "proto_count": counts[i]}, {}, 10)
+                             "proto_present": (counts[i] > 0).to(torch.uint8)}, {}, 10)
 
     after1, server = method.aggregate(shared, [upd(0), upd(1)], st.server_state, 0)
     torch.testing.assert_close(after1["mu"], shared["mu"])  # R = 2: nothing yet
@@ -91,8 +91,9 @@ def test_warm_start_masks_absent_classes_and_skips_momentum(tiny):
     assert int(st.shared["mu_ready"]) == 0 and not st.shared["mu"].any()
     a, b = torch.randn(1, 4, 16), torch.randn(1, 4, 16)
     ups = [ClientUpdate({**{k: st.shared[k] for k in THETA}, "proto": a * torch.tensor([1.0, 1, 0, 0])[None, :, None],
-                         "proto_count": torch.tensor([2.0, 1, 0, 0])}, {}, 3),
-           ClientUpdate({**{k: st.shared[k] for k in THETA}, "proto": b, "proto_count": torch.ones(4)}, {}, 4)]
+                         "proto_present": torch.tensor([1, 1, 0, 0], dtype=torch.uint8)}, {}, 3),
+           ClientUpdate({**{k: st.shared[k] for k in THETA}, "proto": b,
+                         "proto_present": torch.ones(4, dtype=torch.uint8)}, {}, 4)]
     new, _ = method.aggregate(st.shared, ups, st.server_state, 0)
     assert int(new["mu_ready"]) == 1
     torch.testing.assert_close(new["mu"][:, :2], (a[:, :2] + b[:, :2]) / 2)
@@ -147,7 +148,9 @@ def test_only_shared_prompts_class_prompts_and_head_are_trained_and_uploaded(tin
     method, clients, st = _method(tiny, ccmp_blocks=[1])
     frozen = {k: v.clone() for k, v in method.net.backbone.state_dict().items()}
     u = update(method, st, clients[0], shared=_with_prototypes(st, method))
-    assert set(u.upload) == THETA | {"proto", "proto_count"}
+    assert set(u.upload) == THETA | {"proto", "proto_present"}
+    # Which classes are present, never how many images of each (the client's label distribution).
+    assert u.upload["proto_present"].dtype == torch.uint8 and set(u.upload["proto_present"].tolist()) <= {0, 1}
     assert u.state == {}
     assert all(not u.upload[k].requires_grad for k in u.upload)
     for k, v in method.net.backbone.state_dict().items():
@@ -172,7 +175,7 @@ def test_laplace_noise_scale_is_sensitivity_over_epsilon(tiny):
     a, b = update(method, st, clients[0], shared=shared).upload, update(noisy, st, clients[0], shared=shared).upload
     for k in THETA:
         assert torch.equal(a[k], b[k])
-    present = a["proto_count"] > 0
+    present = a["proto_present"] > 0
     diff = (b["proto"] - a["proto"])[:, present]
     assert diff.abs().mean().item() == pytest.approx(0.1 / 0.5, rel=0.2)
     assert torch.equal(a["proto"][:, ~present], b["proto"][:, ~present])
