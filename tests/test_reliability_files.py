@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 import fedrepro
-from fedrepro.claims import registered, save_claims
+from fedrepro.papers.verdicts import registered
+from fedrepro.claims import save_claims
 from fedrepro.app.cli import main
 from fedrepro.errors import CorruptCacheError
 from fedrepro.runs.store import FINISHED_FILES
