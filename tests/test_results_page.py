@@ -97,6 +97,10 @@ def test_the_index_counts_verdicts_per_paper_and_links_each_page(stored):
     assert f"| all | {n} | 2 | 1 | 1 | {n - 4} | | | |" in index
     assert "## Notebooks of no paper" in index and "`backbones/01_vit_standin.ipynb` | 19.3" in index
     assert "Student's t" in index
+    # Every claim on one line under its paper: which findings hold, at a glance.
+    assert ("| [`tour.local_beats_fedavg_skewed`](tour.md#tourlocal_beats_fedavg_skewed) | Local \\| FedAvg | "
+            "**FAIL** | -1.00 pts [-2.00, -0.10], required > +5.00 pts |") in index
+    assert sum(ln.startswith("| [`") and "| **NOT RUN** |" in ln for ln in index.splitlines()) == n - 4
 
 
 def test_without_claims_nothing_is_written(tmp_path, monkeypatch):

@@ -271,9 +271,22 @@ def _anchor(claim_id: str) -> str:
     return "".join(ch for ch in claim_id.lower() if ch.isalnum() or ch in "-_")
 
 
+def _every_claim(claims) -> list[str]:
+    """One line per claim, grouped by paper: its statement, verdict and effect, each id linked to its
+    entry on the paper's page, so that which findings hold shows at a glance."""
+    lines = []
+    for paper in _papers(claims):
+        lines += ["", f"## {_title(paper)}", "", "| claim | statement | verdict | effect [interval], required |",
+                  "|---|---|---|---|"]
+        for _, c in claims[claims["paper"] == paper].iterrows():
+            lines.append(f"| [`{c['claim_id']}`]({paper}.md#{_anchor(c['claim_id'])}) | {_cell(c['statement'])} | "
+                         f"**{c['verdict']}** | {_cell(c['interval'])} |")
+    return lines
+
+
 def index_page(profile: str, claims, timings: dict | None, commit: str) -> str:
-    """The summary across papers: verdict counts per paper, each linked to its page, and the notebooks
-    of no paper."""
+    """The summary across papers: verdict counts per paper, each linked to its page, every claim on
+    one line under its paper, and the notebooks of no paper."""
     counts = _verdict_counts(claims)
     lines = [f"# Results at the {profile} profile", "", *_pass_lines(profile, timings, commit), *_verdict_rule(),
              "| paper | claims | " + " | ".join(VERDICTS)
@@ -288,6 +301,7 @@ def index_page(profile: str, claims, timings: dict | None, commit: str) -> str:
                      + " | ".join(str(int(row[v])) for v in VERDICTS) + f" | {times} |")
     total = counts.sum()
     lines.append(f"| all | {int(total.sum())} | " + " | ".join(str(int(total[v])) for v in VERDICTS) + " | | | |")
+    lines += _every_claim(claims)
     other = _timing_rows(timings, lambda nb: notebook_paper(nb) is None)
     if other:
         lines += ["", "## Notebooks of no paper", "", *_timings_table(other, timings)]
