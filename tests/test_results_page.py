@@ -184,3 +184,18 @@ def test_a_paper_page_lists_its_tables_with_the_claims_that_read_them_and_what_i
     ta2 = next(line for line in coverage.splitlines() if line.startswith("| TA2 |"))
     assert "| TA2 | no | — | zeroshot_clip: feature shift alone" in ta2 and "coop: feature shift" in ta2
     assert "## Coverage of the paper's tables" not in write_pages("laptop", stored)["tour"].read_text()
+
+
+def test_a_page_from_older_code_says_so_with_the_commits_since(stored, monkeypatch):
+    import fedrepro.app.results_page as rp
+
+    monkeypatch.setattr(rp, "git_commit", lambda root: "abc1234")
+    monkeypatch.setattr(rp, "commits_since", lambda root, commit: ["abc1234 change a method", "bcd2345 fix a loader"])
+    index = write_pages("laptop", stored)["index"].read_text()
+    assert index.startswith("# Results at the laptop profile\n\n> **Older code.** These results come from commit "
+                            "`f00ba12`; since then 2 commits changed the package")
+    assert ">   - `bcd2345 fix a loader`" in index
+    monkeypatch.setattr(rp, "commits_since", lambda root, commit: None)
+    assert "history does not hold" in write_pages("laptop", stored)["index"].read_text()
+    monkeypatch.setattr(rp, "git_commit", lambda root: "f00ba12")  # the pass's own commit: no notice
+    assert "Older code" not in write_pages("laptop", stored)["index"].read_text()

@@ -37,6 +37,17 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def commits_since(root: Path, commit: str, paths: tuple[str, ...] = ("fedrepro",)) -> list[str] | None:
+    """``git log --oneline commit..HEAD -- paths`` at ``root``, newest first; None when git cannot tell
+    (no checkout, or a commit it does not have)."""
+    try:
+        out = subprocess.run(["git", "-C", str(root), "log", "--oneline", f"{commit.removesuffix('-dirty')}..HEAD",
+                              "--", *paths], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.splitlines() if out.returncode == 0 else None
+
+
 def git_commit(root: Path, dirty_paths: tuple[str, ...] = ()) -> str | None:
     """The short commit of the checkout at ``root``, with ``-dirty`` when any of ``dirty_paths``
     differs from it; None outside a git checkout."""
