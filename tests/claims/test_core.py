@@ -76,3 +76,11 @@ def test_a_check_that_returns_a_bare_bool_is_refused():
     claim = Claim("x.y", "x", "s", "a statement", check=lambda r: (True, "fine"))
     with pytest.raises(TypeError, match="x.y"):
         claim.evaluate(pd.DataFrame())
+
+
+def test_paper_columns_must_be_a_tuple_of_names_not_a_string():
+    from fedrepro.claims import Claim
+    from fedrepro.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="paper_columns='C10'; valid: a tuple of column names"):
+        Claim("x.y", "x", "s", "a statement", check=lambda r: None, paper_columns="C10")

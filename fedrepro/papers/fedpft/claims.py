@@ -454,7 +454,7 @@ register_claim(Claim(
               f"{100 * RF_MARGIN:.0f} points",
     check=_rf_sweep,
     # ICLR Fig. 12 gives no numbers: read on CIFAR-10, as at the laptop profile.
-    paper_columns=("C10"),
+    paper_columns=("C10",),
     arms=(arms.Rows({RF: (1, 2, 3, 4, 5)}, {RF: 0}),),
 ))
 
@@ -478,7 +478,7 @@ register_claim(Claim(
     check=_rf_falls,
     # The fall after the peak holds "in some scenarios" (ICLR App. L.2), which it
     # does not name: read on CIFAR-10 only.
-    paper_columns=("C10"),
+    paper_columns=("C10",),
     arms=(arms.Rows({RF: (1, 2, 3, 4)}, {RF: 5}),),
 ))
 
@@ -502,7 +502,7 @@ register_claim(Claim(
                                  label_a="FedAvg+Linear", label_b="FedAvg"),
     # CIFAR-10 only: on CIFAR-100 at α = 1.0 FedAvg+Linear falls below FedAvg
     # (ICLR App. F, Table 9).
-    paper_columns=("C10"),
+    paper_columns=("C10",),
     arms=(arms.Rows({M: "fedavg_linear"}, {M: "fedavg"}),),
 ))
 
@@ -598,7 +598,7 @@ register_claim(Claim(
     statement=f"FedPFT is robust to the number of prompts n_κ (accuracy range ≤ {100 * PROMPT_RANGE_MAX:.0f} points)",
     check=lambda r: _prompt_count_robust(r, "method.args.n_prompts"),
     # ICLR App. L.1: flat on CIFAR-10; on CIFAR-100 accuracy rises with n_κ.
-    paper_columns=("C10"),
+    paper_columns=("C10",),
     arms=(arms.Rows({"method.args.n_prompts": 10}, {"method.args.n_prompts": 5}, shift={"best": -0.1}),),
 ))
 
@@ -608,7 +608,7 @@ register_claim(Claim(
               f"(range ≤ {100 * PROMPT_RANGE_MAX:.0f} points)",
     check=lambda r: _prompt_count_robust(r, "method.args.n_rho"),
     # arXiv App. H.1: flat on CIFAR-10; on CIFAR-100 accuracy rises with n_ρ.
-    paper_columns=("C10"),
+    paper_columns=("C10",),
     arms=(arms.Rows({"method.args.n_rho": 10}, {"method.args.n_rho": 5}, shift={"best": -0.1}),),
 ))
 

@@ -40,7 +40,7 @@ def attention_runs(profile: str, alphas=(0.1, 0.5, 1.0), seed: int = 0, method: 
 # The claims notebook 17 follows as the runs get longer, keyed by the tables they read (combined as
 # their own notebooks combine them); NOT_BY_ROUND names every other FedPFT claim with the reason.
 BY_ROUND: dict[tuple[str, ...], tuple[str, ...]] = {
-    ("main_default",): ("fedpft.beats_fedavg_every_alpha", "fedpft.local_vs_fedavg",
+    ("main_default",): ("fedpft.beats_fedavg_every_alpha", "fedpft.beats_local_every_alpha", "fedpft.local_vs_fedavg",
                         "fedpft.fedavg_flat_personalised_drop", "fedpft.beats_fedper_fedrep_fedbn"),
     ("con",): ("fedpft.con_beats_fedpft",),
     ("ablation", "linear"): ("fedpft.prompts_improve_fedavg", "fedpft.alternation_matters",

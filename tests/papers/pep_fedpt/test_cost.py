@@ -12,8 +12,9 @@ def test_upload_counts_what_a_client_sends(tiny):
     vpt = fedrepro.run(tiny(**VIT, **{"method.name": "fedvpt"}))
     assert upload_size(vpt.path) == 1 * d + c * d + c  # P_S, head weight and bias
     pep = fedrepro.run(tiny(**VIT, **{"method.name": "pep_fedpt", "method.args": {"ccmp_blocks": [1, 2]}}))
-    # P_S, one P_C bank, head, and the prototypes of both CCMP blocks with the class counts.
-    assert upload_size(pep.path) == d + c * d + c * d + c + 2 * c * d + c
+    # P_S, one P_C bank, head, and the prototypes of both CCMP blocks; which classes they cover goes
+    # as c presence bytes, not floating-point counts.
+    assert upload_size(pep.path) == d + c * d + c * d + c + 2 * c * d
 
 
 def test_cost_table_reads_rounds_and_time_up_to_the_target(tiny):
