@@ -191,10 +191,10 @@ def test_cli_run_flag(tmp_path, capsys):
 
 
 def test_cli_reproduce_flag_sets_it_for_the_pass(tmp_path, monkeypatch):
-    import fedrepro.app.reproduce
+    import fedrepro.app.cli
 
     seen = {}
-    monkeypatch.setattr(fedrepro.app.reproduce, "reproduce",
+    monkeypatch.setattr(fedrepro.app.cli, "reproduce",  # the name the CLI calls
                         lambda *a, **k: seen.setdefault("dir", settings.tensorboard_dir()))
     assert main(["reproduce", "--profile", "smoke", "--tensorboard", str(tmp_path / "tb")]) == 0
     assert seen["dir"] == (tmp_path / "tb", "fedrepro.env.settings.configure(tensorboard=...)")
