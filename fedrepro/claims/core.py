@@ -50,7 +50,6 @@ import numpy as np
 import pandas as pd
 
 from ..env.jsonfiles import read_json_file
-from ..errors import ConfigError
 from ..params import check_value
 from ..registry import Registry
 from ..env.settings import output_path
@@ -282,9 +281,9 @@ class Claim:
     def __post_init__(self) -> None:
         stages(self.max_seeds)  # a one-line error naming max_seeds when it is not an int >= 3
         # ("C10") is a string, which would read as the columns "C", "1" and "0".
-        if isinstance(self.paper_columns, str) or not all(isinstance(c, str) for c in self.paper_columns):
-            raise ConfigError(f"claim {self.id}: invalid paper_columns={self.paper_columns!r}; valid: a tuple of "
-                              "column names, e.g. ('C10',)")
+        check_value("paper_columns", self.paper_columns, object,
+                    check=lambda v: isinstance(v, tuple) and all(isinstance(c, str) for c in v),
+                    valid="a tuple of column names, e.g. ('C10',)")
 
     def _at_stage(self, results: pd.DataFrame) -> pd.DataFrame:
         """``results`` cut to the seeds of the largest stage they reach (the first seeds in seed

@@ -119,8 +119,6 @@ def train_pending(cfgs: Sequence[RunConfig], workers: int | None = None, progres
                   executor: Any = None) -> int:
     """Train the configs not yet finished with ``executor`` (:mod:`fedrepro.execute`; default: local
     worker processes, ``workers`` of them, default :func:`fedrepro.execute.local.default_workers`),
-    and return how many were pending."""
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ConfigError(f"workers={workers!r}; valid: a positive integer")
+    and return how many were pending (the local executor checks ``workers``)."""
     ex = make_executor(executor) if workers is None else make_executor(executor or "local", workers=workers)
     return ex.train(cfgs, progress=progress) if cfgs else 0

@@ -168,9 +168,7 @@ Analyze = Callable[[str, RunConfig], object]
 
 def unfinished(runs: Sequence[RunConfig]) -> set[str]:
     """The hashes of ``runs`` that are not finished in their store."""
-    from ..runs.store import RunStore
-
-    return {c.hash() for c in runs if RunStore(c.runs_dir).status(c) != "done"}
+    return {c.hash() for c in pending(runs)}
 
 
 def plan_tasks(runs: Runs, analyses: Analyses = (), pending: set[str] | None = None) -> tuple[list[Task], int]:

@@ -38,9 +38,10 @@ from pathlib import Path
 from typing import Callable
 
 from ..config import RunConfig
+from ..env.host import PACKAGE_PARENT
 
-PACKAGE = Path(__file__).resolve().parent.parent  # fedrepro/ (this module lives in fedrepro/runs/)
-ROOT = PACKAGE.parent
+ROOT = PACKAGE_PARENT
+PACKAGE = ROOT / "fedrepro"
 # Modules that move, store, trace or draw results but never change a number of a run.
 NOT_RESULT = frozenset({
     "fedrepro.runs.store", "fedrepro.env.trace", "fedrepro.env.allocator", "fedrepro.env.host",
@@ -181,14 +182,19 @@ def _stamp() -> tuple:
     return tuple(sorted((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in PACKAGE.rglob("*.py")))
 
 
+def _code_today(cfg: RunConfig) -> tuple[dict[str, str], list[str]]:
+    files, links = _today(frozenset(_roots(cfg)), _stamp())
+    return dict(files), list(links)
+
+
 def code_files(cfg: RunConfig) -> dict[str, str]:
     """``{path in the repository: digest}`` of every module that determines ``cfg``'s result, today."""
-    return dict(_today(frozenset(_roots(cfg)), _stamp())[0])
+    return _code_today(cfg)[0]
 
 
 def code_links(cfg: RunConfig) -> list[str]:
     """Which of :func:`code_files`' modules imports which, as pairs of their digests."""
-    return list(_today(frozenset(_roots(cfg)), _stamp())[1])
+    return _code_today(cfg)[1]
 
 
 @lru_cache(maxsize=None)
@@ -203,10 +209,11 @@ def _bytes_digest(path: Path, mtime_ns: int) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
-def data_files(cfg: RunConfig) -> dict[str, str]:
+def data_files(cfg: RunConfig, files: dict[str, str] | None = None) -> dict[str, str]:
     """``{path: sha256 prefix}`` of the package's data files (a committed stand-in checkpoint) that a
-    module of ``cfg``'s code names by file name: weights change numbers as surely as code does."""
-    sources = [_read(path) for path in code_files(cfg)]
+    module of ``cfg``'s code names by file name: weights change numbers as surely as code does.
+    ``files``: :func:`code_files` of ``cfg``, when the caller has them."""
+    sources = [_read(path) for path in (code_files(cfg) if files is None else files)]
     return {str(p.relative_to(ROOT)): _bytes_digest(p, p.stat().st_mtime_ns)
             for p in _package_data() if any(p.name in src for src in sources)}
 
@@ -218,7 +225,8 @@ def combine(files: dict[str, str], links: list[str] = ()) -> str:
 
 def record(cfg: RunConfig) -> dict:
     """What a run stores in its ``meta.json``."""
-    files, links, data = code_files(cfg), code_links(cfg), data_files(cfg)
+    files, links = _code_today(cfg)
+    data = data_files(cfg, files)
     return {"code_fingerprint": combine({**files, **data}, links), "code_files": files, "code_links": links,
             "data_files": data, "fingerprint_version": VERSION}
 
@@ -273,7 +281,7 @@ def _rewired(files: dict[str, str], links: list[str], stored: dict[str, str], wa
 def staleness(cfg: RunConfig, meta: dict) -> Staleness:
     """Whether the run of ``cfg`` whose ``meta.json`` is ``meta`` was trained by today's code."""
     roots = frozenset(_roots(cfg))
-    files, links = code_files(cfg), code_links(cfg)
+    files, links = _code_today(cfg)
     stored, was = meta.get("code_files"), meta.get("code_links")
     if stored is None:
         commit = meta.get("git_commit")
@@ -292,6 +300,6 @@ def staleness(cfg: RunConfig, meta: dict) -> Staleness:
         how = "its recorded code fingerprint"
     changed = _unmatched(files, stored) + _unmatched(stored, files) + _rewired(files, links, stored, was or [])
     if "data_files" in meta:  # runs recorded before data files were covered are checked on code alone
-        data, had = data_files(cfg), meta["data_files"]
+        data, had = data_files(cfg, files), meta["data_files"]
         changed += _unmatched(data, had) + _unmatched(had, data)
     return Staleness(STALE if changed else FRESH, tuple(sorted(set(changed))), how)
