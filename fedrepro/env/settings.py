@@ -156,11 +156,13 @@ def output_path(kind: str, profile: str = "laptop", root: str | os.PathLike[str]
     return path
 
 
-def ensure_writable(path: Path, chosen_by: str, what: str = "outputs", hint: str | None = None) -> Path:
+def ensure_writable(path: Path, chosen_by: str, what: str = "outputs", hint: str | None = None,
+                    where: str | None = None) -> Path:
     """Create ``path`` (and its parents); a ConfigError naming ``chosen_by`` (and ``hint``, what to do)
-    when it cannot be created or written. ``what``: what goes there, for the message."""
+    when it cannot be created or written. ``what``: what goes there, for the message; ``where``
+    replaces the message's opening (the setting and value at fault) where the caller names it better."""
     hint = hint or f"set {ENV_OUTPUT} (or fedrepro.env.settings.configure(output_root=...)) to a writable folder"
-    where = f"cannot write {what} to {str(path)!r}, chosen by {chosen_by}"
+    where = where or f"cannot write {what} to {str(path)!r}, chosen by {chosen_by}"
     try:
         path.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as e:

@@ -59,7 +59,7 @@ import pandas as pd
 # (fedrepro runs, fedrepro show, RunResult's tables) never load it.
 from ..config import RunConfig, from_dict
 from ..errors import ConfigError, CorruptCacheError, FedreproError, ResourceError, RunBusyError
-from ..env.settings import ENV_OUTPUT, ENV_RUNS
+from ..env.settings import ENV_OUTPUT, ENV_RUNS, ensure_writable
 from ..env.settings import output_path
 from ..env.settings import source
 from ..version import VERSION as __version__
@@ -549,15 +549,8 @@ class RunStore:
         root = self.root
         where = f"invalid runs_dir={str(root)!r} (chosen by {self._chosen_by})"
         valid = f"valid: a writable folder (set runs_dir, {ENV_RUNS} or {ENV_OUTPUT})"
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-            (root / ".locks").mkdir(exist_ok=True)
-        except (FileExistsError, NotADirectoryError) as e:
-            raise ConfigError(f"{where}: {e.filename or root} is a file; {valid}") from e
-        except OSError as e:
-            raise ConfigError(f"{where}: cannot create it ({e.strerror or e}); {valid}") from e
-        if not os.access(root, os.W_OK | os.X_OK):
-            raise ConfigError(f"{where}: the folder is not writable; {valid}")
+        ensure_writable(root, self._chosen_by, hint=valid, where=where)
+        (root / ".locks").mkdir(exist_ok=True)
 
     def _lock(self, name: str) -> RunLock:
         return RunLock(self.root / ".locks" / f"{name}.lock")
