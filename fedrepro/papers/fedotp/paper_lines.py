@@ -11,6 +11,7 @@ code (fedrepro.papers.fedotp.setup).
 from __future__ import annotations
 
 from ...methods.clip_prompt import PAPER_N_CTX
+from ...models.clip_model import ENV_CLIP_WEIGHTS
 from ...methods.fedotp import PROMPT_SETS
 from ..paper_lines import (Line, Setting, batch_size, clients, input_size, local_epochs, lr, method_arg, momentum,
                            partition_arg, per_round, rounds, split, weight_decay)
@@ -48,6 +49,11 @@ def _n_ctx(r) -> str:
     return str(n) if n is not None else f"none: as many as the text context leaves room for, at most {PAPER_N_CTX}"
 
 
+def _weights(r) -> str:
+    args = r.cfg.model.args
+    return f"{args.get('source', 'openai')} release, from {args.get('weights') or '$' + ENV_CLIP_WEIGHTS}"
+
+
 def _classes(r) -> str:
     picked = {k: v for k, v in r.cfg.data.dataset_args.items() if "class" in k}
     return f"subset ({picked})" if picked else "every class in the image folder (no class option set)"
@@ -71,6 +77,8 @@ def _training(model: str, model_source: str) -> tuple[Line, ...]:
         Line("optimiser: weight decay", "not stated", f"{_IMPL} and {_B2} give none", weight_decay),
         Line("learning rate (prompts)", _LOST, f"{_IMPL}: the rate is lost", lr),
         Line("model (CLIP backbone)", model, model_source, _arch, model),
+        Line("pretrained weights", "a pretrained CLIP; the release is not named",
+             "§4.1: each client holds a pretrained CLIP", _weights),
         Line("input size (the loader's; CLIP resizes to its own)", _LOST,
              f"{_B2}: images are resized to a size that is lost", input_size),
         Line("prompts: per client (total, averaged by the server)", "a global prompt and a local prompt; only the "
@@ -105,6 +113,8 @@ SETTINGS = (
         *_training("ViT-B-16", _VIT),
         Line("data split", "symmetric Dirichlet; its α is lost", "§5.1: datasets split among clients by a "
              "symmetric Dirichlet distribution", split, "fixed_dirichlet", agree=_starts),
+        Line("data split: images per client (train, test)", "not stated", "§5.1 and App. B.1 give the datasets' "
+             "sizes only", lambda r: (partition_arg("train_per_client")(r), partition_arg("test_per_client")(r))),
     ), row={M: "fedotp", "data.partition_args.alpha": 0.3}),
     Setting("Table A2, Office-Caltech10, feature shift (FedOTP)", "feature_shift", (
         Line("clients", "4, one per domain", "App. C.1: each client holds one distinct domain, same label "

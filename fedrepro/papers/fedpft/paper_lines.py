@@ -4,6 +4,9 @@ the pathological split (Table 7), feature shift (Table 10), 100 clients (Table 1
 (Table 12). Sources are the ICLR version's sections; the paraphrases are ours."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+from ...methods import METHODS
 from ..paper_lines import (Line, Setting, across, batch_size, clients, input_size, local_epochs, lr, lr_grid,
                            method_arg, model, model_args, momentum, partition, partition_arg, per_round, rounds,
                            split, weight_decay, with_args)
@@ -31,7 +34,9 @@ def _prompt_lr(r) -> float:
 
 
 def _schedule(r) -> tuple:
-    return r.params.r_f, r.params.r_a
+    """(R_f, R_a) as the method splits a round's epochs for this row (its own rule, which may read α)."""
+    method = SimpleNamespace(p=r.params, ctx=SimpleNamespace(cfg=r.cfg))
+    return tuple(METHODS.get(r.cfg.method.name).epoch_split(method))
 
 
 def _dirichlet(expect, ours) -> bool:
@@ -89,6 +94,16 @@ SETTINGS = (
     ), row={M: "fedavg", A: 0.5}),
     _main("Table 2, CIFAR-100, Dir(α) (FedPFT, α = 0.5)", "main_cifar100", "ResNet-10", _RN10, 100),
     _main("Table 2, Tiny-ImageNet, Dir(α) (FedPFT, α = 0.5)", "main_tiny_imagenet", "ResNet-10", _RN10, 200),
+    Setting("Table 3, CIFAR-100, Dir(0.1) (FedPFT+Con)", "main_cifar100", (
+        Line("local epochs: (R_f, R_a)", "(3, 2) at α = 0.1, (4, 1) elsewhere", "App. D.3: FedPFT+Con's split under "
+             "Dir(0.1)", _schedule, (3, 2)),
+        Line("learning rate (FTM)", "0.01", "App. D.3: FedPFT+Con's FTM rate stays 0.01, the rest as FedPFT's",
+             method_arg("lr_ftm"), 0.01),
+        Line("learning rate (feature extractor, head)", "0.1", "App. D.3: as FedPFT's", lr, 0.1),
+        Line("prompts: n_κ", "10", "App. D.3: as FedPFT's", method_arg("n_prompts"), 10),
+        Line("prompts: n_ρ", "not stated (the arXiv version gives 20)", "ICLR App. D.3 gives none; arXiv App. B.3: "
+             "(n_κ, n_ρ) = (10, 20)", method_arg("n_rho")),
+    ), row={M: "fedpft_con", A: 0.1}),
     Setting("Table 7, pathological, CIFAR-10 (FedPFT)", "pathological", (
         Line("data split", "each client holds 2 classes, equal volume per class",
              "App. D.1: 2, 20 and 40 classes per client on CIFAR-10, CIFAR-100 and Tiny-ImageNet", split, 2,

@@ -35,6 +35,11 @@ def _tag(r) -> str:
     return f"{tag} (file: {r.cfg.model.args.get('weights')})"
 
 
+def _drawn(r) -> tuple:
+    d = r.cfg.data
+    return d.max_train or "all", d.max_test or "all"
+
+
 def _in21k(expect, ours: str) -> bool:
     return ours.split(" ")[0] in expect
 
@@ -93,6 +98,8 @@ def _label(n_clients: int, paper_split: str, expect_split: str, n_shared: int,
         *_optimiser(n_shared, ns_source),
         Line("data split", paper_split, f"{_SETUP}: pathological, 10 classes per client, or Dir(β) with β = 0.3; "
              "clients' data disjoint", split, expect_split, agree=lambda e, o: o.startswith(e)),
+        Line("data split: images drawn (train, test)", "the whole dataset, no sample on two clients",
+             f"{_SETUP}: the split is disjoint; §5.1 gives the datasets' full sizes", _drawn, ("all", "all")),
     )
 
 
