@@ -188,11 +188,12 @@ def lines(paper: str) -> list[dict]:
         row = row_config(paper, s)
         if row is None:
             # One row for the whole setting: none of its items can be read where nothing runs it.
+            stated = [line for line in s.lines if line.expect is not SILENT] or list(s.lines)
             out.append({"setting": s.name, "item": "the setting itself",
-                        "paper": "; ".join(f"{line.item}: {line.paper}" for line in s.lines),
+                        "paper": "; ".join(f"{line.item}: {line.paper}" for line in stated),
                         "ours": f"no run of ours (no row {dict(s.row)} of a table {s.table!r}"
                                 + (f", column {s.column!r}" if s.column else "") + ")",
-                        "source": "; ".join(dict.fromkeys(line.source for line in s.lines)), "status": NOT_RUN})
+                        "source": "; ".join(dict.fromkeys(line.source for line in stated)), "status": NOT_RUN})
             continue
         for line in s.lines:
             value = line.ours(row)

@@ -109,7 +109,8 @@ SETTINGS = (
     Setting("Table 3, CIFAR-100, Dirichlet (FedOTP)", "dirichlet", (
         Line("clients", _LOST, f"{_IMPL}: the CIFAR client count is lost", clients),
         Line("clients per round", "a fraction of the clients (the rate is lost)",
-             f"{_IMPL}: the CIFAR runs take part of the clients each round", _participation, show=_of),
+             f"{_IMPL} and §5.2: the CIFAR runs use the partial-participation setting, whose rate is lost",
+             _participation, show=_of),
         *_training("ViT-B-16", _VIT),
         Line("data split", "symmetric Dirichlet; its α is lost", "§5.1: datasets split among clients by a "
              "symmetric Dirichlet distribution", split, "fixed_dirichlet", agree=_starts),
@@ -117,14 +118,15 @@ SETTINGS = (
              "sizes only", lambda r: (partition_arg("train_per_client")(r), partition_arg("test_per_client")(r))),
     ), row={M: "fedotp", "data.partition_args.alpha": 0.3}),
     Setting("Table A2, Office-Caltech10, feature shift (FedOTP)", "feature_shift", (
-        Line("clients", "4, one per domain", "App. C.1: each client holds one distinct domain, same label "
-             "distribution", clients, 4),
+        Line("clients", "one per domain: 4", "§5.1 and App. C.1: each client holds a distinct domain with the same "
+             "label distribution; Office-Caltech10 has 4 domains", clients, 4),
         Line("model (CLIP backbone)", "ViT-B-16", _VIT, _arch, "ViT-B-16"),
         Line("data split", "one domain per client", "App. C.1", split, "domain_dirichlet (alpha=None, "
              "clients_per_domain=1)", agree=_starts),
     ), row={M: "fedotp"}),
     Setting("Table A2, DomainNet, feature shift (FedOTP)", "feature_shift_domainnet", (
-        Line("clients", "6, one per domain", "App. C.1 and §5.1: DomainNet's 6 domains, one per client", clients, 6),
+        Line("clients", "one per domain: 6", "§5.1 and App. C.1: each client holds a distinct domain; DomainNet "
+             "has 6", clients, 6),
         Line("classes", "10 selected classes", "App. B.1: 10 classes are selected from DomainNet and "
              "Office-Caltech10", _classes, 10, agree=_ten),
     ), row={M: "fedotp"}),

@@ -47,8 +47,9 @@ def _common(arch: str, arch_source: str, test: int) -> tuple[Line, ...]:
     """The lines every Dir(α) label-skew setting of ICLR Tables 2 and 8 shares (FedPFT's row)."""
     return (
         Line("clients", "N = 40", _SETUP, clients, 40),
-        Line("clients per round", "all 40 (Table 13's partial participation is measured against 100%)",
-             "App. K: Table 13 reports each rate's change from every client taking part", per_round, 40),
+        Line("clients per round", "all 40 (our reading: §4.1 names no rate, and App. K measures partial "
+             "participation against 100%)", "App. K: Table 13 reports each rate's change from every client taking "
+             "part", per_round, 40),
         Line("rounds", "T = 1000", _SETUP, rounds, 1000),
         Line("local epochs", "R = 5", _SETUP, local_epochs, 5),
         Line("local epochs: (R_f, R_a)", "(4, 1)", _D3, _schedule, (4, 1)),

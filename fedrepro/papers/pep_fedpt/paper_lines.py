@@ -1,6 +1,7 @@
 """PEP-FedPT's setup line by line against the paper profile (:mod:`fedrepro.papers.paper_lines`):
 Table 1 (CIFAR-100 and Tiny-ImageNet, pathological and Dir(0.3)), Table 2 (DomainNet and
-iNaturalist) and Table 3 (held-out clients). Sources are PEP-FedPT (arXiv)'s sections; the
+iNaturalist) and Table 3 (held-out clients). Sources are PEP-FedPT (arXiv)'s sections (its setup is
+in §5's paragraphs Datasets, Setup, Model Details and Evaluation Methodology, before §5.1); the
 paraphrases are ours."""
 from __future__ import annotations
 
@@ -13,14 +14,14 @@ from ..paper_lines import (Line, Setting, batch_size, clients, held_out, input_s
                            model, momentum, partition_arg, per_round, rounds, searched, split, weight_decay, with_args)
 
 M = "method.name"
-_SETUP = "§5.1 Setup"
-_CLIENTS = "§5.1 Setup: 100 clients on CIFAR-100, 200 on Tiny-ImageNet, 5 chosen at random each round"
+_SETUP = "§5 Setup"
+_CLIENTS = "§5 Setup: 100 clients on CIFAR-100, 200 on Tiny-ImageNet, 5 chosen at random each round"
 _A32 = "App. A.3.2"
 _OPT = "App. A.3.2: SGD with momentum 0.9 at learning rate 0.1, decayed exponentially"
 _ROUNDS = "App. A.3.2: 100 rounds on CIFAR-100 and Tiny-ImageNet, 50 on DomainNet, 500 on iNaturalist"
 _EPOCHS = "App. A.3.2: 5 epochs in every experiment but iNaturalist's 2"
-_MODEL = "§5.1 Model details: ViT-B/16 pretrained on ImageNet-21K; only the prompts and the head are tuned"
-_SIZE = "§5.1 Model details: inputs resized to 224×224, the size ViT-B/16 was trained at"
+_MODEL = "§5 Model Details: ViT-B/16 pretrained on ImageNet-21K; only the prompts and the head are tuned"
+_SIZE = "§5 Model Details: inputs resized to 224×224, the size ViT-B/16 was trained at"
 _CCMP = "App. A.3.2: class prompts (CCMP) at layers 5, 6 and 7"
 
 
@@ -66,12 +67,13 @@ def _ten_classes(expect, ours: str) -> bool:
 
 def _optimiser(n_shared: int, n_shared_source: str) -> tuple[Line, ...]:
     return (
-        Line("batch size", "not stated", "App. A.3.2 and §5.1 give none", batch_size),
+        Line("batch size", "not stated", "App. A.3.2 and §5 give none", batch_size),
         Line("optimiser: momentum", "SGD, momentum 0.9", _OPT, momentum, 0.9),
         Line("optimiser: weight decay", "not stated", "App. A.3.2 gives none", weight_decay),
         Line("learning rate (head)", "0.1", _OPT, lr, 0.1),
         Line("learning rate (prompts)", "0.1 (one optimiser for prompts and head)", _OPT, _prompt_lr, 0.1),
-        Line("learning-rate search", "none", "App. A.3.2 gives one rate", lambda r: searched(r, "train.lr"), None),
+        Line("learning-rate search", "none", "App. A.3.2 gives one rate",
+             lambda r: searched(r, "train.lr") or searched(r, "train.prompt_lr"), None),
         Line("learning rate: decay per round", "exponential; its rate not stated", _OPT, method_arg("lr_decay")),
         Line("gradient clipping", "10", "App. A.3.2: gradients clipped at 10, after Acar et al.",
              method_arg("grad_clip"), 10.0),
@@ -79,7 +81,7 @@ def _optimiser(n_shared: int, n_shared_source: str) -> tuple[Line, ...]:
         Line("pretrained weights", "ImageNet-21K", _MODEL, _tag, IN21K_TAGS, agree=_in21k),
         Line("input size", "224", _SIZE, input_size, 224),
         Line("prompts: shared n_S", str(n_shared), n_shared_source, method_arg("n_shared"), n_shared),
-        Line("prompts: CCMP layers", "5, 6, 7", _CCMP, _ccmp_layers, (5, 6, 7)),
+        Line("prompts: CCMP layers (counted from 1)", "5, 6, 7", _CCMP, _ccmp_layers, (5, 6, 7)),
         Line("prompts: temperature τ", "0.05", "App. A.3.2: τ = 0.05 in every experiment", method_arg("tau"), 0.05),
     )
 
@@ -99,7 +101,7 @@ def _label(n_clients: int, paper_split: str, expect_split: str, n_shared: int,
         Line("data split", paper_split, f"{_SETUP}: pathological, 10 classes per client, or Dir(β) with β = 0.3; "
              "clients' data disjoint", split, expect_split, agree=lambda e, o: o.startswith(e)),
         Line("data split: images drawn (train, test)", "the whole dataset, no sample on two clients",
-             f"{_SETUP}: the split is disjoint; §5.1 gives the datasets' full sizes", _drawn, ("all", "all")),
+             f"{_SETUP}: the split is disjoint; §5 Datasets gives the datasets' full sizes", _drawn, ("all", "all")),
     )
 
 
@@ -125,10 +127,10 @@ SETTINGS = (
         Line("clients per round", "6", f"{_SETUP}: 6 clients sampled at random each round", per_round, 6),
         Line("rounds", "50", _ROUNDS, rounds, 50),
         Line("local epochs", "5", _EPOCHS, local_epochs, 5),
-        Line("classes", "the 10 most frequent", "§5.1: the top ten classes, after Yang et al. (2023)", _classes, 10,
-             agree=_ten_classes),
+        Line("classes", "the 10 most frequent", "§5 Datasets: the top ten classes, after Yang et al. (2023)",
+             _classes, 10, agree=_ten_classes),
         Line("input size", "224", _SIZE, input_size, 224),
-        Line("prompts: CCMP layers", "5, 6, 7", _CCMP, _ccmp_layers, (5, 6, 7)),
+        Line("prompts: CCMP layers (counted from 1)", "5, 6, 7", _CCMP, _ccmp_layers, (5, 6, 7)),
     ), row={M: "pep_fedpt"}),
     Setting("Table 2, iNaturalist (PEP-FedPT)", "inaturalist", (
         Line("clients", "1018 (at least 16 training images each)", f"{_SETUP}: the federated iNaturalist of Hsu et "
@@ -138,15 +140,15 @@ SETTINGS = (
     ), row={M: "pep_fedpt"}),
     Setting("Table 3, CIFAR-100, held-out clients (PEP-FedPT)", "heldout", (
         Line("clients", "100", _CLIENTS, clients, 100),
-        Line("held-out clients", "10 (10%)", "§5.1 Evaluation Methodology: 90% of clients train, 10% are kept for "
+        Line("held-out clients", "10 (10%)", "§5 Evaluation Methodology: 90% of clients train, 10% are kept for "
              "testing", held_out, 10),
         Line("clients per round", "5", _CLIENTS, per_round, 5),
-        Line("data split", "pathological, 10 classes per client", "§5.1 Evaluation Methodology and Table 3's "
-             "caption", split, _PATH, agree=lambda e, o: o.startswith(e)),
+        Line("data split", "pathological, 10 classes per client", "§5.1.3 and Table 3's caption: the held-out "
+             "evaluation on the pathological split", split, _PATH, agree=lambda e, o: o.startswith(e)),
     ), row={M: "pep_fedpt"}),
     Setting("Table 3, Tiny-ImageNet, held-out clients (PEP-FedPT)", "heldout_tiny_imagenet", (
         Line("clients", "200", _CLIENTS, clients, 200),
-        Line("held-out clients", "20 (10%)", "§5.1 Evaluation Methodology: 90% of clients train, 10% are kept for "
+        Line("held-out clients", "20 (10%)", "§5 Evaluation Methodology: 90% of clients train, 10% are kept for "
              "testing", held_out, 20),
         Line("clients per round", "5", _CLIENTS, per_round, 5),
     ), row={M: "pep_fedpt"}),
