@@ -264,6 +264,10 @@ def weight_decay(r: Row) -> float:
     return r.cfg.train.weight_decay
 
 
+def augment(r: Row) -> str:
+    return r.cfg.train.augment
+
+
 def input_size(r: Row) -> int | None:
     return r.input_size
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from ...methods.clip_prompt import PAPER_N_CTX
 from ...models.clip_model import ENV_CLIP_WEIGHTS
 from ...methods.fedotp import PROMPT_SETS
-from ..paper_lines import (Line, Setting, batch_size, clients, input_size, local_epochs, lr, method_arg, momentum,
-                           partition_arg, per_round, rounds, split, weight_decay)
+from ..paper_lines import (Line, Setting, augment, batch_size, clients, input_size, local_epochs, lr, method_arg,
+                           momentum, partition_arg, per_round, rounds, split, weight_decay)
 
 M = "method.name"
 _IMPL = "§5.1 Implementation Details"
@@ -81,6 +81,7 @@ def _training(model: str, model_source: str) -> tuple[Line, ...]:
              "§4.1: each client holds a pretrained CLIP", _weights),
         Line("input size (the loader's; CLIP resizes to its own)", _LOST,
              f"{_B2}: images are resized to a size that is lost", input_size),
+        Line("training augmentation", "not stated", f"{_IMPL} and {_B2} name none", augment),
         Line("prompts: per client (total, averaged by the server)", "a global prompt and a local prompt; only the "
              "global one is averaged", "§4.1: each client learns a shared global prompt and keeps a local one",
              _prompts, (2, 1)),

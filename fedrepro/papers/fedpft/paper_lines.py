@@ -7,9 +7,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from ...methods import METHODS
-from ..paper_lines import (Line, Setting, across, batch_size, clients, input_size, local_epochs, lr, lr_grid,
-                           method_arg, model, model_args, momentum, partition, partition_arg, per_round, rounds,
-                           split, weight_decay, with_args)
+from ..paper_lines import (Line, Setting, across, augment, batch_size, clients, input_size, local_epochs, lr, lr_grid,
+                           method_arg, model, model_args, momentum, partition, partition_arg, per_round, rounds, split,
+                           weight_decay, with_args)
 
 M, A = "method.name", "data.partition_args.alpha"
 _SETUP = "§4.1: N = 40 clients, batch B = 100, R = 5 local update rounds, T = 1000 rounds"
@@ -67,6 +67,8 @@ def _common(arch: str, arch_source: str, test: int) -> tuple[Line, ...]:
         Line("pretrained weights", "not stated (trained from scratch, as we read §4.1)",
              "§4.1 names the architecture only", _weights),
         Line("input size", "not stated", "§4.1 and App. D name no resizing", input_size),
+        Line("training augmentation", "not stated (FedPFT+Con's MoCo views aside)", "§4.1 and App. D.3 name none; "
+             "App. D.4 mentions augmentation for MoCo only", augment),
         Line("prompts: n_κ", "10", _D3, method_arg("n_prompts"), 10),
         Line("prompts: where", "beside the extracted feature, as extra tokens into the FTM",
              "§3.3: prompts and the image feature are stacked as the FTM's input sequence",

@@ -10,8 +10,9 @@ import inspect
 from ...models.registry import MODELS
 from ...models.vit import IN21K_TAGS, VIT_B16
 from ...methods.pep_fedpt import ccmp_blocks
-from ..paper_lines import (Line, Setting, batch_size, clients, held_out, input_size, local_epochs, lr, method_arg,
-                           model, momentum, partition_arg, per_round, rounds, searched, split, weight_decay, with_args)
+from ..paper_lines import (Line, Setting, augment, batch_size, clients, held_out, input_size, local_epochs, lr,
+                           method_arg, model, momentum, partition_arg, per_round, rounds, searched, split, weight_decay,
+                           with_args)
 
 M = "method.name"
 _SETUP = "§5 Setup"
@@ -80,6 +81,7 @@ def _optimiser(n_shared: int, n_shared_source: str) -> tuple[Line, ...]:
         Line("model", "ViT-B/16, frozen", _MODEL, _model, "vit_b16", agree=lambda e, o: o.split(" ")[0] == e),
         Line("pretrained weights", "ImageNet-21K", _MODEL, _tag, IN21K_TAGS, agree=_in21k),
         Line("input size", "224", _SIZE, input_size, 224),
+        Line("training augmentation", "not stated", "§5 and App. A.3 name none", augment),
         Line("prompts: shared n_S", str(n_shared), n_shared_source, method_arg("n_shared"), n_shared),
         Line("prompts: CCMP layers (counted from 1)", "5, 6, 7", _CCMP, _ccmp_layers, (5, 6, 7)),
         Line("prompts: temperature τ", "0.05", "App. A.3.2: τ = 0.05 in every experiment", method_arg("tau"), 0.05),
@@ -125,6 +127,8 @@ SETTINGS = (
         Line("clients per domain", "10", f"{_SETUP}: each domain allocated to 10 clients",
              partition_arg("clients_per_domain"), 10),
         Line("clients per round", "6", f"{_SETUP}: 6 clients sampled at random each round", per_round, 6),
+        Line("data split within a domain", "not stated", f"{_SETUP} and App. A.3.1 say only that each domain goes to "
+             "its 10 clients", split),
         Line("rounds", "50", _ROUNDS, rounds, 50),
         Line("local epochs", "5", _EPOCHS, local_epochs, 5),
         Line("classes", "the 10 most frequent", "§5 Datasets: the top ten classes, after Yang et al. (2023)",

@@ -6,8 +6,8 @@ the weight decay, the Dirichlet parameter and the cluster count), so those rows 
 learns no prompts: there are no prompt rows."""
 from __future__ import annotations
 
-from ..paper_lines import (Line, Setting, across, batch_size, clients, input_size, local_epochs, lr, lr_grid, model,
-                           model_args, momentum, per_round, rounds, split, weight_decay, with_args)
+from ..paper_lines import (Line, Setting, across, augment, batch_size, clients, input_size, local_epochs, lr, lr_grid,
+                           model, model_args, momentum, per_round, rounds, split, weight_decay, with_args)
 
 M, A = "method.name", "data.partition_args.alpha"
 _A3 = "§V-A3: for every method N = 10 clients, sample fraction C = 1.0, E = 10 local epochs, B = 64"
@@ -53,6 +53,7 @@ def _lines(rounds_paper: int, arch: str, arch_ours: str, arch_source: str) -> tu
              "architectures only", _weights),
         Line("input size", "not stated", "§V-A1 and Table I give the datasets' sizes in images, not pixels",
              input_size),
+        Line("training augmentation", "not stated", "§V-A names none", augment),
         Line("data split", "Dirichlet over the training set; each client's test set follows its training "
              "distribution", "§V-A1: the training set is split by a Dirichlet distribution, and a client's test set "
              "has its training set's distribution", split, "dirichlet", agree=lambda e, o: o.startswith(e)),
