@@ -264,6 +264,21 @@ def weight_decay(r: Row) -> float:
     return r.cfg.train.weight_decay
 
 
+def class_options(r: Row) -> dict:
+    """The dataset options that pick a subset of its classes (any option named for classes)."""
+    return {k: v for k, v in r.cfg.data.dataset_args.items() if "class" in k}
+
+
+def show_classes(options: dict) -> str:
+    return with_args("subset", options) if options else "every class the dataset holds (no class option set)"
+
+
+def keeps_classes(n: int, options: dict) -> bool:
+    """Whether a class option keeps ``n`` classes: a count of ``n``, or ``n`` named classes."""
+    return any(v == n if isinstance(v, int) else isinstance(v, (list, tuple)) and len(v) == n
+               for v in options.values())
+
+
 def augment(r: Row) -> str:
     return r.cfg.train.augment
 

@@ -58,6 +58,12 @@ def test_ours_is_read_off_the_paper_profile_config(monkeypatch):
     monkeypatch.setitem(pep_setup.BASE["paper"]["train"], "batch_size", 7)
     batch = _row(lines("pep_fedpt"), setting, "batch size")
     assert batch["ours"] == "7" and batch["status"] == NOT_STATED
+    # The input size follows the loader's option.
+    tiny = "Table 1, Tiny-ImageNet, pathological"
+    assert _row(lines("pep_fedpt"), tiny, "input size")["status"] == MATCH
+    monkeypatch.setitem(pep_setup.CHANGES["tiny_imagenet"]["paper"]["data"]["dataset_args"], "image_size", 64)
+    size = _row(lines("pep_fedpt"), tiny, "input size")
+    assert size["ours"] == "64" and size["status"] == MISMATCH
     # A method argument and a partition argument, read through the table's row.
     monkeypatch.setitem(fedpft_setup.BASE["paper"]["data"]["partition_args"], "train_per_client", 400)
     sizes = _row(lines("fedpft"), "Table 8, CIFAR-10", "data split: images per client (train, test)")
@@ -101,6 +107,9 @@ def test_comparisons():
     assert paper_lines.same((5, 6, 7), [5, 6, 7]) and not paper_lines.same((5, 6), (5, 6, 7))
     assert not paper_lines.same(None, (0.1, 0.01)) and paper_lines.same(None, None)
     assert paper_lines.shown((0.1, 0.5)) == "0.1, 0.5" and paper_lines.shown(None) == "none"
+    assert paper_lines.keeps_classes(10, {"classes": 10})
+    assert paper_lines.keeps_classes(10, {"class_names": list("abcdefghij")})
+    assert not paper_lines.keeps_classes(10, {}) and not paper_lines.keeps_classes(10, {"top_classes": 20})
 
 
 def test_the_results_page_shows_the_table(tmp_path, monkeypatch):

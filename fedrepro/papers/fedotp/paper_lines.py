@@ -13,8 +13,9 @@ from __future__ import annotations
 from ...methods.clip_prompt import PAPER_N_CTX
 from ...models.clip_model import ENV_CLIP_WEIGHTS
 from ...methods.fedotp import PROMPT_SETS
-from ..paper_lines import (Line, Setting, augment, batch_size, clients, input_size, local_epochs, lr, method_arg,
-                           momentum, partition_arg, per_round, rounds, split, weight_decay)
+from ..paper_lines import (Line, Setting, augment, batch_size, class_options, clients, input_size, keeps_classes,
+                           local_epochs, lr, method_arg, momentum, partition_arg, per_round, rounds, show_classes,
+                           split, weight_decay)
 
 M = "method.name"
 _IMPL = "§5.1 Implementation Details"
@@ -52,15 +53,6 @@ def _n_ctx(r) -> str:
 def _weights(r) -> str:
     args = r.cfg.model.args
     return f"{args.get('source', 'openai')} release, from {args.get('weights') or '$' + ENV_CLIP_WEIGHTS}"
-
-
-def _classes(r) -> str:
-    picked = {k: v for k, v in r.cfg.data.dataset_args.items() if "class" in k}
-    return f"subset ({picked})" if picked else "every class in the image folder (no class option set)"
-
-
-def _ten(expect, ours: str) -> bool:
-    return ours.startswith("subset") and ("10" in ours or str(list(range(10))) in ours)
 
 
 def _starts(expect, ours: str) -> bool:
@@ -129,7 +121,7 @@ SETTINGS = (
         Line("clients", "one per domain: 6", "§5.1 and App. C.1: each client holds a distinct domain; DomainNet "
              "has 6", clients, 6),
         Line("classes", "10 selected classes", "App. B.1: 10 classes are selected from DomainNet and "
-             "Office-Caltech10", _classes, 10, agree=_ten),
+             "Office-Caltech10", class_options, 10, agree=keeps_classes, show=show_classes),
     ), row={M: "fedotp"}),
     Setting("Table A3, Office-Caltech10, feature and label shift (FedOTP)", "feature_label_shift", (
         Line("clients per domain", "3", "App. C.2: each domain's data split into three clients by Dirichlet",
@@ -141,7 +133,7 @@ SETTINGS = (
              partition_arg("clients_per_domain"), 5),
         Line("clients", "30 (6 domains × 5)", "§5.1 and §5.2", clients, 30),
         Line("classes", "10 selected classes", "App. B.1: 10 classes are selected from DomainNet and "
-             "Office-Caltech10", _classes, 10, agree=_ten),
+             "Office-Caltech10", class_options, 10, agree=keeps_classes, show=show_classes),
         Line("data split: α", _LOST, "§5.2: the Dirichlet α is lost", partition_arg("alpha")),
     ), row={M: "fedotp"}),
 )

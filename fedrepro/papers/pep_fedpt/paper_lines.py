@@ -10,9 +10,9 @@ import inspect
 from ...models.registry import MODELS
 from ...models.vit import IN21K_TAGS, VIT_B16
 from ...methods.pep_fedpt import ccmp_blocks
-from ..paper_lines import (Line, Setting, augment, batch_size, clients, held_out, input_size, local_epochs, lr,
-                           method_arg, model, momentum, partition_arg, per_round, rounds, searched, split, weight_decay,
-                           with_args)
+from ..paper_lines import (Line, Setting, augment, batch_size, class_options, clients, held_out, input_size,
+                           keeps_classes, local_epochs, lr, method_arg, model, momentum, partition_arg, per_round,
+                           rounds, searched, show_classes, split, weight_decay, with_args)
 
 M = "method.name"
 _SETUP = "§5 Setup"
@@ -53,17 +53,6 @@ def _prompt_lr(r) -> float:
 def _ccmp_layers(r) -> tuple:
     """CCMP's layers, 1-indexed as the paper counts them, on ViT-B/16's depth."""
     return tuple(b + 1 for b in ccmp_blocks(r.params, VIT_B16.depth))
-
-
-def _classes(r) -> str:
-    """The class subset a dataset option names, or that none does."""
-    args = r.cfg.data.dataset_args
-    picked = {k: v for k, v in args.items() if "class" in k}
-    return with_args("subset", picked) if picked else "every class in the image folder (no class option set)"
-
-
-def _ten_classes(expect, ours: str) -> bool:
-    return ours.startswith("subset") and any(f"={v}" in ours for v in (expect, list(range(expect))))
 
 
 def _optimiser(n_shared: int, n_shared_source: str) -> tuple[Line, ...]:
@@ -132,7 +121,7 @@ SETTINGS = (
         Line("rounds", "50", _ROUNDS, rounds, 50),
         Line("local epochs", "5", _EPOCHS, local_epochs, 5),
         Line("classes", "the 10 most frequent", "§5 Datasets: the top ten classes, after Yang et al. (2023)",
-             _classes, 10, agree=_ten_classes),
+             class_options, 10, agree=keeps_classes, show=show_classes),
         Line("input size", "224", _SIZE, input_size, 224),
         Line("prompts: CCMP layers (counted from 1)", "5, 6, 7", _CCMP, _ccmp_layers, (5, 6, 7)),
     ), row={M: "pep_fedpt"}),
