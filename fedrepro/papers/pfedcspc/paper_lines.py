@@ -45,8 +45,8 @@ def _lines(rounds_paper: int, arch: str, arch_ours: str, arch_source: str) -> tu
         Line("optimiser: weight decay", "lost in the text", "§V-A3: a weight decay whose value reads 'I=0.01'",
              weight_decay),
         Line("learning rate", "lost in the text", _LOST, lr),
-        Line("learning-rate search", "none: one rate for every method", "§V-A3: the same settings 'for all methods'",
-             lr_grid, None),
+        Line("learning-rate search (every row's)", "none: one rate for every method",
+             "§V-A3: the same settings 'for all methods'", lr_grid, None),
         Line("model", arch, arch_source, _model, arch_ours, agree=_arch),
         Line("model: projection head width", "not stated", _HEAD, lambda r: model_args(r).get("projection_dim")),
         Line("pretrained weights", "not stated (trained from scratch, as we read §V-B)", "§V-B names the "
@@ -71,10 +71,6 @@ _RESNET = "§V-B: on the other datasets a ResNet18 without its last fully connec
 SETTINGS = (
     Setting("Tables II-III, CIFAR10 (pFedCSPC)", "main_default",
             _lines(100, "MOON's two-conv CNN", "moon_cnn", _CNN), row={M: "pfedcspc"}),
-    Setting("Tables II-III, CIFAR10, the baselines (FedAvg's row)", "main_default", (
-        Line("learning-rate search", "none: one rate for every method", "§V-A3: the same settings 'for all "
-             "methods'", lr_grid, None),
-    ), row={M: "fedavg"}),
     Setting("Tables II-III, CIFAR100 (pFedCSPC)", "main_cifar100",
             _lines(100, "ResNet18", "resnet18", _RESNET), row={M: "pfedcspc"}),
     Setting("Tables II-III, TinyImagenet (pFedCSPC)", "main_tiny_imagenet",
