@@ -25,6 +25,7 @@ from ..claims import CLAIMS
 from ..claims import INTERVAL
 from ..papers import differences, paper as package
 from ..papers.coverage import coverage_rows, has_coverage
+from ..papers import paper_lines
 from ..claims import claims_dir
 from ..runs.store import atomic_write_bytes
 
@@ -231,7 +232,9 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
             lines.append(f"- reason: {_reason(c)}")
         lines += [f"- evidence: {c['evidence']}", ""]
     lines += _coverage(paper, group)
-    lines += _against_paper(paper, profile)
+    rows = paper_lines.lines(paper) if paper_lines.has_lines(paper) else None
+    lines += _line_by_line(paper, rows)
+    lines += _against_paper(paper, profile, rows)
     lines += ["## Timings", ""]
     rows = _timing_rows(timings, lambda nb: notebook_paper(nb) == paper)
     if rows:
@@ -261,9 +264,27 @@ def _coverage(paper: str, group) -> list[str]:
     return [*lines, ""]
 
 
-def _against_paper(paper: str, profile: str) -> list[str]:
+def _line_by_line(paper: str, rows: list[dict] | None) -> list[str]:
+    """The paper profile's setup against the paper's, item by item, each with the passage that gives
+    the paper's value (:mod:`fedrepro.papers.paper_lines`); empty for a paper without that table."""
+    if rows is None:
+        return []
+    counts = {s: sum(r["status"] == s for r in rows) for s in (paper_lines.MATCH, paper_lines.MISMATCH,
+                                                               paper_lines.NOT_STATED, paper_lines.NOT_RUN)}
+    return ["## The paper profile against the paper, line by line", "",
+            "Each setting of the paper, item by item: the paper's value, ours read off the config of that setting's "
+            "row in our table at the paper profile, and the passage that gives the paper's (our paraphrase; "
+            f"`fedrepro/papers/{paper}/paper_lines.py`). \"not stated\": the paper gives no value there (or our copy "
+            "of its text lost it); \"not run\": no table of ours runs the setting. Every MISMATCH and not run is "
+            "listed under \"This profile against the paper\" below. "
+            + ", ".join(f"{n} {s}" for s, n in counts.items()) + f" of {len(rows)} lines.", "",
+            *paper_lines.markdown(paper, rows), ""]
+
+
+def _against_paper(paper: str, profile: str, rows: list[dict] | None = None) -> list[str]:
     """The paper's default setup at ``profile`` beside the paper profile's (read off the configs),
-    and what the profile leaves open, with the reasons (:mod:`fedrepro.papers.differences`)."""
+    and what the profile leaves open, with the reasons (:mod:`fedrepro.papers.differences`; ``rows``:
+    the paper's line-by-line table, where already built)."""
     if not hasattr(package(paper), "layers"):
         return []
     lines = []
@@ -276,7 +297,7 @@ def _against_paper(paper: str, profile: str) -> list[str]:
             shown = f"**{_cell(mine)}**" if mine != theirs else _cell(mine)
             lines.append(f"| {label} | {_cell(theirs)} | {shown} |")
         lines.append("")
-    items = differences.left_open(paper, profile)
+    items = differences.left_open(paper, profile, rows)
     if items:
         lines += ["What this profile does not match, and why:", ""]
         lines += [f"- **{_cell(o.item)}**: {o.reason}" for o in items]

@@ -14,6 +14,7 @@ from ..config import RunConfig, default_seeds
 from . import table_seeds
 from . import setup
 from . import paper as package
+from .paper_lines import mismatches
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,19 @@ def setup_rows(paper: str, profile: str) -> list[tuple[str, str, str]]:
     return rows + [("seeds", _seeds("paper"), _seeds(profile))]
 
 
-def left_open(paper: str, profile: str) -> list[Open]:
-    """The paper package's ``LEFT_OPEN`` entries that concern ``profile`` (none when it has none)."""
-    return [o for o in getattr(package(paper), "LEFT_OPEN", ()) if profile in o.profiles]
+def line_opens(paper: str, rows: list[dict] | None = None) -> list[Open]:
+    """Each line of the paper's line-by-line table (:mod:`fedrepro.papers.paper_lines`) that the paper
+    profile does not match, as an :class:`Open` of every profile: the smaller profiles start from the
+    paper profile's setup, so what it misses they miss too. ``rows``: the table, where already built."""
+    return [Open(f"{r['setting']}: {r['item']}",
+                 f"The paper: {r['paper']} ({r['source']}). The paper profile: {r['ours']}. (From the line-by-line "
+                 f"table, fedrepro/papers/{paper}/paper_lines.py.)", ("smoke", "laptop", "paper"))
+            for r in mismatches(paper, rows)]
+
+
+def left_open(paper: str, profile: str, rows: list[dict] | None = None) -> list[Open]:
+    """What ``profile`` leaves open of the paper: the paper package's ``LEFT_OPEN`` entries that
+    concern it, then the mismatches of its line-by-line table (:func:`line_opens`; ``rows``: that
+    table, where already built)."""
+    typed = [o for o in getattr(package(paper), "LEFT_OPEN", ()) if profile in o.profiles]
+    return typed + [o for o in line_opens(paper, rows) if profile in o.profiles]

@@ -16,6 +16,7 @@ The method is :mod:`fedrepro.methods.fedotp`; the baselines are ``zeroshot_clip`
 plan maps, the planted-patch measurement and the local-prompt clusters are in :mod:`fedrepro.analysis`.
 """
 from . import claims  # noqa: F401  (registers the claims)
+from .left_open import LEFT_OPEN
 from .notebooks import NOTEBOOKS
 from .setup import VARIANTS, datasets, layers
 from .tables import TABLES, label_configs, label_results
@@ -23,6 +24,5 @@ from .variants import BASELINES, METHODS
 
 TITLE = "FedOTP (Li et al., CVPR 2024): global and local prompts cooperation via optimal transport"
 
-__all__ = ["NOTEBOOKS", "BASELINES", "METHODS", "TABLES", "TITLE", "VARIANTS", "datasets", "label_configs",
-           "label_results",
-           "layers"]
+__all__ = ["LEFT_OPEN", "NOTEBOOKS", "BASELINES", "METHODS", "TABLES", "TITLE", "VARIANTS", "datasets",
+           "label_configs", "label_results", "layers"]
