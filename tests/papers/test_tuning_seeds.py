@@ -1,5 +1,5 @@
 """No claim reads a run at the seed and split its learning rate was chosen on: every table with a
-search, at the smoke and laptop profiles."""
+search, at every profile."""
 from __future__ import annotations
 
 import pytest
@@ -14,7 +14,7 @@ def test_every_searching_paper_has_tuned_tables():
     assert {p for p, _ in TUNED} >= {"pfedcspc", "fedotp", "pep_fedpt"}
 
 
-@pytest.mark.parametrize("profile", ["smoke", "laptop"])
+@pytest.mark.parametrize("profile", ["smoke", "laptop", "paper"])
 @pytest.mark.parametrize("paper_name,table", TUNED)
 def test_search_runs_share_no_seed_and_split_with_the_table(paper_name, table, profile):
     t = paper(paper_name).TABLES[table]
