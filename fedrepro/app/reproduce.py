@@ -343,9 +343,8 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
                                 f"{MAX_SEARCH_STAGES} stages of training them; see fedrepro.execute.tuning")
         renders = _render_tasks(notebooks, nb_root, out_dir, trace_dir, profile, kernel, the_plan,
                                 pending_hashes)
-        # One render at a time: a notebook's kernel is as large as a worker, and renders are a
-        # small share of the work, so the other slot trains meanwhile.
-        pool = run_pool(runs, analyses, workers=workers, progress=progress, calls=renders, calls_at_once=1,
+        pool = run_pool(runs, analyses, workers=workers, progress=progress, calls=renders,
+                        calls_at_once=renders_at_once(profile, workers),
                         pending=pending_hashes, executor=executor, analyze=analyze, bar=bar)
         pool.done, pool.memory = {**searched, **pool.done}, {**searched_memory, **pool.memory}
         for _ in range(MAX_SEED_STAGES):
@@ -363,7 +362,8 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
             pending.update((h, c) for h, c in runs.items() if h in stage_pending)
             pending_hashes |= stage_pending
             rerender = [nb for nb in notebooks if str(nb.relative_to(nb_root)) in again or nb.name.startswith("99_")]
-            stage = run_pool(runs, analyses, workers=workers, progress=progress, calls_at_once=1,
+            stage = run_pool(runs, analyses, workers=workers, progress=progress,
+                             calls_at_once=renders_at_once(profile, workers),
                              calls=_render_tasks(rerender, nb_root, out_dir, trace_dir, profile, kernel, the_plan,
                                                  stage_pending),
                              pending=stage_pending, executor=executor, analyze=analyze, bar=bar)
@@ -423,6 +423,14 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
         print(f"[reproduce] warning: the plan missed {report['unplanned_runs']} runs that notebooks trained "
               f"themselves: {', '.join(names)}; add them to the paper's NOTEBOOKS")
     return report
+
+
+def renders_at_once(profile: str, workers: int) -> int:
+    """How many notebooks render at once. One, so that the other slots train meanwhile: a notebook's
+    kernel is as large as a worker, and renders are a small share of a laptop or paper pass. At smoke
+    they are most of it (a kernel's start and imports take longer than the notebook's runs), and
+    its kernels are small: every slot may render."""
+    return workers if profile == "smoke" else 1
 
 
 def reused_runs(report: dict | None) -> int:
