@@ -51,6 +51,8 @@ def test_stages_of_a_pass_share_one_bar_and_count_every_task():
     bar.expect(3)  # what the first plan knows
     first = run_pool([], workers=2, progress=False, calls=[Task(f"a{i}", call=call) for i in range(2)], bar=bar)
     assert len(first.done) == 2 and (bar.done, bar.total) == (2, 3)
+    # The task still to come (a later stage's) counts in the time left, at this stage's mean.
+    assert bar.left_s > 0
     # The next stage names 4 tasks: the total grows to what is done plus those, from where it stood.
     second = run_pool([], workers=2, progress=False, calls=[Task(f"b{i}", call=call) for i in range(4)], bar=bar)
     assert len(second.done) == 4 and (bar.done, bar.total) == (6, 6)

@@ -258,8 +258,13 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
         finished = len(report.done) + len(report.failed)
         bar.advance(finished - counted)
         counted = finished
-        # Wall time: the work left spread over the slots (a remote executor's runs not counted apart).
-        left = sum(calib.seconds(t) for t in [*ready, *blocked, *running.values()])
+        # Wall time: the work left spread over the slots (a remote executor's runs not counted apart),
+        # with the pass's tasks that later stages will name at the mean time of a task done here.
+        here = [*ready, *blocked, *running.values()]
+        left = sum(calib.seconds(t) for t in here)
+        later = max(0, bar.total - bar.done - len(here))
+        if later and report.done:
+            left += later * sum(report.done.values()) / len(report.done)
         bar.estimate(left / max(1, workers))
 
     def settle(task: Task, seconds: float | None, error: BaseException | None) -> None:
