@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+from tqdm.auto import tqdm
+
 
 def _seconds(s: float) -> str:
     if s < 90:
@@ -63,8 +65,6 @@ class PassProgress:
         if not self.enabled:
             return
         if self._bar is None:
-            from tqdm.auto import tqdm
-
             self._bar = tqdm(total=self.total, desc=self.desc, unit=self.UNIT, mininterval=2.0,
                              bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} " + self.UNIT
                                         + " [{elapsed}{postfix}]")

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import importlib.metadata
 import io
 import json
 import logging
@@ -254,16 +255,14 @@ def _runs_dir_source() -> str:
 
 
 def environment_info() -> dict[str, Any]:
-    from importlib.metadata import PackageNotFoundError, version
-
     import numpy
     import torch
 
     # torchvision's version from its installed metadata: importing the package loads its models and
     # ops, seconds of a run's set-up that no run of a dataset read without it needs.
     try:
-        vision = version("torchvision")
-    except PackageNotFoundError:
+        vision = importlib.metadata.version("torchvision")
+    except importlib.metadata.PackageNotFoundError:
         vision = None
     info = {"python": platform.python_version(), "platform": platform.platform(), "torch": torch.__version__,
             "torch_git": torch.version.git_version, "torchvision": vision,
