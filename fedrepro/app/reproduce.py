@@ -289,7 +289,7 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     print(f"[reproduce] outputs under {output_root()} (runs in {runs_dir}; see docs/outputs.md)", flush=True)
     print(f"[reproduce] plan: {_count(len(notebooks), 'notebook')}, {len(runs)} runs ({len(pending)} to train)"
           + (f" + about {later} more once their learning-rate searches choose the rates" if later else "")
-          + f", {len(analyses)} cached analyses, {len(notebooks)} renders; {workers} workers"
+          + f", {len(analyses)} cached analyses, {_count(len(notebooks), 'render')}; {workers} workers"
           + (f"; runs train on executor {executor.name!r}" if executor.remote else "")
           + (f"; {_count(len(the_plan.incomplete), 'notebook')} wait for learning-rate searches: "
              f"{', '.join(the_plan.incomplete)}" if the_plan.incomplete else ""),
