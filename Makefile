@@ -8,6 +8,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.fedrepro-installed
 FMNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 PROFILE ?= laptop
+# Where torch and torchvision come from; empty: PyPI, whose Linux wheels are the CUDA 13 build (about
+# 4 GB of nvidia and triton packages beside torch). make setup-cpu sets PyTorch's CPU-only index.
+TORCH_INDEX ?=
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 # Debian packages: the offline default data, and the allocator that fedrepro.env.allocator preloads.
 APT_PACKAGES := dataset-fashion-mnist libtcmalloc-minimal4
 # Only the site's browser test (tests/test_site.py) needs these; make test installs them, nothing else does.
@@ -23,15 +27,20 @@ SMOKE_ENV = $(OUTPUT_ENV) FEDREPRO_PROFILE=smoke FEDREPRO_RUNS=$(OUTPUT)/output/
 # Jupyter refuses to start as root (containers) unless told to.
 ALLOW_ROOT = $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup data browser lint test test-unit test-notebooks reproduce smoke book pretrain lab bench clean distclean
+.PHONY: help setup setup-cpu data browser lint test test-unit test-notebooks reproduce smoke book pretrain lab bench clean distclean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-15s %s\n", $$1, $$2}'
 
-setup: $(STAMP) data ## create .venv with pinned packages and install fedrepro (editable); idempotent
+setup: $(STAMP) data ## create .venv with pinned packages and install fedrepro (editable; about 6.8 GB, minutes); idempotent
+
+setup-cpu: ## setup with PyTorch's CPU-only torch/torchvision wheels (download.pytorch.org): no CUDA, about 4 GB smaller
+	$(MAKE) setup TORCH_INDEX=$(TORCH_CPU_INDEX)
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(if $(TORCH_INDEX),$(PY) -m pip install --quiet --disable-pip-version-check --index-url $(TORCH_INDEX) \
+		$$(grep -E '^(torch|torchvision)==' requirements.txt))
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	$(PY) -c "import torch, torchvision, fedrepro; print('torch', torch.__version__, 'torchvision', torchvision.__version__, 'cuda', torch.cuda.is_available())"
@@ -59,7 +68,7 @@ lint: $(STAMP) ## ruff, with the rules in pyproject.toml
 	$(PY) -m ruff check fedrepro tests bench
 
 test-unit: $(STAMP)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=25 tests
 
 test-notebooks: $(STAMP)
 	$(SMOKE_ENV) $(PY) -m pytest -q --nbval-lax -p no:cacheprovider notebooks
@@ -68,7 +77,7 @@ reproduce: setup ## set up, then train every notebook's runs in one pool and ren
 	$(OUTPUT_ENV) $(VENV)/bin/fedrepro reproduce --profile $(PROFILE)
 	$(OUTPUT_ENV) $(VENV)/bin/fedrepro results --profile $(PROFILE)
 
-smoke: setup ## every notebook at the smoke profile (seconds each); outputs under output/smoke/
+smoke: setup ## every notebook at the smoke profile: one seed, the smallest sizes (minutes in all; README); outputs under output/smoke/
 	$(SMOKE_ENV) $(VENV)/bin/fedrepro reproduce --profile smoke
 
 book: setup ## the static teaching site of the notebooks reproduce executed at PROFILE -> output/$(PROFILE)/book/index.html (docs/site.md)

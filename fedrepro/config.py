@@ -519,7 +519,9 @@ def validate(cfg: RunConfig) -> None:
     for key, value, names in (("data.dataset", d.dataset, list_datasets()), ("data.partition", d.partition,
                               list_partitions()), ("model.name", cfg.model.name, list_models()),
                               ("method.name", cfg.method.name, METHODS.names())):
-        _check(isinstance(value, str) and value in names, key, value, ", ".join(names), did_you_mean(value, names))
+        known = isinstance(value, str) and value in names
+        # The suggestion only for a bad name: looking for close matches costs more than the check.
+        _check(known, key, value, ", ".join(names), "" if known else did_you_mean(value, names))
     METHODS.get(cfg.method.name).parse_params(cfg.method.args)
     _check_integer_args(cfg)
 

@@ -19,6 +19,7 @@ by :func:`check_value`, with the same bounds and the same wording as a field.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import numbers
 import typing
@@ -169,7 +170,7 @@ def check_fields(obj: Any, prefix: str = "") -> None:
     ``prefix`` is the key's path in the config (``"train."``, ``"method.args."``), so the error names
     the key a user would write.
     """
-    hints = typing.get_type_hints(type(obj))
+    hints = _hints(type(obj))
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         bad = _non_finite(value)
@@ -187,7 +188,7 @@ def check_fields(obj: Any, prefix: str = "") -> None:
 
 def bounds_of(cls: type) -> dict[str, str]:
     """``{field: what it accepts}`` for a dataclass type: the table a user reads in the docs."""
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     out = {}
     for f in dataclasses.fields(cls):
         b = f.metadata.get(_META)
@@ -208,10 +209,27 @@ def normalise(value: Any, tp: Any) -> Any:
     return value
 
 
+@functools.lru_cache(maxsize=None)
+def _cached_hints(obj: Any) -> dict[str, Any]:
+    return typing.get_type_hints(obj)
+
+
+def _hints(obj: Any) -> dict[str, Any]:
+    """``typing.get_type_hints(obj)``, resolved once per class or function: resolving evaluates every
+    string annotation anew, and a config is checked and normalised many times (planning a smoke pass
+    builds thousands of configs). A copy, so that no caller changes what the next one reads."""
+    try:
+        return dict(_cached_hints(obj))
+    except TypeError as e:  # an unhashable object: resolve it each time
+        if "unhashable" not in str(e):
+            raise
+        return typing.get_type_hints(obj)
+
+
 def declared_types(obj: Any) -> dict[str, Any]:
     """``{name: annotation}`` of a dataclass type or a function's parameters ({} when unreadable)."""
     try:
-        return typing.get_type_hints(obj)
+        return _hints(obj)
     except Exception:  # noqa: BLE001  (an annotation that does not resolve declares nothing usable)
         return {}
 

@@ -257,7 +257,10 @@ def test_reproduce_plans_a_tuned_tables_search_first_and_says_which_notebooks_wa
     report = reproduce("smoke", only="pfedcspc/01", plan_only=True)
     assert report["waiting_for_searches"] == ["pfedcspc/01_global_and_personalized.ipynb"]
     # Before its search is stored the notebook's plan holds the search runs only.
-    assert report["runs"] == len(paper("pfedcspc").TABLES["main_default"].search_configs("smoke")) > 0
+    table = paper("pfedcspc").TABLES["main_default"]
+    assert report["runs"] == len(table.search_configs("smoke")) > 0
+    # ... and counts the rows the search tunes, one run each, as runs still to come.
+    assert report["runs_after_searches"] == len({c.hash() for c in table.configs("smoke", tuned=False)}) > 0
 
 
 def test_an_unseen_kind_of_run_is_timed_like_its_own_method_first(tiny):

@@ -43,6 +43,7 @@ from ..execute.local import unfinished
 from ..execute import make_executor
 from ..execute.local import estimate_cost, run_pool
 from ..execute.local import Task
+from ..execute.progress import PassProgress
 
 if TYPE_CHECKING:
     from ..papers.plan import Plan
@@ -281,12 +282,17 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     notebooks, the_plan, workers, pending_hashes, stale = planned(workers)
     # Keyed by the hashes the planner computed: hashing here would import torch (plan_tasks).
     runs, analyses = the_plan.runs, the_plan.analyses
-    pending = [c for h, c in runs.items() if h in pending_hashes]
+    # Every run this pass trains, once, by hash: a later stage's plan lists again what an earlier
+    # one planned and has not trained yet.
+    pending = {h: c for h, c in runs.items() if h in pending_hashes}
+    later = len(the_plan.after_searches)
     print(f"[reproduce] outputs under {output_root()} (runs in {runs_dir}; see docs/outputs.md)", flush=True)
-    print(f"[reproduce] plan: {_count(len(notebooks), 'notebook')}, {len(runs)} runs ({len(pending)} to train), "
-          f"{len(analyses)} cached analyses; {workers} workers"
+    print(f"[reproduce] plan: {_count(len(notebooks), 'notebook')}, {len(runs)} runs ({len(pending)} to train)"
+          + (f" + about {later} more once their learning-rate searches choose the rates" if later else "")
+          + f", {len(analyses)} cached analyses, {_count(len(notebooks), 'render')}; {workers} workers"
           + (f"; runs train on executor {executor.name!r}" if executor.remote else "")
-          + (f"; {', '.join(the_plan.incomplete)} wait for learning-rate searches" if the_plan.incomplete else ""),
+          + (f"; {_count(len(the_plan.incomplete), 'notebook')} wait for learning-rate searches: "
+             f"{', '.join(the_plan.incomplete)}" if the_plan.incomplete else ""),
           flush=True)
     if stale["stale"]:
         print(f"[reproduce] {len(stale['stale'])} stored runs were trained by other code than today's: "
@@ -300,8 +306,8 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
             print(f"    {nb}: {len(hashes)} runs")
         return {"profile": profile, "notebooks": {nb: len(h) for nb, h in the_plan.readers.items()},
                 "runs": len(runs), "to_train": len(pending), "stale": stale, "analyses": len(analyses),
-                "waiting_for_searches": list(the_plan.incomplete),
-                "estimated_cost": sum(estimate_cost(c) for c in pending)}
+                "waiting_for_searches": list(the_plan.incomplete), "runs_after_searches": later,
+                "estimated_cost": sum(estimate_cost(c) for c in pending.values())}
 
     out_dir = output_path("notebooks", profile, create=True)
     trace_dir = output_path("trace", profile, create=True)
@@ -309,7 +315,11 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     t_start, cpu_start = time.perf_counter(), _cpu_seconds()
     searched: dict[str, float] = {}
     searched_memory: dict[str, dict] = {}
-    with _Monitor() as monitor:
+    # One bar for the whole pass: what plan 1 knows (runs, analyses, renders, the tuned rows to
+    # come); each stage grows it by what it names beyond that.
+    bar = PassProgress(f"reproduce {profile} ({workers} workers)", enabled=progress)
+    bar.expect(len(pending) + later + len(analyses) + len(notebooks))
+    with _Monitor() as monitor, bar:
         for _ in range(MAX_SEARCH_STAGES):
             if not the_plan.incomplete:
                 break
@@ -318,7 +328,7 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
             # everything else trains while the notebooks render.
             waiting = {h for nb in the_plan.incomplete for h in the_plan.readers.get(nb, [])}
             first = run_pool({h: c for h, c in runs.items() if h in waiting}, (), workers=workers,
-                             progress=progress, pending=pending_hashes & waiting, executor=executor)
+                             progress=progress, pending=pending_hashes & waiting, executor=executor, bar=bar)
             if first.failed:
                 lines = "\n".join(f"  {k}: {v}" for k, v in list(first.failed.items())[:20])
                 raise FedreproError(f"{len(first.failed)} tasks failed before the learning-rate searches finished "
@@ -327,16 +337,15 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
             searched_memory.update(first.memory)
             notebooks, the_plan, workers, pending_hashes, stale = planned(workers)
             runs, analyses = the_plan.runs, the_plan.analyses
-            pending += [c for h, c in runs.items() if h in pending_hashes]
+            pending.update((h, c) for h, c in runs.items() if h in pending_hashes)
         else:
             raise FedreproError(f"{', '.join(the_plan.incomplete)} still wait for learning-rate searches after "
                                 f"{MAX_SEARCH_STAGES} stages of training them; see fedrepro.execute.tuning")
         renders = _render_tasks(notebooks, nb_root, out_dir, trace_dir, profile, kernel, the_plan,
                                 pending_hashes)
-        # One render at a time: a notebook's kernel is as large as a worker, and renders are a
-        # small share of the work, so the other slot trains meanwhile.
-        pool = run_pool(runs, analyses, workers=workers, progress=progress, calls=renders, calls_at_once=1,
-                        pending=pending_hashes, executor=executor, analyze=analyze)
+        pool = run_pool(runs, analyses, workers=workers, progress=progress, calls=renders,
+                        calls_at_once=renders_at_once(profile, workers),
+                        pending=pending_hashes, executor=executor, analyze=analyze, bar=bar)
         pool.done, pool.memory = {**searched, **pool.done}, {**searched_memory, **pool.memory}
         for _ in range(MAX_SEED_STAGES):
             if pool.failed:
@@ -350,13 +359,14 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
                 break
             again, (notebooks, the_plan, workers, stage_pending, stale) = staged
             runs, analyses = the_plan.runs, the_plan.analyses
-            pending += [c for h, c in runs.items() if h in stage_pending and h not in pending_hashes]
+            pending.update((h, c) for h, c in runs.items() if h in stage_pending)
             pending_hashes |= stage_pending
             rerender = [nb for nb in notebooks if str(nb.relative_to(nb_root)) in again or nb.name.startswith("99_")]
-            stage = run_pool(runs, analyses, workers=workers, progress=progress, calls_at_once=1,
+            stage = run_pool(runs, analyses, workers=workers, progress=progress,
+                             calls_at_once=renders_at_once(profile, workers),
                              calls=_render_tasks(rerender, nb_root, out_dir, trace_dir, profile, kernel, the_plan,
                                                  stage_pending),
-                             pending=stage_pending, executor=executor, analyze=analyze)
+                             pending=stage_pending, executor=executor, analyze=analyze, bar=bar)
             pool.done, pool.memory = {**pool.done, **stage.done}, {**pool.memory, **stage.memory}
             pool.failed = {**pool.failed, **stage.failed}
     wall = time.perf_counter() - t_start
@@ -413,6 +423,14 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
         print(f"[reproduce] warning: the plan missed {report['unplanned_runs']} runs that notebooks trained "
               f"themselves: {', '.join(names)}; add them to the paper's NOTEBOOKS")
     return report
+
+
+def renders_at_once(profile: str, workers: int) -> int:
+    """How many notebooks render at once. One, so that the other slots train meanwhile: a notebook's
+    kernel is as large as a worker, and renders are a small share of a laptop or paper pass. At smoke
+    they are most of it (a kernel's start and imports take longer than the notebook's runs), and
+    its kernels are small: every slot may render."""
+    return workers if profile == "smoke" else 1
 
 
 def reused_runs(report: dict | None) -> int:

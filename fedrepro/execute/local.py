@@ -7,7 +7,8 @@ depends on are done (an analysis waits for its run, a notebook for its runs and 
 claims summary for every notebook), and each free slot takes the ready task with the largest
 estimated time: longest first, so that no long run starts at the end. Estimates start from a
 config's size (:func:`estimate_cost`) and are calibrated as tasks finish, per kind of task, so that
-the one progress bar's time left is right after the first minutes. Every run trains at the thread
+the time left shown beside the progress bar (:mod:`fedrepro.execute.progress`, which counts tasks)
+is right after the first minutes. Every run trains at the thread
 count its config fixes (``RunConfig.threads``): the same numbers here as in a notebook cell or the
 CLI. A task that fails is reported, with what depends on it; the rest go on.
 """
@@ -21,8 +22,6 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 from typing import Callable, Mapping, Sequence
 
-from tqdm.auto import tqdm
-
 from ..env import allocator, settings
 from ..config import RunConfig
 from ..errors import ConfigError, FedreproError
@@ -30,6 +29,7 @@ from ..env.host import cpu_cores
 from ..params import check_fields, hp
 from ..env.lifetime import descendants, die_with_parent, end_children
 from .executors import EXECUTORS, Executor, make_executor, pending
+from .progress import PassProgress
 
 # Per-image cost of a training step relative to ResNet-8 at width 16 on a CPU core (docs/config.md,
 # "Profiles": about 6,300 img/s at width 16, 1,400 at 64, 730 for the tiny ViT). CLIP prompt
@@ -211,7 +211,8 @@ def _remote_seconds(fut):
 
 def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
              progress: bool = True, calls: Sequence[Task] = (), calls_at_once: int | None = None,
-             pending: set[str] | None = None, executor=None, analyze: Analyze | None = None) -> PoolReport:
+             pending: set[str] | None = None, executor=None, analyze: Analyze | None = None,
+             bar: PassProgress | None = None) -> PoolReport:
     """Train ``runs`` that are not finished, compute ``analyses`` (``(name, run config)``) and make
     ``calls`` (tasks with ``call`` and ``deps``), ``workers`` at a time and at most
     ``calls_at_once`` calls at a time (each notebook render starts a kernel as large as a worker);
@@ -219,7 +220,10 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
 
     ``executor`` (:mod:`fedrepro.execute`): a remote one (Ray) takes every run as soon as it is
     ready, longest first, beside the ``workers`` slots that analyses and calls keep using here
-    (they read the store, which stays on this machine)."""
+    (they read the store, which stays on this machine).
+
+    ``bar``: the pass's progress bar, when this pool is one stage of a longer pass (its tasks grow
+    the bar's total); without it the pool draws its own."""
     import contextlib
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
@@ -243,16 +247,25 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
     ready = [t for t in tasks if not t.deps]
     calib = _Calibration()
     running: dict = {}
-    bar = tqdm(total=1.0, desc=f"pool ({workers} workers)", unit="s", disable=not progress, mininterval=2.0,
-               bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix} [{elapsed}<{remaining}, {rate_fmt}]")
+    own_bar = bar is None
+    if own_bar:
+        bar = PassProgress(f"pool ({workers} workers)", enabled=progress)
+    bar.expect(len(tasks))
+    counted = 0
 
     def refresh() -> None:
-        done_s = sum(report.done.values())
-        left = sum(calib.seconds(t) for t in [*ready, *blocked, *running.values()])
-        bar.total = max(done_s + left, 1e-9)
-        bar.n = done_s
-        bar.set_postfix_str(f"{len(report.done) + len(report.failed)}/{len(tasks)} tasks", refresh=False)
-        bar.refresh()
+        nonlocal counted
+        finished = len(report.done) + len(report.failed)
+        bar.advance(finished - counted)
+        counted = finished
+        # Wall time: the work left spread over the slots (a remote executor's runs not counted apart),
+        # with the pass's tasks that later stages will name at the mean time of a task done here.
+        here = [*ready, *blocked, *running.values()]
+        left = sum(calib.seconds(t) for t in here)
+        later = max(0, bar.total - bar.done - len(here))
+        if later and report.done:
+            left += later * sum(report.done.values()) / len(report.done)
+        bar.estimate(left / max(1, workers))
 
     def settle(task: Task, seconds: float | None, error: BaseException | None) -> None:
         """Record a finished task; release what waited only for done tasks, and fail (in a
@@ -327,7 +340,8 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
             raise
         finally:
             refresh()
-            bar.close()
+            if own_bar:
+                bar.close()
     report.seconds = time.perf_counter() - t0
     return report
 

@@ -52,6 +52,13 @@ class Need:
         # A tuned table's notebook also reads its learning-rate search (TuningPending until stored).
         return table.search_configs(profile, **dict(self.kwargs)) + table.configs(profile, **dict(self.kwargs))
 
+    def untuned(self, paper: str, profile: str) -> list[RunConfig]:
+        """The table's rows at their setup's rates (what a learning-rate search tunes, one run each);
+        [] for runs built another way."""
+        if self.table is None or profile not in self.profiles:
+            return []
+        return paper_package(paper).TABLES[self.table].configs(profile, tuned=False, **dict(self.kwargs))
+
 
 @dataclass
 class Plan:
@@ -64,6 +71,9 @@ class Plan:
     # Notebooks whose tables wait for a learning-rate search (fedrepro.execute.tuning): planned so far are
     # only the search runs; plan again once they are stored.
     incomplete: list[str] = field(default_factory=list)
+    # The rows those searches tune, at their setup's rates (config hash -> config): one run each once
+    # tuned, so the count of runs still to be planned (about: two rows may tune to one run).
+    after_searches: dict[str, RunConfig] = field(default_factory=dict)
 
     def add(self, notebook: str, paper: str, needs: Iterable[Need], profile: str) -> None:
         from ..execute.tuning import TuningPending
@@ -77,6 +87,7 @@ class Plan:
                 cfgs, searching = e.configs, True
                 if notebook not in self.incomplete:
                     self.incomplete.append(notebook)
+                self.after_searches.update((c.hash(), c) for c in need.untuned(paper, profile))
             for cfg in cfgs:
                 h = cfg.hash()
                 self.runs.setdefault(h, cfg)
@@ -122,6 +133,7 @@ def plan(notebooks: Iterable[Path], nb_root: Path, profile: str, runs_dir: str |
             out.readers[rel], out.computes[rel] = [], []
             continue
         out.add(rel, notebook_key(path, nb_root)[0], needs, profile)
+    out.after_searches = {h: c for h, c in out.after_searches.items() if h not in out.runs}
     if runs_dir is not None:
         out.runs = {h: c.replace(runs_dir=runs_dir) for h, c in out.runs.items()}
         out.analyses = {k: c.replace(runs_dir=runs_dir) for k, c in out.analyses.items()}

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import importlib.metadata
 import io
 import json
 import logging
@@ -256,12 +257,15 @@ def _runs_dir_source() -> str:
 def environment_info() -> dict[str, Any]:
     import numpy
     import torch
-    import torchvision
 
-
-
+    # torchvision's version from its installed metadata: importing the package loads its models and
+    # ops, seconds of a run's set-up that no run of a dataset read without it needs.
+    try:
+        vision = importlib.metadata.version("torchvision")
+    except importlib.metadata.PackageNotFoundError:
+        vision = None
     info = {"python": platform.python_version(), "platform": platform.platform(), "torch": torch.__version__,
-            "torch_git": torch.version.git_version, "torchvision": torchvision.__version__,
+            "torch_git": torch.version.git_version, "torchvision": vision,
             "numpy": numpy.__version__, "fedrepro": __version__, "cpu": cpu_model(),
             "git_commit": None, "git_dirty": None}
     repo = PACKAGE_PARENT

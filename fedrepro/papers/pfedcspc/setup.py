@@ -54,10 +54,11 @@ BASE = {
                "model": {"name": "moon_cnn", "args": {"projection_dim": 256}},
                "method": {"name": "pfedcspc", "args": {"server_epochs": 20, "tau_p": TAU_P["laptop"]}},
                "train": {**SGD, "rounds": 40, "local_epochs": 3, "batch_size": 32, "global_eval": True}},
-    # Ours: the smoke profile's data sizes, a 32-d projection head, 2 rounds of 1 epoch.
+    # Ours: the smoke profile's data sizes, a 32-d projection head, 2 rounds of 1 epoch, 5 server
+    # calibration epochs and 2 K-means restarts (the code's 100 and 5 were half of a smoke run's time).
     "smoke": {"data": {"partition": "dirichlet", "partition_args": {"alpha": 0.5, "balance": True, "min_size": 5}},
               "model": {"name": "moon_cnn", "args": {"projection_dim": 32}},
-              "method": {"name": "pfedcspc", "args": {}},
+              "method": {"name": "pfedcspc", "args": {"server_epochs": 5, "n_repeat": 2}},
               "train": {**SGD, "rounds": 2, "local_epochs": 1, "batch_size": 64, "global_eval": True}},
 }
 
