@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from fedrepro.claims.core import CLAIMS, LEVEL, STAGES, Test, combined, look_level, stages
+from fedrepro.claims.core import CLAIMS, DEFAULT_MAX_SEEDS, LEVEL, STAGES, Test, combined, look_level, stages
 
 ROOT = Path(__file__).resolve().parents[1]
 NUM = r"[+\-−]?(?:∞|\d[\d.]*(?:e[+\-]?\d+)?)"
@@ -140,7 +140,8 @@ def main() -> None:
     pages = page_claims(Path(args.pages))
     rows = []
     for cid, c in pages.items():
-        row = {"claim": cid, "paper": c["paper"], "verdict": c["verdict"], "exists_today": cid in CLAIMS}
+        row = {"claim": cid, "paper": c["paper"], "verdict": c["verdict"], "exists_today": cid in CLAIMS,
+               "declared_max_seeds": CLAIMS.get(cid).max_seeds if cid in CLAIMS else None}
         if c["verdict"] == "INCONCLUSIVE":
             tests = tests_of(c["evidence"])
             for t in tests:
@@ -161,7 +162,11 @@ def main() -> None:
     summary = {"claims_on_pages": len(rows), "inconclusive_on_pages": len(inconclusive),
                "predicted_decided": len(inconclusive) - len(still), "predicted_still_inconclusive": len(still),
                "predicted_inconclusive_fraction": round(len(still) / len(rows), 3),
-               "claims_today": len(CLAIMS.names()), "new_claims": new, "claims_gone": gone}
+               "claims_today": len(CLAIMS.names()), "new_claims": new, "claims_gone": gone,
+               "new_claims_max_seeds": {c: CLAIMS.get(c).max_seeds for c in new},
+               # A declared max_seeds that differs from the one recommended here (None: keep 3).
+               "declared_differs": [r["claim"] for r in inconclusive
+                                    if r["declared_max_seeds"] != (r["max_seeds"] or DEFAULT_MAX_SEEDS)]}
     Path(args.json).write_text(json.dumps({"summary": summary, "claims": rows}, indent=1, default=str) + "\n")
     for r in inconclusive:
         # The undecided test nearest its bound, in per-seed SDs.
