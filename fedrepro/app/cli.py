@@ -174,8 +174,8 @@ def _main(argv: list[str] | None = None) -> int:
                        help="processes that train runs and render notebooks "
                             "(default: the cores over the runs' threads)")
     p_rep.add_argument("--plan", "--dry-run", dest="plan", action="store_true",
-                       help="list what each notebook reads and what is left to train; train and render nothing "
-                            "(--dry-run, as for run)")
+                       help="list what each notebook reads and what is left to train, and predict the pass's CPU "
+                            "time (docs/speed.md); train and render nothing (--dry-run, as for run)")
     _executor_flags(p_rep)
     _tensorboard_flag(p_rep)
 
