@@ -213,7 +213,7 @@ class Test:
     @property
     def words(self) -> str:
         """The mean effect and what the claim requires of it, said in the claim's words: "pFedCSPC
-        needs 7.67 rounds fewer than FedAvg (required: pFedCSPC needs more than 0.00 rounds fewer than
+        needs 7.67 rounds fewer than FedAvg (required: pFedCSPC needs more than 0 rounds fewer than
         FedAvg)"; the interval is :attr:`interval_text`'s."""
         mean = self.interval[0]
         reading = self.reading()
