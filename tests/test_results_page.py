@@ -60,7 +60,7 @@ def test_each_paper_gets_a_page_with_its_claims_reasons_and_timings(stored):
     assert "| training time of its runs (s) |" in tour
     assert ("| [`tour.local_beats_fedavg_skewed`](#tourlocal_beats_fedavg_skewed) | "
             f"{CLAIMS.get('tour.local_beats_fedavg_skewed').source} | **FAIL** | "
-            "-1.00 pts [-2.00, -0.10], required > +5.00 pts | 00_tour |") in tour
+            "-1.00 pts [-2.00, -0.10], required > +5.00 pts |  | 00_tour |") in tour
     assert "Local \\| FedAvg" not in tour.split("## Evidence")[0]  # statements are in the evidence part
     assert f"| `tour.local_beats_fedavg_skewed` | FAIL | {NO_CAUSE} |" in tour
     assert "`tour.fedavg_beats_local_iid` | PASS" not in tour  # a passed claim needs no reason
@@ -200,3 +200,17 @@ def test_a_page_from_older_code_says_so_with_the_commits_since(stored, monkeypat
     assert "history does not hold" in write_pages("laptop", stored)["index"].read_text()
     monkeypatch.setattr(rp, "git_commit", lambda root: "f00ba12")  # the pass's own commit: no notice
     assert "Older code" not in write_pages("laptop", stored)["index"].read_text()
+
+
+def test_a_claims_effect_is_said_in_its_words_beside_its_interval_and_its_seeds(tmp_path, monkeypatch):
+    """The effect's sign in the claim's words (recorded with the claim: ClaimResult.effect) stands beside
+    the interval in the table and in the evidence, with the seeds the claim read and its maximum."""
+    monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path))
+    words = "pFedCSPC reaches the target 7.67 rounds before FedAvg (required: more than 0 rounds before FedAvg)"
+    save_claims(pd.DataFrame([_row("pfedcspc.fewer_rounds", "PASS", "+7.67 rounds [+4.16, +11.2], required > +0 "
+                                   "rounds", effect=words, seeds=[0, 1, 2, 3, 4], max_seeds=8)]),
+                "pfedcspc_04_rounds_to_target", "laptop")
+    page = write_pages("laptop", tmp_path)["pfedcspc"].read_text()
+    assert (f"| **PASS** | {words}; interval: +7.67 rounds [+4.16, +11.2], required > +0 rounds | "
+            "5: [0, 1, 2, 3, 4] (sequential: up to 8) | pfedcspc/04_rounds_to_target |") in page
+    assert f"- effect, in the claim's words: {words}" in page

@@ -134,3 +134,17 @@ def test_straw_men_are_cells_that_did_not_learn_what_their_column_measures():
         straw_men(table, 1.5, values=["G"], by=["method.name"])
     with pytest.raises(ConfigError, match="not in the results"):
         straw_men(table, 0.1, values=["Global"], by=["method.name"])
+
+
+def test_provisional_rates_keep_the_setups_rate_and_collect_the_search_it_waits_for(tiny):
+    from fedrepro.execute.tuning import provisional_rates
+
+    search = LrSearch(grid=(0.1, 0.01))
+    cfg = tiny(**{"train.lr": 0.05})
+    with pytest.raises(TuningPending) as pending:  # nothing stored: a plan waits for the search
+        search.choose(cfg)
+    with provisional_rates() as waiting:
+        assert search.choose(cfg) is cfg
+    assert sorted(c.hash() for c in waiting) == sorted(c.hash() for c in pending.value.configs)
+    with pytest.raises(TuningPending):  # only inside the context
+        search.choose(cfg)

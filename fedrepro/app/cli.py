@@ -174,8 +174,11 @@ def _main(argv: list[str] | None = None) -> int:
                        help="processes that train runs and render notebooks "
                             "(default: the cores over the runs' threads)")
     p_rep.add_argument("--plan", "--dry-run", dest="plan", action="store_true",
-                       help="list what each notebook reads and what is left to train; train and render nothing "
-                            "(--dry-run, as for run)")
+                       help="list what each notebook reads and what is left to train, and predict the pass's CPU "
+                            "time (docs/speed.md); train and render nothing (--dry-run, as for run)")
+    p_rep.add_argument("--predict", action="store_true",
+                       help="with the plan, the pass's predicted CPU time, calibrated on bench/timings.json "
+                            "(plans every run again: minutes at the laptop profile); trains nothing")
     _executor_flags(p_rep)
     _tensorboard_flag(p_rep)
 
@@ -222,8 +225,8 @@ def _main(argv: list[str] | None = None) -> int:
             if args.workers is not None and args.workers < 1:
                 raise ConfigError(f"--workers={args.workers}; valid: a positive integer")
             with children_end_with_me():  # SIGTERM, Ctrl-C: no worker, papermill or kernel goes on
-                reproduce(args.profile, only=args.only, workers=args.workers, plan_only=args.plan,
-                          executor=_executor(args))
+                reproduce(args.profile, only=args.only, workers=args.workers, plan_only=args.plan or args.predict,
+                          executor=_executor(args), predict=args.predict)
             return 0
         if args.cmd == "results":
 

@@ -230,6 +230,22 @@ def _planned(profile: str, only: str | None, workers: int | None,
 MAX_SEED_STAGES = 3
 
 
+def _predicted(profile: str, only: str | None, runs_dir: str, output: str) -> dict | None:
+    """The pass's predicted cost (:func:`fedrepro.app.compute.predict`), in a process of its own (as
+    :func:`_planned`), calibrated on the committed report of the last whole laptop pass; None
+    without it."""
+    from .compute import BENCH_TIMINGS, predict  # defers torch and every paper, as _planned does
+
+    os.environ[ENV_OUTPUT] = output  # where the notebooks recorded their claims, if a pass has run
+    root = repo_root()
+    report = root / BENCH_TIMINGS
+    if not report.is_file():
+        return None
+    nb_root = root / "notebooks"
+    notebooks = [p for p in numbered_notebooks(root) if only is None or only in str(p.relative_to(nb_root))]
+    return predict(notebooks, nb_root, profile, report, root / "docs" / "results" / profile, runs_dir)
+
+
 def _seed_stage(profile: str, only: str | None, workers: int | None, runs_dir: str, output: str):
     """The next stage of the sequential claims, in a process of its own (as :func:`_planned`): reads
     the claims the rendered notebooks recorded, records the tables whose claim rows need more seeds
@@ -252,12 +268,13 @@ def _seed_stage(profile: str, only: str | None, workers: int | None, runs_dir: s
 
 
 def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "python3", workers: int | None = None,
-              plan_only: bool = False, progress: bool = True, executor=None) -> dict:
+              plan_only: bool = False, progress: bool = True, executor=None, predict: bool = False) -> dict:
     """Plan, train and render the numbered notebooks (those whose path contains ``only``); returns
     the report that is also written to ``output/<profile>/notebooks/timings.json`` under the output
     root (:func:`fedrepro.env.settings.output_root`). ``executor`` (:mod:`fedrepro.execute`): where the
     runs train, ``"local"`` (default) or a Ray cluster; analyses and renders stay on this machine,
-    beside the store."""
+    beside the store. ``predict`` (with ``plan_only``): also print the pass's predicted CPU time
+    (:mod:`fedrepro.app.compute`), which plans every run again (minutes at the laptop profile)."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
@@ -304,10 +321,22 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     if plan_only:
         for nb, hashes in the_plan.readers.items():
             print(f"    {nb}: {len(hashes)} runs")
+        predicted = None
+        if predict:
+            with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=die_with_parent,
+                                     initargs=(os.getpid(),)) as planner:
+                predicted = planner.submit(_predicted, profile, only, runs_dir, str(output_root())).result()
+            if predicted is None:
+                print("[reproduce] no cost prediction: bench/timings.json (the report it is calibrated on) is "
+                      "missing", flush=True)
+            else:
+                from .compute import text  # defers torch, which the planner's process loaded instead of this one
+
+                print(text(predicted, workers), flush=True)
         return {"profile": profile, "notebooks": {nb: len(h) for nb, h in the_plan.readers.items()},
                 "runs": len(runs), "to_train": len(pending), "stale": stale, "analyses": len(analyses),
                 "waiting_for_searches": list(the_plan.incomplete), "runs_after_searches": later,
-                "estimated_cost": sum(estimate_cost(c) for c in pending.values())}
+                "estimated_cost": sum(estimate_cost(c) for c in pending.values()), "predicted": predicted}
 
     out_dir = output_path("notebooks", profile, create=True)
     trace_dir = output_path("trace", profile, create=True)

@@ -88,6 +88,14 @@ def _seeds(c) -> str:
     return f"{len(seeds)}: {seeds}{more}"
 
 
+def _effect(c) -> str:
+    """The claim's effect in its own words (``Test.words``: which way its sign points) beside its
+    interval; the interval alone for a record that has no words (NOT RUN, or an older pass)."""
+    words = c.get("effect")
+    interval = c.get("interval") or ""
+    return f"{words}; interval: {interval}" if isinstance(words, str) and words and interval else interval
+
+
 def _verdict_counts(claims):
     counts = claims.groupby("paper")["verdict"].value_counts().unstack(fill_value=0)
     return counts.reindex(columns=list(VERDICTS), fill_value=0)
@@ -202,11 +210,12 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
              *_verdict_rule(),
              "Verdicts: " + ", ".join(f"{int(counts.get(v, 0))} {v}" for v in VERDICTS) + f" of {len(group)} claims.",
              "", "## Claims", "",
-             "| claim | source | verdict | effect [90% interval], required | notebook |", "|---|---|---|---|---|"]
+             "| claim | source | verdict | effect in the claim's words; [90% interval], required | seeds | notebook |",
+             "|---|---|---|---|---|---|"]
     for _, c in group.iterrows():
         verdict = f"**{c['verdict']}**" if c["verdict"] != "NOT RUN" else "NOT RUN"
         lines.append(f"| [`{c['claim_id']}`](#{_anchor(c['claim_id'])}) | {_cell(c['source'])} | {verdict} | "
-                     f"{_cell(c.get('interval') or '')} | {_cell(_notebook_label(c['notebook']))} |")
+                     f"{_cell(_effect(c))} | {_cell(_seeds(c))} | {_cell(_notebook_label(c['notebook']))} |")
     not_passed = group[group["verdict"] != "PASS"]
     lines += ["", "## Why a claim did not pass", ""]
     if not_passed.empty:
@@ -223,6 +232,8 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
     for _, c in group.iterrows():
         lines += [f"### {c['claim_id']}", "", f"{c['statement']} ({c['source']})", "",
                   f"- verdict: **{c['verdict']}**"]
+        if isinstance(c.get("effect"), str) and c["effect"]:
+            lines.append(f"- effect, in the claim's words: {c['effect']}")
         if c.get("interval"):
             lines.append(f"- effect [90% interval], required: {c['interval']}")
         seeds = _seeds(c)
@@ -316,11 +327,12 @@ def _every_claim(claims) -> list[str]:
     entry on the paper's page, so that which findings hold shows at a glance."""
     lines = []
     for paper in _papers(claims):
-        lines += ["", f"## {_title(paper)}", "", "| claim | statement | verdict | effect [interval], required |",
+        lines += ["", f"## {_title(paper)}", "",
+                  "| claim | statement | verdict | effect in the claim's words; [interval], required |",
                   "|---|---|---|---|"]
         for _, c in claims[claims["paper"] == paper].iterrows():
             lines.append(f"| [`{c['claim_id']}`]({paper}.md#{_anchor(c['claim_id'])}) | {_cell(c['statement'])} | "
-                         f"**{c['verdict']}** | {_cell(c['interval'])} |")
+                         f"**{c['verdict']}** | {_cell(_effect(c))} |")
     return lines
 
 

@@ -134,11 +134,20 @@ class Test:
     exact: bool = False   # a quantity no seed changes (a parameter count): its interval is its value
     # The interval's two-sided level: LEVEL, or a sequential claim's per-look level (look_level).
     level: float = LEVEL
+    # What the effect's sign means, in the claim's words: ``(positive, negative)`` templates in which
+    # "{}" stands for the effect's size with its unit, e.g. ("pFedCSPC needs {} fewer than FedAvg",
+    # "pFedCSPC needs {} more than FedAvg"). Empty: read off a name "A − B" as "A {} above B" /
+    # "A {} below B" (:meth:`reading`); a name that is no difference reads as a level.
+    reads: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Only ``requires`` is a choice: the other fields are measurements (a NaN effect is a result to
         # report, not a bad option), so this record is not check_fields'd as an option class is.
         check_value("requires", self.requires, str, choices=REQUIRES)
+        check_value("reads", self.reads, object,
+                    check=lambda v: v == () or (isinstance(v, tuple) and len(v) == 2
+                                                and all(isinstance(t, str) and t.count("{}") == 1 for t in v)),
+                    valid='() or two templates with one "{}" each, e.g. ("A {} above B", "A {} below B")')
 
     @property
     def interval(self) -> tuple[float, float, float]:
@@ -186,6 +195,44 @@ class Test:
         bound = self.scale * (abs(self.bound) if self.requires == "within" else self.bound)
         return (f"{self._num(mean)}{self.unit} [{self._num(low)}, {self._num(high)}], required {need}"
                 f"{bound:+.2f}{self.unit}".replace("±+", "±"))
+
+    def reading(self) -> tuple[str, str] | None:
+        """The ``(positive, negative)`` templates of :attr:`reads`, or those a name "A − B" implies;
+        None for a name that is no difference (its effect is a level, and its sign says nothing more)."""
+        if self.reads:
+            return self.reads[0], self.reads[1]
+        parts = self.name.split(" − ")
+        if len(parts) != 2 or not all(p.strip() for p in parts):
+            return None
+        a, b = (p.strip() for p in parts)
+        return f"{a} {{}} above {b}", f"{a} {{}} below {b}"
+
+    def _size(self, x: float) -> str:
+        return self._num(abs(x)).lstrip("+") + self.unit
+
+    @property
+    def words(self) -> str:
+        """The mean effect and what the claim requires of it, said in the claim's words: "pFedCSPC
+        needs 7.67 rounds fewer than FedAvg (required: pFedCSPC needs more than 0 rounds fewer than
+        FedAvg)"; the interval is :attr:`interval_text`'s."""
+        mean = self.interval[0]
+        reading = self.reading()
+        b = abs(self.bound)
+        if reading is None:
+            need = f"within ±{self._size(b)}" if self.requires == "within" else \
+                f"{'more' if self.requires == '>' else 'less'} than {self._num(self.bound).lstrip('+')}{self.unit}"
+            return f"{self.name}: {self._num(mean).lstrip('+')}{self.unit} (required: {need})"
+        up, down = reading
+        said = (up if mean >= 0 else down).format(self._size(mean))
+        if self.requires == "within":
+            need = f"at most {self._size(b)} either way"
+        elif self.requires == ">":
+            need = up.format(f"more than {self._size(b)}") if self.bound >= 0 else \
+                down.format(f"less than {self._size(b)}")
+        else:
+            need = up.format(f"less than {self._size(b)}") if self.bound > 0 else \
+                down.format(f"more than {self._size(b)}")
+        return f"{said} (required: {need})"
 
     def text(self) -> str:
         if self.exact:
@@ -252,6 +299,8 @@ class ClaimResult:
     # The seeds its tests read (their union), and the most it may read (Claim.max_seeds).
     seeds: tuple[int, ...] = ()
     max_seeds: int = DEFAULT_MAX_SEEDS
+    # The deciding test's mean effect and requirement in the claim's words (Test.words).
+    effect: str = ""
 
 
 @dataclass(frozen=True)
@@ -341,7 +390,7 @@ class Claim:
                          f"{d:+.2f} per-seed standard deviations from the bound" if d == d else
                          f"; still INCONCLUSIVE at its maximum of {self.max_seeds} seeds")
         return ClaimResult(self.id, self.paper, self.source, self.statement, verdict, interval, evidence,
-                           tuple(sorted(read)), seeds, self.max_seeds)
+                           tuple(sorted(read)), seeds, self.max_seeds, decider.words)
 
 
 class MissingResults(LookupError):

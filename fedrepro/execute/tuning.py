@@ -16,8 +16,10 @@ before planning the table again.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import pandas as pd
 
@@ -33,6 +35,23 @@ class TuningPending(FedreproError):
     def __init__(self, configs: Sequence[RunConfig]):
         self.configs = list(configs)
         super().__init__(f"{len(self.configs)} learning-rate search runs are not stored yet")
+
+
+# Inside provisional_rates: the search runs that rows kept their setup's rate for (else None).
+_WAITING: ContextVar[list[RunConfig] | None] = ContextVar("provisional_rates", default=None)
+
+
+@contextmanager
+def provisional_rates() -> Iterator[list[RunConfig]]:
+    """Inside, a row whose search is not stored keeps its setup's rate instead of raising
+    :class:`TuningPending`, and the search runs it waits for are collected in the list this yields:
+    to plan a pass's cost before its searches train (a run's size does not depend on its rate)."""
+    waiting: list[RunConfig] = []
+    token = _WAITING.set(waiting)
+    try:
+        yield waiting
+    finally:
+        _WAITING.reset(token)
 
 
 # The search's seed: none of the claim seeds (0, 1, 2, ... up to a sequential claim's 12) nor the
@@ -166,7 +185,14 @@ class LrSearch:
         """``cfg`` with its row's chosen rate (unchanged when the row is not searched)."""
         if not self.searched(cfg):
             return cfg
-        scores = self.scores(cfg)
+        try:
+            scores = self.scores(cfg)
+        except TuningPending as e:
+            waiting = _WAITING.get()
+            if waiting is None:
+                raise
+            waiting.extend(e.configs)
+            return cfg
         own = self.rate(cfg)
         best = max(scores.values())
         tied = [lr for lr in self.grid if scores.get(float(lr)) == best]

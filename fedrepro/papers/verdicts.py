@@ -30,7 +30,7 @@ def evaluate_claims(results: pd.DataFrame, paper: str | None = None,
     chosen = [registered().get(i) for i in ids] if ids is not None else claims_for(paper or "")
     rows = [c.evaluate(results).__dict__ for c in chosen]
     return pd.DataFrame(rows, columns=["claim_id", "paper", "source", "statement", "verdict", "interval", "evidence",
-                                       "runs", "seeds", "max_seeds"])
+                                       "runs", "seeds", "max_seeds", "effect"])
 
 
 def notebook_path(name: str | None) -> str:
@@ -59,9 +59,9 @@ def collect_claims(profile: str, root=None) -> pd.DataFrame:
         rows.append(checked.get(name, {"claim_id": c.id, "paper": c.paper, "source": c.source,
                                        "statement": c.statement, "evidence": "no notebook has checked it yet",
                                        "verdict": "NOT RUN", "interval": "", "notebook": None, "runs": [],
-                                       "seeds": [], "max_seeds": c.max_seeds}))
+                                       "seeds": [], "max_seeds": c.max_seeds, "effect": ""}))
     cols = ["paper", "claim_id", "source", "statement", "verdict", "interval", "evidence", "notebook", "runs", "seeds",
-            "max_seeds"]
+            "max_seeds", "effect"]
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -47,9 +47,11 @@ def _module_reads_rounds(module: str) -> bool:
 
 
 def reads_total_rounds(method) -> bool:
-    """Whether any module defining a class of ``method`` (its MRO within fedrepro) reads an attribute
-    named ``rounds`` (``train.rounds``): then its rounds depend on the run's length."""
-    return any(_module_reads_rounds(c.__module__) for c in type(method).__mro__
+    """Whether any module defining a class of ``method`` (its MRO within fedrepro; ``method`` an
+    instance or its class) reads an attribute named ``rounds`` (``train.rounds``): then its rounds
+    depend on the run's length."""
+    cls = method if isinstance(method, type) else type(method)
+    return any(_module_reads_rounds(c.__module__) for c in cls.__mro__
                if c.__module__.split(".")[0] == "fedrepro")
 
 

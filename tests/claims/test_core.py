@@ -1,4 +1,6 @@
 """The claim machinery: compare, select, and saved claims collected (unchecked ones NOT RUN)."""
+import dataclasses
+
 import pandas as pd
 import pytest
 from support import claim_table
@@ -84,3 +86,49 @@ def test_paper_columns_must_be_a_tuple_of_names_not_a_string():
 
     with pytest.raises(ConfigError, match="paper_columns='C10'; valid: a tuple of column names"):
         Claim("x.y", "x", "s", "a statement", check=lambda r: None, paper_columns="C10")
+
+
+def test_an_effect_says_what_its_sign_means_in_the_claims_words():
+    from fedrepro.claims.core import below, exceeds, near_zero
+
+    seeds = (0, 1, 2)
+    # A difference "A − B" reads as A above or below B, the requirement in the same words.
+    lost = exceeds("pFedCSPC − FedAvg", [-0.010, -0.012, -0.014], seeds)
+    assert lost.words == "pFedCSPC 1.20 pts below FedAvg (required: pFedCSPC more than 0.00 pts above FedAvg)"
+    # A negative bound on ">" allows a small loss; a positive bound on "<" a small gain.
+    assert exceeds("50% − 100%", [0.002, 0.003, 0.004], seeds, -0.005).words == \
+        "50% 0.30 pts above 100% (required: 50% less than 0.50 pts below 100%)"
+    assert below("A − B", [0.01, 0.02, 0.03], seeds, 0.03).words == \
+        "A 2.00 pts above B (required: A less than 3.00 pts above B)"
+    assert below("A − B", [0.01, 0.02, 0.03], seeds, -0.01).words == \
+        "A 2.00 pts above B (required: A more than 1.00 pts below B)"
+    assert near_zero("probe − match", [-0.01, -0.005, 0.0], seeds, 0.01).words == \
+        "probe 0.50 pts below match (required: at most 1.00 pts either way)"
+    # A claim's own words, where the name's sign would not say which way is better.
+    rounds = exceeds("FedAvg − pFedCSPC rounds", [7, 8, 8], seeds, scale=1.0, unit=" rounds",
+                     reads=("pFedCSPC needs {} fewer than FedAvg", "pFedCSPC needs {} more than FedAvg"))
+    assert rounds.words == ("pFedCSPC needs 7.67 rounds fewer than FedAvg (required: pFedCSPC needs more than 0 "
+                            "rounds fewer than FedAvg)")
+    assert "more than FedAvg (required" in dataclasses.replace(rounds, values=(-2.0, -1.0, -3.0)).words
+    # A level, not a difference: its value and bound, no sign to explain.
+    assert exceeds("share peaking on the true class", [0.9, 0.8, 1.0], seeds, 0.5, unit="%").words == \
+        "share peaking on the true class: 90.00% (required: more than 50.00%)"
+
+
+def test_an_effects_words_must_be_two_templates_with_one_place_for_its_size():
+    from fedrepro.claims.core import exceeds
+    from fedrepro.errors import ConfigError
+
+    for bad in (("A above B",), ("A {} above B", "A below B"), "A {} above B"):
+        with pytest.raises(ConfigError, match="reads"):
+            exceeds("A − B", [0.1, 0.2], (0, 1), reads=bad)
+
+
+def test_a_claim_records_its_deciding_effect_in_words():
+    from fedrepro.claims.core import Claim
+
+    check = lambda r: compare(r, {"method.name": "fedavg"}, {"method.name": "local"},  # noqa: E731
+                              label_a="FedAvg", label_b="Local")
+    got = Claim("x.words", "x", "T", "FedAvg beats Local", check).evaluate(
+        claim_table([0.60, 0.61, 0.62], [0.70, 0.72, 0.71], 0.1))
+    assert got.effect == "FedAvg 10.00 pts above Local (required: FedAvg more than 0.00 pts above Local)"

@@ -123,3 +123,14 @@ def test_a_claim_records_the_runs_it_compares_and_its_cause_reads_only_those(tmp
     out = causes("laptop", table, runs_dir=tmp_path / "runs", root=tmp_path)
     assert ("runs it compares" in out[0]) and "its notebook read" not in out[0]
     assert out[0].startswith("budget: 1 of 1 runs it compares") == bool(m.moving)
+
+
+def test_a_cause_a_claim_declares_never_sends_a_fail_to_more_seeds():
+    """A claim's own likely cause stands on its page whatever its verdict (it replaces the one read off
+    the runs), so it must hold for a FAIL too: it may not say that more seeds would decide it."""
+    from fedrepro.papers.verdicts import registered
+
+    reg = registered()
+    declared = {n: reg.get(n).likely_cause for n in reg.names() if reg.get(n).likely_cause}
+    assert declared  # the rule below reads something
+    assert not [n for n, cause in declared.items() if "more seeds" in cause or "seeds would" in cause]

@@ -4,6 +4,8 @@ effect column at its no-effect value) it does not. A claim added without arms or
 here."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from fedrepro.papers.verdicts import registered
@@ -25,6 +27,9 @@ def test_a_claim_passes_its_witness_and_not_its_nulls(claim_id):
     witness = WITNESSES[claim_id]()
     held = claim.evaluate(witness)
     assert held.verdict == "PASS", held.evidence
+    # Its effect is said in its words: which way the sign points (no bare "+1.2 rounds"), and what it requires.
+    said, _, required = held.effect.partition(" (required: ")
+    assert required and not re.search(r"(^|[\s(:])[+\-−]\d", said), held.effect
     for arm in claim.arms:
         nulls = {"null": arm.null(witness)}
         swapped = getattr(arm, "swapped", lambda _: None)(witness)

@@ -96,6 +96,8 @@ def _match_vs_origin(r, method: str, margin: float = 0.0) -> tuple[list[Test], s
                  label_a="Match", label_b="Origin")
 
 
+# 3 seeds (the default): its mean sits 0.30 SDs from the bound, so one look would need 33 seeds
+# and looks up to 12 would not decide it (bench/seed_needs.py).
 register_claim(Claim(
     id="fedpft.fedavg_match_gt_origin", paper="fedpft", source="Table 1 (ICLR and arXiv); ICLR §1",
     statement=f"FedAvg: Match > Origin by > {100 * MATCH_MARGIN:.1f} points (its features are mismatched with its "
@@ -134,6 +136,8 @@ register_claim(Claim(
     arms=tuple(arms.Rows({M: "fedavg"}, {M: m}, columns={"match": "origin"}) for m in PFL_METHODS),
 ))
 
+# 3 seeds (the default): its mean sits 0.14 SDs from the bound, so one look would need 11 seeds
+# and looks up to 12 would not decide it (bench/seed_needs.py).
 register_claim(Claim(
     id="fedpft.probe_approx_match", paper="fedpft", source="Table 1 (ICLR and arXiv)",
     statement=f"Probe ≈ Match for every method (|Δ| ≤ {100 * PROBE_TOL:.0f} point) at every α",
@@ -148,6 +152,8 @@ def _all_methods_within(r, a: str, b: str, tol: float):
     return _gathered([(method, within(r, {M: method}, a, b, tol, over=_over(r))) for method in r[M].unique()])
 
 
+# 3 seeds (the default): its mean sits 0.45 SDs from the bound, so one look would need 16 seeds
+# and looks up to 12 would not decide it (bench/seed_needs.py).
 register_claim(Claim(
     id="fedpft.fedpft_origin_approx_match", paper="fedpft", source="ICLR Table 1",
     statement=f"FedPFT removes the mismatch: Origin ≈ Match (|Δ| ≤ {100 * ORIGIN_TOL:.0f} point) at every α",
@@ -246,6 +252,8 @@ register_claim(Claim(
 
 PARTIAL_DROP_MAX = 0.005  # ICLR Table 13: FedPFT loses at most 0.22 points at 50-90% participation; we allow 0.5
 
+# 3 seeds (the default): its mean sits 0.46 SDs from the bound, so one look would need 15 seeds
+# and looks up to 12 would not decide it (bench/seed_needs.py).
 register_claim(Claim(
     id="fedpft.partial_participation", paper="fedpft", source="ICLR Table 13 (App. K)",
     statement="Partial participation (50-90% of clients per round) costs FedPFT at most about 0.5 points",
@@ -256,6 +264,8 @@ register_claim(Claim(
                     shift={"best": -0.05}),),
 ))
 
+# 3 seeds (the default): its mean sits 0.71 SDs from the bound, so one look would need 8 seeds
+# and looks up to 12 would not decide it (bench/seed_needs.py).
 register_claim(Claim(
     id="fedpft.partial_participation_con", paper="fedpft", source="arXiv Table 9 (App. G)",
     statement="Partial participation (50-90% of clients per round) costs FedPFT+Con (the arXiv version's "
@@ -326,6 +336,8 @@ def _partial_personalisation(r: pd.DataFrame):
 
 register_claim(Claim(
     id="fedpft.partial_personalisation_gap", paper="fedpft", source="Table 1 (ICLR and arXiv)",
+    # At the last laptop pass's mean and spread it decides by 8 of these seeds (bench/seed_needs.py).
+    max_seeds=8,
     statement="FedPer, FedBN and FedCAC: Origin above FedAvg's, but a positive (smaller) Match − Origin gap remains",
     check=_partial_personalisation,
     arms=(arms.Rows({M: "fedper"}, {M: "fedavg"}), arms.Columns("match", "origin", {M: "fedper"})),
@@ -365,7 +377,8 @@ def _fedavg_flat(r: pd.DataFrame):
             seeds, d, a = _on_common_seeds(_change(r, {M: method}, lo, hi), avg)
         except MissingResults:
             continue
-        drop = below(f"{method} α={lo}→{hi}", d, seeds)
+        drop = below(f"{method} α={lo}→{hi}", d, seeds, reads=(f"{method} gains {{}} from α={lo} to α={hi}",
+                                                               f"{method} loses {{}} from α={lo} to α={hi}"))
         beyond = exceeds(f"{method}'s drop − |FedAvg's change|", -d - a.abs(), seeds)
         tests += [drop, beyond]
         lines += [drop.text(), beyond.text()]
@@ -405,6 +418,8 @@ BEATS_LOCAL_MARGIN = _quarter_of_smallest_gap("T-C10", [("fedpft", c, "local", c
 
 register_claim(Claim(
     id="fedpft.beats_local_every_alpha", paper="fedpft", source="ICLR Tables 2 and 8 / arXiv Tables 2 and 7",
+    # New since the last laptop pass, so its spread is unmeasured: two looks (3, then 5 seeds).
+    max_seeds=5,
     statement=f"FedPFT > Local by > {100 * BEATS_LOCAL_MARGIN:.1f} points at every α (best-round mean client accuracy)",
     check=lambda r: _each(r, {M: "fedpft"}, {M: "local"}, margin=BEATS_LOCAL_MARGIN, label_a="FedPFT",
                           label_b="Local"),
@@ -473,6 +488,8 @@ def _rf_falls(r: pd.DataFrame):
 
 register_claim(Claim(
     id="fedpft.rf_sweep_peaks_inside", paper="fedpft", source="arXiv Fig. 9 (App. H.2); ICLR Fig. 12 (App. L.2)",
+    # At the last laptop pass's mean and spread it decides by 5 of these seeds (bench/seed_needs.py).
+    max_seeds=8,
     statement="The R_f sweep increases, then decreases: its best R_f lies strictly inside the sweep and beats "
               "the largest R_f (R_a = 0)",
     check=_rf_falls,
@@ -482,6 +499,8 @@ register_claim(Claim(
     arms=(arms.Rows({RF: (1, 2, 3, 4)}, {RF: 5}),),
 ))
 
+# 3 seeds (the default): its mean sits 0.36 SDs from the bound, so one look would need 14 seeds
+# and looks up to 12 would not decide it (bench/seed_needs.py).
 register_claim(Claim(
     id="fedpft.prompts_keep_separability", paper="fedpft", source="ICLR Table 6 / arXiv Table 5",
     statement=f"Prompts do not change linear separability: probe on φ ≈ probe on f′ (|Δ| ≤ {100 * PROBE_TOL:.0f} "
@@ -544,6 +563,8 @@ register_claim(Claim(
 ))
 
 
+# 3 seeds (the default): its mean sits 0.20 SDs from the bound, so one look would need 69 seeds
+# and looks up to 12 would not decide it (bench/seed_needs.py).
 register_claim(Claim(
     id="fedpft.feature_shift_mismatch", paper="fedpft", source="ICLR Table 10 (App. I)",
     statement=f"Under feature shift too, FedAvg's Match > Origin (by > {100 * MATCH_MARGIN:.1f} points) while "
@@ -595,6 +616,8 @@ def _prompt_count_robust(r: pd.DataFrame, col: str):
 
 register_claim(Claim(
     id="fedpft.n_kappa_robust", paper="fedpft", source="ICLR Fig. 11 (App. L.1) / arXiv Fig. 7",
+    # At the last laptop pass's mean and spread it decides by 8 of these seeds (bench/seed_needs.py).
+    max_seeds=8,
     statement=f"FedPFT is robust to the number of prompts n_κ (accuracy range ≤ {100 * PROMPT_RANGE_MAX:.0f} points)",
     check=lambda r: _prompt_count_robust(r, "method.args.n_prompts"),
     # ICLR App. L.1: flat on CIFAR-10; on CIFAR-100 accuracy rises with n_κ.

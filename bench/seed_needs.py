@@ -1,0 +1,182 @@
+"""How many seeds each INCONCLUSIVE claim of the committed laptop pages would need, were its mean
+effect and per-seed spread to hold.
+
+The pages (``docs/results/laptop/*.md``, written by ``fedrepro results``) print every test a claim
+ran as ``name: mean [low, high], required > bound (per seed ...; seeds [...]) → VERDICT``. From the
+interval and the seeds this reads each test's per-seed standard deviation (the interval's half width
+is t × SD / √n), its distance from the bound in SDs (:meth:`Test.distance_sds`), and then plays the
+claim's sequential looks forward: for a maximum of M seeds it builds, at every stage of
+:func:`stages` (M), per-seed values with that mean and SD and judges them with the code's own
+:class:`Test` at :func:`look_level` (M), the Bonferroni level the claim would be read at. The claim
+decides at the first stage where :func:`combined` is PASS or FAIL.
+
+Each INCONCLUSIVE claim gets a recommended ``max_seeds``: the smallest stage maximum at which it
+decides, one stage more for margin (the mean and SD of three seeds are rough), capped at the
+last stage; none when it would not decide by the last stage. The prediction is a prediction: it
+assumes the three seeds' mean and SD are the truth, which they are not.
+
+    .venv/bin/python bench/seed_needs.py [--pages docs/results/laptop] [--json bench/seed_needs.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from fedrepro.claims.core import CLAIMS, DEFAULT_MAX_SEEDS, LEVEL, STAGES, Test, combined, look_level, stages
+
+ROOT = Path(__file__).resolve().parents[1]
+NUM = r"[+\-−]?(?:∞|\d[\d.]*(?:e[+\-]?\d+)?)"
+# One test as Test.text() prints it (the exact tests, which no seed changes, print no per-seed values).
+TEST = re.compile(
+    rf"(?<=: )(?P<mean>{NUM})(?P<unit>[^\[\];:]*?) \[(?P<low>{NUM}), (?P<high>{NUM})\], required "
+    rf"(?P<need>> |< |within ±)(?P<bound>{NUM})[^(;]*? \((?:per seed (?P<per>[^;]*); seeds \[(?P<seeds>[^\]]*)\]"
+    r"|exact[^)]*)\) → (?P<verdict>PASS|FAIL|INCONCLUSIVE)")
+SECTION = re.compile(r"^### (?P<id>\S+)\n(?P<body>.*?)(?=^##)", re.S | re.M)
+# The largest number of seeds a test's prediction looks for (beyond the last stage: how far off it is).
+FAR = 200
+
+
+def number(text: str) -> float:
+    text = text.replace("−", "-")
+    return math.copysign(math.inf, -1.0 if text.startswith("-") else 1.0) if "∞" in text else float(text)
+
+
+def tests_of(evidence: str) -> list[dict]:
+    """Every seeded test printed in a claim's evidence, as numbers in the page's units."""
+    out = []
+    for m in TEST.finditer(evidence):
+        if m["seeds"] is None:
+            continue  # an exact test: no spread, nothing more seeds would change
+        seeds = [s for s in m["seeds"].split(",") if s.strip()]
+        n = len(seeds)
+        mean, low, high = number(m["mean"]), number(m["low"]), number(m["high"])
+        per = [number(v) for v in m["per"].split(",")]
+        # The interval's half width has more digits than the per-seed values the page rounds to one decimal.
+        half = (high - low) / 2
+        sd = half * math.sqrt(n) / stats.t.ppf(0.5 + LEVEL / 2, n - 1) if n > 1 and math.isfinite(half) else \
+            float(np.std(per, ddof=1)) if len(per) > 1 else math.nan
+        name = evidence[:m.start()].rsplit(";", 1)[-1].rsplit("] ", 1)[-1].strip().removesuffix(":").strip()
+        out.append({"name": name, "n": n, "mean": mean, "sd": sd, "unit": m["unit"].strip(),
+                    "requires": {"> ": ">", "< ": "<", "within ±": "within"}[m["need"]], "bound": number(m["bound"]),
+                    "verdict": m["verdict"]})
+    return out
+
+
+def as_test(t: dict, n: int, level: float) -> Test:
+    """``n`` per-seed values with the test's mean and SD exactly (ddof 1), judged at ``level``."""
+    z = np.linspace(-1.0, 1.0, n)
+    z = (z - z.mean()) / z.std(ddof=1)
+    return Test(t["name"], tuple(t["mean"] + t["sd"] * z), tuple(range(n)), t["requires"], t["bound"], level=level)
+
+
+def seeds_to_clear(t: dict, level: float) -> int | None:
+    """The fewest seeds at which one look at ``level`` would decide the test (PASS or FAIL)."""
+    for n in range(2, FAR + 1):
+        if as_test(t, n, level).verdict != "INCONCLUSIVE":
+            return n
+    return None
+
+
+def decides(tests: list[dict], max_seeds: int) -> tuple[int, str] | None:
+    """``(stage, verdict)`` of the first look that decides the claim at ``max_seeds``, or None."""
+    level = look_level(max_seeds)
+    for n in stages(max_seeds):
+        verdict = combined([as_test(t, n, level) for t in tests])
+        if verdict != "INCONCLUSIVE":
+            return n, verdict
+    return None
+
+
+def claim_seeds_one_look(tests: list[dict]) -> int | None:
+    """The fewest seeds at which one look at :data:`LEVEL` would decide the claim (all its tests)."""
+    for n in range(2, FAR + 1):
+        if combined([as_test(t, n, LEVEL) for t in tests]) != "INCONCLUSIVE":
+            return n
+    return None
+
+
+def recommend(tests: list[dict]) -> dict:
+    by_max = {m: decides(tests, m) for m in STAGES[1:]}
+    first = next((m for m, d in by_max.items() if d), None)
+    if first is None:
+        return {"by_max": by_max, "max_seeds": None, "predicted": "INCONCLUSIVE"}
+    later = [m for m in STAGES if m > first]
+    chosen = later[0] if later and by_max.get(later[0]) else first
+    return {"by_max": by_max, "max_seeds": chosen, "predicted": by_max[chosen][1], "decides_at": by_max[chosen][0]}
+
+
+def page_claims(folder: Path) -> dict[str, dict]:
+    claims = {}
+    for page in sorted(folder.glob("*.md")):
+        if page.stem == "index":
+            continue
+        for m in SECTION.finditer(page.read_text() + "\n## end"):
+            body = m["body"]
+            verdict = re.search(r"^- verdict: \*\*(.+?)\*\*", body, re.M)
+            evidence = re.search(r"^- evidence: (.*)$", body, re.M)
+            if verdict:
+                claims[m["id"]] = {"paper": page.stem, "verdict": verdict[1],
+                                   "evidence": evidence[1] if evidence else ""}
+    return claims
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pages", default=str(ROOT / "docs/results/laptop"))
+    ap.add_argument("--json", default=str(ROOT / "bench/seed_needs.json"))
+    args = ap.parse_args()
+
+    import fedrepro.papers  # noqa: F401  (registers every paper's claims)
+    from fedrepro.papers import PAPERS, paper
+
+    for name in PAPERS:
+        paper(name)
+    pages = page_claims(Path(args.pages))
+    rows = []
+    for cid, c in pages.items():
+        row = {"claim": cid, "paper": c["paper"], "verdict": c["verdict"], "exists_today": cid in CLAIMS,
+               "declared_max_seeds": CLAIMS.get(cid).max_seeds if cid in CLAIMS else None}
+        if c["verdict"] == "INCONCLUSIVE":
+            tests = tests_of(c["evidence"])
+            for t in tests:
+                test = as_test(t, t["n"], LEVEL)
+                t["distance_sds"] = round(test.distance_sds(), 3)
+                t["reproduces_page_verdict"] = test.verdict == t["verdict"]
+                t["seeds_one_look"] = seeds_to_clear(t, LEVEL)
+                t["seeds_at_12_level"] = seeds_to_clear(t, look_level(STAGES[-1]))
+            row["tests"] = tests
+            row.update(recommend(tests) if tests else {"max_seeds": None, "predicted": "INCONCLUSIVE"})
+            row["by_max"] = {str(k): v for k, v in row.get("by_max", {}).items()}
+            row["seeds_one_look"] = claim_seeds_one_look(tests) if tests else None
+        rows.append(row)
+    new = sorted(set(CLAIMS) - set(pages))
+    gone = sorted(c for c in pages if c not in CLAIMS)
+    inconclusive = [r for r in rows if r["verdict"] == "INCONCLUSIVE"]
+    still = [r for r in inconclusive if r["predicted"] == "INCONCLUSIVE"]
+    summary = {"claims_on_pages": len(rows), "inconclusive_on_pages": len(inconclusive),
+               "predicted_decided": len(inconclusive) - len(still), "predicted_still_inconclusive": len(still),
+               "predicted_inconclusive_fraction": round(len(still) / len(rows), 3),
+               "claims_today": len(CLAIMS.names()), "new_claims": new, "claims_gone": gone,
+               "new_claims_max_seeds": {c: CLAIMS.get(c).max_seeds for c in new},
+               # A declared max_seeds that differs from the one recommended here (None: keep 3).
+               "declared_differs": [r["claim"] for r in inconclusive
+                                    if r["declared_max_seeds"] != (r["max_seeds"] or DEFAULT_MAX_SEEDS)]}
+    Path(args.json).write_text(json.dumps({"summary": summary, "claims": rows}, indent=1, default=str) + "\n")
+    for r in inconclusive:
+        # The undecided test nearest its bound, in per-seed SDs.
+        d = min((t["distance_sds"] for t in r.get("tests", []) if t["verdict"] == "INCONCLUSIVE"), key=abs,
+                default=math.nan)
+        at = f" at {r['decides_at']}" if r.get("decides_at") else ""
+        print(f"{r['claim']:46s} nearest {d:+.2f} SD; one look decides at {r['seeds_one_look'] or f'>{FAR}'} seeds; "
+              f"max_seeds {r['max_seeds']} → {r['predicted']}{at}")
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()

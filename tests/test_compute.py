@@ -1,0 +1,79 @@
+"""The predicted cost of a pass (``fedrepro reproduce --predict``): calibrated on a report's task times,
+and the savings the speed levers would bring, computed from the plan alone."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from support import tiny_config
+
+from fedrepro.app.compute import PlannedRuns, calibrate, claim_notebooks, halving_saving, prefix_saving
+from fedrepro.execute.local import estimate_cost
+
+
+def _report(*timed) -> dict:
+    return {"tasks": {key: seconds for key, seconds in timed}}
+
+
+def test_a_run_takes_the_seconds_per_unit_its_kind_was_timed_at(tmp_path):
+    timed = tiny_config(tmp_path)
+    other_seed = timed.replace(seed=7)
+    other_method = timed.replace(**{"method.name": "fedprox", "train.rounds": 9})
+    unseen_method = timed.replace(**{"method.name": "fedper"})
+    report = _report((timed.hash(), 10.0), ("probe:" + timed.hash(), 4.0), ("probe:x", 6.0),
+                     ("render:a/01_x.ipynb", 30.0), ("render:b/02_y.ipynb", 50.0), ("gone", 99.0))
+    fedprox_rate = 1e-3
+    report["tasks"][other_method.replace(seed=3).hash()] = fedprox_rate * estimate_cost(other_method)
+    cal = calibrate(report, {c.hash(): c for c in (timed, other_method.replace(seed=3))})
+    assert (cal.timed_runs, cal.matched) == (3, 2)  # "gone": a run today's plan does not have
+    assert cal.run_seconds(other_seed) == pytest.approx(10.0)  # same kind: same seconds per unit
+    # Another kind of a timed method: that method's rate; a method never timed: the median over all runs.
+    assert cal.run_seconds(other_method.replace(**{"train.rounds": 5})) == pytest.approx(
+        fedprox_rate * estimate_cost(other_method.replace(**{"train.rounds": 5})))
+    rates = sorted([10.0 / estimate_cost(timed), fedprox_rate])
+    assert cal.run_seconds(unseen_method) == pytest.approx(sum(rates) / 2 * estimate_cost(unseen_method))
+    assert [cal.basis(c) for c in (other_seed, other_method.replace(**{"train.rounds": 5}), unseen_method)] == \
+        ["kind", "method", "all"]
+    assert cal.analysis_seconds("probe") == 5.0 and cal.render_seconds("a/01_x.ipynb") == 30.0
+    assert cal.render_seconds("c/03_z.ipynb") == 40.0  # a notebook never rendered: the median render
+
+
+def test_a_report_that_timed_no_planned_run_cannot_calibrate(tmp_path):
+    cal = calibrate(_report(("elsewhere", 5.0)), {})
+    with pytest.raises(ValueError, match="--timings"):
+        cal.run_seconds(tiny_config(tmp_path))
+
+
+def test_prefix_sharing_saves_the_shorter_runs_training_where_the_method_allows(tmp_path):
+    short, long = tiny_config(tmp_path, **{"train.rounds": 2}), tiny_config(tmp_path, **{"train.rounds": 6})
+    cal = calibrate(_report((long.hash(), 6.0)), {long.hash(): long})
+    saved, n = prefix_saving({c.hash(): c for c in (short, long)}, cal)
+    cost = estimate_cost(short)
+    assert n == 1 and saved == pytest.approx(cal.run_seconds(short) * (cost - 2000.0) / cost)
+    assert prefix_saving({long.hash(): long}, cal) == (0.0, 0)  # no shorter run: nothing to share
+    # FedSoup's soup phase reads its total rounds: its shorter run is no prefix of the longer.
+    soups = [c.replace(**{"method.name": "fedsoup"}) for c in (short, long)]
+    assert prefix_saving({c.hash(): c for c in soups}, cal) == (0.0, 0)
+
+
+def test_halving_saves_the_short_rates_rounds_and_all_but_the_best_thirds_full_runs(tmp_path):
+    rates = [tiny_config(tmp_path, **{"train.rounds": 8, "train.lr": lr}) for lr in (0.1, 0.01, 0.001)]
+    planned = PlannedRuns(runs={c.hash(): c for c in rates}, searches={c.hash() for c in rates})
+    cal = calibrate(_report((rates[0].hash(), 8.0)), planned.runs)
+    full = sum(cal.run_seconds(c) for c in rates)
+    short = sum(cal.run_seconds(c.replace(**{"train.rounds": 2})) for c in rates)
+    # 3 rates at a quarter of the rounds, then ⌈3/3⌉ = 1 full run, against 3 full runs.
+    assert halving_saving(planned, cal, 0.25, 3) == pytest.approx(full - short - full / 3)
+    assert halving_saving(planned, cal, 0.25, 2) == pytest.approx(full - short - full * math.ceil(3 / 2) / 3)
+
+
+def test_a_claims_notebook_is_read_off_the_results_pages_when_none_recorded(tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path / "out"))
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    (pages / "pfedcspc.md").write_text(
+        "| claim | source | verdict | effect | notebook |\n|---|---|---|---|---|\n"
+        "| [`pfedcspc.fewer_rounds`](#pfedcspcfewer_rounds) | Table VII | **PASS** | +7.67 rounds [+4.16, +11.2], "
+        "required > +0.00 rounds | pfedcspc/04_rounds_to_target |\n")
+    assert claim_notebooks("laptop", pages) == {"pfedcspc.fewer_rounds": "pfedcspc/04_rounds_to_target.ipynb"}
+    assert claim_notebooks("laptop", tmp_path / "none") == {}
