@@ -1,4 +1,4 @@
-"""What a ``fedrepro reproduce`` pass will cost, predicted before it runs (``--dry-run``).
+"""What a ``fedrepro reproduce`` pass will cost, predicted before it runs (``--predict``).
 
 Every number here is a prediction, not a measurement. It takes every run the selected notebooks
 read (a tuned table's rows at their setup's learning rate until its search is stored:
@@ -336,7 +336,7 @@ def _h(seconds: float) -> str:
 
 
 def text(p: Mapping, workers: int) -> str:
-    """The prediction as ``--dry-run`` prints it."""
+    """The prediction as ``--predict`` prints it."""
     lines = [f"[reproduce] predicted cost at {p['profile']} (a prediction, not a measurement: each run's size "
              f"estimate times the seconds per unit that {p['report']} (commit {p['report_commit']}) measured; "
              f"{p['runs_matched']} of its {p['runs_timed']} timed runs are in today's plan of {p['runs']} runs):"]
