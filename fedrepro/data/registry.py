@@ -14,7 +14,8 @@ from typing import Any, Callable
 from ..errors import ConfigError
 from ..registry import Registry
 from .base import ImageDataset
-from .root import data_root, download_allowed
+from .rehearsal import NO_FILES, load_rehearsal
+from .root import data_root, download_allowed, is_rehearsal
 
 Loader = Callable[..., ImageDataset]
 
@@ -40,7 +41,9 @@ def load_dataset(
     """Load dataset ``name`` from the data root (see :func:`fedrepro.data.root.data_root`).
 
     ``download`` (or ``$FEDREPRO_DOWNLOAD=1``) lets the loader fetch missing
-    files; other keyword arguments are the loader's options.
+    files; other keyword arguments are the loader's options. At the rehearsal root
+    (:data:`~fedrepro.data.root.REHEARSAL_ROOT`) no file is read: a dataset that needs files is
+    served by :mod:`fedrepro.data.rehearsal` in its real shape, for the same options.
     """
     loader = DATASETS.get(name)
     params = inspect.signature(loader).parameters
@@ -52,7 +55,11 @@ def load_dataset(
             f"unknown option(s) for dataset {name!r}: {', '.join(unknown)}; "
             f"valid options: {', '.join(valid) or '(none)'}"
         )
-    ds = loader(data_root(root), download_allowed(download), **kwargs)
+    if is_rehearsal(root) and name not in NO_FILES:
+        defaults = {p: params[p].default for p in valid if params[p].default is not inspect.Parameter.empty}
+        ds = load_rehearsal(name, defaults, **kwargs)
+    else:
+        ds = loader(data_root(root), download_allowed(download), **kwargs)
     if not isinstance(ds, ImageDataset):
         raise TypeError(f"dataset loader {name!r} returned {type(ds).__name__}, not ImageDataset")
     return ds
