@@ -250,12 +250,13 @@ def served(name: str, defaults: Mapping[str, Any], **options: Any) -> Served:
     train, test = [], []
     for i, n in enumerate(per_class):
         if test_per_class is not None:
-            train.append(max(row.min_train, min(n, round(n * fraction))))
-            test.append(max(1, round(test_per_class[i] * fraction)))
+            # Rounded down, so that the whole stays within the budget.
+            train.append(max(row.min_train, min(n, int(n * fraction))))
+            test.append(max(1, int(test_per_class[i] * fraction)))
         else:
             assert test_fraction is not None
             # As the real folder split: at least one training image per (domain, class).
-            total = max(row.min_train + 1, min(n, round(n * fraction)))
+            total = max(row.min_train + 1, min(n, int(n * fraction)))
             n_test = min(int(round(total * test_fraction)), total - 1)
             train.append(total - n_test)
             test.append(n_test)
