@@ -14,12 +14,12 @@ so a dataset is served at the largest fraction of its per-class sizes that keeps
 class: e.g. the 16 shots the few-shot CLIP datasets are drawn at). :func:`served` says what a load
 gives before any image is made.
 
-The images carry a learnable signal: each class is a smooth random colour field, each domain a
-colour gain, offset and texture of its own; a sample is its class field, circularly shifted and
-contrast-jittered, under its domain's style, plus pixel noise. A rehearsal run's accuracy should
-therefore rise above chance; one that stays at chance points at a bug. Every (domain, class, split)
-block is seeded on its own (dataset, domain, class, split and the ``seed`` option), so choosing a
-subset of domains or classes leaves the other blocks' images unchanged.
+The images carry a learnable signal: each class is a smooth random colour field with a mean colour
+of its own, each domain a colour gain, offset and texture of its own; a sample is its class field,
+shifted and contrast-jittered, under its domain's style, plus pixel noise. A rehearsal run's
+accuracy should therefore rise above chance; one that stays at chance points at a bug. Every
+(domain, class, split) block is seeded on its own (dataset, domain, class, split and the ``seed``
+option), so choosing a subset of domains or classes leaves the other blocks' images unchanged.
 """
 from __future__ import annotations
 
@@ -51,6 +51,7 @@ FOLDER_LOADERS = ("image_folder", "domainnet", "office_caltech10", "pacs")
 _LOW_RES = 4  # a class field is this many random values a side, upsampled: smooth and easy to tell apart
 _TEXTURE_RES = 8  # a domain's texture: finer than a class field
 _NOISE = 1.0  # pixel noise std, relative to the class field's
+_TINT = 0.5  # std of a class's mean colour, per channel, relative to the class field's
 
 
 @dataclass(frozen=True)
@@ -294,8 +295,11 @@ def _block(s: Served, domain: str, cls: str, split: str, count: int) -> torch.Te
     c, size, name = s.shape.channels, s.image_size, s.shape.name
     gain, styled = _style(name, domain, c, size)
     m = max(1, size // 8)  # the largest shift, each way
-    # The class field on a canvas m pixels wider each side; a shifted sample is a crop of it.
-    template = _field(np.random.default_rng([_crc(name), _crc(cls)]), c, _LOW_RES, size + 2 * m) * gain
+    # The class field on a canvas m pixels wider each side; a shifted sample is a crop of it. Its
+    # mean colour is the class's too: a cue that a network picks up within its first steps.
+    c_rng = np.random.default_rng([_crc(name), _crc(cls)])
+    tint = torch.from_numpy(c_rng.normal(0.0, _TINT, (c, 1, 1))).float()
+    template = (_field(c_rng, c, _LOW_RES, size + 2 * m) + tint) * gain
     rng = np.random.default_rng([s.seed, _crc(name), _crc(domain), _crc(cls), _crc(split)])
     contrast = rng.uniform(0.7, 1.3, count)
     shifts = rng.integers(0, 2 * m + 1, (count, 2))
