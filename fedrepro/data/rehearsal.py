@@ -10,9 +10,9 @@ real data gives it.
 
 Each dataset is one row of :data:`SHAPES`. Images are held in memory as uint8, like every loader's,
 so a dataset is served at the largest fraction of its per-class sizes that keeps it within
-:data:`BUDGET_BYTES` (all of it when it fits), and never below a row's floor (``min_train`` per
-class: e.g. the 16 shots the few-shot CLIP datasets are drawn at). :func:`served` says what a load
-gives before any image is made.
+:func:`budget_bytes` (96 MiB unless ``$FEDREPRO_REHEARSAL_MIB`` says otherwise; all of it when it
+fits), and never below a row's floor (``min_train`` per class: e.g. the 16 shots the few-shot CLIP
+datasets are drawn at). :func:`served` says what a load gives before any image is made.
 
 The images carry a learnable signal: each class is a smooth random colour field with a mean colour
 of its own, each domain a colour gain, offset and texture of its own; a sample is its class field,
@@ -23,6 +23,7 @@ option), so choosing a subset of domains or classes leaves the other blocks' ima
 """
 from __future__ import annotations
 
+import os
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -33,6 +34,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..errors import ConfigError
 from ..params import check_value
 from ..registry import Registry
 from .base import ImageDataset
@@ -40,8 +42,11 @@ from .imaging import check_image_size
 from .options import is_names_list, pick_names
 from .subsets import DOMAINNET_TEN
 
-# What one rehearsal dataset may take in memory, uint8 images of both splits.
+# What one rehearsal dataset may take in memory, uint8 images of both splits, unless
+# $FEDREPRO_REHEARSAL_MIB says otherwise: a machine with memory to spare serves larger fractions, so
+# that the paper profile's splits of many clients (or of fixed counts per client) fit.
 BUDGET_BYTES = 96 * 2**20
+ENV_BUDGET = "FEDREPRO_REHEARSAL_MIB"
 # Loaders whose data needs no files (procedural): served by the loader itself in rehearsal mode too.
 NO_FILES = ("synthetic", "glyphs")
 # The loaders that read a multi-domain image folder (options path, image_size, test_fraction, seed,
@@ -247,7 +252,7 @@ def served(name: str, defaults: Mapping[str, Any], **options: Any) -> Served:
     if test_per_class is None:
         test_fraction = check_value("test_fraction", opts.get("test_fraction", 0.2), float, ge=0, lt=1)
     full = len(classes) * (sum(per_class) + sum(test_per_class or ())) * row.channels * size**2
-    fraction = min(1.0, BUDGET_BYTES / full)
+    fraction = min(1.0, budget_bytes() / full)
     train, test = [], []
     for i, n in enumerate(per_class):
         if test_per_class is not None:
@@ -262,6 +267,20 @@ def served(name: str, defaults: Mapping[str, Any], **options: Any) -> Served:
             train.append(total - n_test)
             test.append(n_test)
     return Served(row, name, size, classes, domains, tuple(train), tuple(test), fraction, seed)
+
+
+def budget_bytes() -> int:
+    """The memory budget of one rehearsal dataset: ``$FEDREPRO_REHEARSAL_MIB`` MiB, else :data:`BUDGET_BYTES`."""
+    raw = os.environ.get(ENV_BUDGET, "").strip()
+    if not raw:
+        return BUDGET_BYTES
+    try:
+        mib = float(raw)
+    except ValueError:
+        mib = -1.0
+    if not mib > 0 or mib != mib or mib == float("inf"):
+        raise ConfigError(f"environment variable {ENV_BUDGET}={raw!r} is not valid; valid: a positive number of MiB")
+    return int(mib * 2**20)
 
 
 def _crc(text: str) -> int:
@@ -352,5 +371,5 @@ def markdown_table() -> str:
     return "\n".join(lines)
 
 
-__all__ = ["BUDGET_BYTES", "DataShape", "FOLDER_LOADERS", "NO_FILES", "SHAPES", "Served", "identity",
-           "load_rehearsal", "markdown_table", "served"]
+__all__ = ["BUDGET_BYTES", "ENV_BUDGET", "DataShape", "FOLDER_LOADERS", "NO_FILES", "SHAPES", "Served", "identity",
+           "budget_bytes", "load_rehearsal", "markdown_table", "served"]

@@ -120,3 +120,13 @@ def test_docs_hold_the_table() -> None:
 def test_budget_is_what_it_says() -> None:
     assert rehearsal.BUDGET_BYTES == 96 * 2**20
     assert np.isclose(rehearsal_shape("cifar10").fraction, rehearsal.BUDGET_BYTES / (60000 * 3 * 32 * 32))
+
+
+def test_the_budget_can_be_raised_from_the_environment(monkeypatch) -> None:
+    # 2 GiB: the paper profile's CIFAR-100 at 224 gives each of a class's 10 pathological clients images.
+    monkeypatch.setenv(rehearsal.ENV_BUDGET, "2048")
+    s = rehearsal_shape("cifar100", image_size=224)
+    assert s.fraction == pytest.approx(2048 * 2**20 / (60000 * 3 * 224 * 224)) and s.train_per_class[0] >= 10
+    monkeypatch.setenv(rehearsal.ENV_BUDGET, "lots")
+    with pytest.raises(ConfigError, match="FEDREPRO_REHEARSAL_MIB='lots' is not valid; valid: a positive number"):
+        rehearsal_shape("cifar10")
