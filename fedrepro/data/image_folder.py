@@ -17,11 +17,11 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from ..errors import ConfigError
 from ..params import check_value
 from .base import ImageDataset
 from .cache import load_cache, save_atomic
 from .imaging import check_image_size, decode_images, is_image
+from .options import is_names_list, pick_names
 from .registry import DATASETS
 from .root import data_not_found
 
@@ -88,9 +88,11 @@ def _split_flags(entries: list[_Entry], domain: str, test_fraction: float, seed:
     return is_test
 
 
-def _decode_domain(domain_dir: Path, entries: list[_Entry], image_size: int) -> torch.Tensor:
-    """Decoded images of one domain, via a per-domain cache valid while the file list is unchanged."""
-    cache = domain_dir.parent / f".fedrepro_cache_{domain_dir.name}_{image_size}.pt"
+def _decode_domain(domain_dir: Path, entries: list[_Entry], image_size: int, tag: str = "") -> torch.Tensor:
+    """Decoded images of one domain, via a per-domain cache valid while the file list is unchanged;
+    ``tag`` names a class subset's own cache, so that loading the subset and the whole folder in
+    turn does not rebuild one cache over and over."""
+    cache = domain_dir.parent / f".fedrepro_cache_{domain_dir.name}{tag}_{image_size}.pt"
     files = [e.rel for e in entries]
     if cache.exists():
         c = load_cache(cache, ("version", "files", "x"))
@@ -105,12 +107,12 @@ def _decode_domain(domain_dir: Path, entries: list[_Entry], image_size: int) -> 
     return x
 
 
-def _check_options(test_fraction: float, seed: int, domains: object) -> None:
+def _check_options(test_fraction: float, seed: int, domains: object, classes: object = None) -> None:
     check_value("test_fraction", test_fraction, float, ge=0, lt=1)
     check_value("seed", seed, int, ge=0)
-    check_value("domains", domains, Sequence[str] | None, valid="null or a list of domain names",
-                check=lambda d: not isinstance(d, str) and isinstance(d, Sequence)
-                and all(isinstance(x, str) for x in d))
+    check_value("domains", domains, Sequence[str] | None, valid="null or a list of domain names", check=is_names_list)
+    check_value("classes", classes, Sequence[str] | None, valid="null or a list of class folder names",
+                check=is_names_list)
 
 
 def load_image_folder_at(
@@ -120,25 +122,25 @@ def load_image_folder_at(
     test_fraction: float = 0.2,
     seed: int = 0,
     domains: Sequence[str] | None = None,
+    classes: Sequence[str] | None = None,
 ) -> ImageDataset:
-    """Load the multi-domain image folder ``folder`` as dataset ``name`` (see module docstring)."""
+    """Load the multi-domain image folder ``folder`` as dataset ``name`` (see module docstring).
+
+    ``classes`` keeps only those class folders (every one must exist in some chosen domain), e.g.
+    a benchmark's class subset of DomainNet; labels follow their sorted order.
+    """
     image_size = check_image_size(image_size)
-    _check_options(test_fraction, seed, domains)
+    _check_options(test_fraction, seed, domains, classes)
     manual = _MANUAL.get(name, _MANUAL["image_folder"]).format(folder=folder)
     if not folder.is_dir():
         raise data_not_found(name, [folder], downloadable=False, manual=manual)
-    available = [d.name for d in _subdirs(folder)]
-    if domains is None:
-        chosen = available
-    else:
-        unknown = [d for d in domains if d not in available]
-        if unknown or not domains or len(set(domains)) != len(domains):
-            raise ConfigError(
-                f"domains for {name!r} must be distinct names from: {', '.join(available) or '(none found)'}; "
-                f"got {list(domains)!r}"
-            )
-        chosen = sorted(domains)
+    chosen = pick_names("domains", name, domains, [d.name for d in _subdirs(folder)])
     listing = {d: _list_domain(folder / d) for d in chosen}
+    tag = ""
+    if classes is not None:
+        keep = set(pick_names("classes", name, classes, sorted({e.cls for es in listing.values() for e in es})))
+        listing = {d: [e for e in es if e.cls in keep] for d, es in listing.items()}
+        tag = f"_classes{zlib.crc32(','.join(sorted(keep)).encode()):08x}"
     empty = [d for d, e in listing.items() if not e]
     if empty and len(empty) < len(listing):
         warnings.warn(f"{name}: skipping domain folder(s) without images: {', '.join(empty)}", stacklevel=3)
@@ -149,13 +151,13 @@ def load_image_folder_at(
             reason=f"No .jpg/.jpeg/.png images under {folder}/<domain>/<class>/.",
         )
     doms = sorted(listing)
-    classes = sorted({e.cls for entries in listing.values() for e in entries})
-    cls_index = {c: i for i, c in enumerate(classes)}
+    class_names = sorted({e.cls for entries in listing.values() for e in entries})
+    cls_index = {c: i for i, c in enumerate(class_names)}
     parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("train_x", "train_y", "train_d", "test_x", "test_y",
                                                             "test_d")}
     for d_id, dom in enumerate(doms):
         entries = listing[dom]
-        x = _decode_domain(folder / dom, entries, image_size)
+        x = _decode_domain(folder / dom, entries, image_size, tag)
         y = torch.tensor([cls_index[e.cls] for e in entries], dtype=torch.int64)
         is_test = torch.from_numpy(_split_flags(entries, dom, float(test_fraction), int(seed)))
         for split, mask in (("train", ~is_test), ("test", is_test)):
@@ -164,7 +166,7 @@ def load_image_folder_at(
             parts[f"{split}_d"].append(torch.full((int(mask.sum()),), d_id, dtype=torch.int64))
     cat = {k: torch.cat(v) for k, v in parts.items()}
     return ImageDataset(
-        name, cat["train_x"], cat["train_y"], cat["test_x"], cat["test_y"], classes,
+        name, cat["train_x"], cat["train_y"], cat["test_x"], cat["test_y"], class_names,
         train_domain=cat["train_d"], test_domain=cat["test_d"], domains=doms,
     )
 
@@ -178,17 +180,18 @@ def _make_loader(name: str) -> Callable[..., ImageDataset]:
         test_fraction: float = 0.2,
         seed: int = 0,
         domains: Sequence[str] | None = None,
+        classes: Sequence[str] | None = None,
     ) -> ImageDataset:
         # No download: these sets have no stable, licence-free URL; the error says how to get them.
         folder = Path(path).expanduser() if path is not None else root / name
         if name in _NESTED and (folder / _NESTED[name]).is_dir():
             folder = folder / _NESTED[name]
-        return load_image_folder_at(name, folder, image_size, test_fraction, seed, domains)
+        return load_image_folder_at(name, folder, image_size, test_fraction, seed, domains, classes)
 
     loader.__name__ = f"load_{name}"
     loader.__doc__ = (
         f"Multi-domain image folder {name!r} (default folder ``<root>/{name}``), one domain per "
-        f"top-level folder. Options: path, image_size, test_fraction, seed, domains."
+        f"top-level folder. Options: path, image_size, test_fraction, seed, domains, classes."
     )
     return loader
 

@@ -11,6 +11,7 @@ from typing import Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from ..errors import CorruptCacheError
 from ..params import check_value
@@ -57,3 +58,17 @@ def decode_images(paths: Sequence[Path], size: int, workers: int | None = None) 
 def check_image_size(image_size: object) -> int:
     """Validate an ``image_size`` option (a positive int)."""
     return check_value("image_size", image_size, int, ge=1)
+
+
+def resize_images(x: torch.Tensor, size: int, chunk: int = 512) -> torch.Tensor:
+    """uint8 [N, C, H, W] resized to ``size`` x ``size`` (bicubic, as torchvision's ``Resize`` for
+    the ViT and CLIP inputs), one chunk at a time so the float copy stays small; ``x`` itself when it
+    already has that size."""
+    if tuple(x.shape[-2:]) == (size, size):
+        return x
+    out = torch.empty((x.shape[0], x.shape[1], size, size), dtype=torch.uint8)
+    for start in range(0, x.shape[0], chunk):
+        part = x[start:start + chunk].float()
+        part = F.interpolate(part, size=(size, size), mode="bicubic", align_corners=False)
+        out[start:start + chunk] = part.round_().clamp_(0, 255).to(torch.uint8)
+    return out

@@ -14,7 +14,8 @@ from typing import Any, Callable
 from ..errors import ConfigError
 from ..registry import Registry
 from .base import ImageDataset
-from .root import data_root, download_allowed
+from .rehearsal import NO_FILES, Served, load_rehearsal, served
+from .root import data_root, download_allowed, is_rehearsal
 
 Loader = Callable[..., ImageDataset]
 
@@ -40,10 +41,32 @@ def load_dataset(
     """Load dataset ``name`` from the data root (see :func:`fedrepro.data.root.data_root`).
 
     ``download`` (or ``$FEDREPRO_DOWNLOAD=1``) lets the loader fetch missing
-    files; other keyword arguments are the loader's options.
+    files; other keyword arguments are the loader's options. At the rehearsal root
+    (:data:`~fedrepro.data.root.REHEARSAL_ROOT`) no file is read: a dataset that needs files is
+    served by :mod:`fedrepro.data.rehearsal` in its real shape, for the same options.
     """
     loader = DATASETS.get(name)
-    params = inspect.signature(loader).parameters
+    _check_options(name, kwargs)
+    if is_rehearsal(root) and name not in NO_FILES:
+        ds = load_rehearsal(name, _defaults(name), **kwargs)
+    else:
+        ds = loader(data_root(root), download_allowed(download), **kwargs)
+    if not isinstance(ds, ImageDataset):
+        raise TypeError(f"dataset loader {name!r} returned {type(ds).__name__}, not ImageDataset")
+    return ds
+
+
+def rehearsal_shape(name: str, **kwargs: Any) -> Served:
+    """What ``load_dataset(name, root=REHEARSAL_ROOT, **kwargs)`` serves (image size, classes,
+    domains, images per class, the fraction of the real sizes), without making an image."""
+    if name in NO_FILES:
+        raise ConfigError(f"dataset {name!r} reads no files and is served by its own loader in rehearsal mode too")
+    _check_options(name, kwargs)
+    return served(name, _defaults(name), **kwargs)
+
+
+def _check_options(name: str, kwargs: dict[str, Any]) -> None:
+    params = inspect.signature(DATASETS.get(name)).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     valid = dataset_options(name)
     unknown = sorted(k for k in kwargs if k in _RESERVED or (not takes_any and k not in valid))
@@ -52,10 +75,11 @@ def load_dataset(
             f"unknown option(s) for dataset {name!r}: {', '.join(unknown)}; "
             f"valid options: {', '.join(valid) or '(none)'}"
         )
-    ds = loader(data_root(root), download_allowed(download), **kwargs)
-    if not isinstance(ds, ImageDataset):
-        raise TypeError(f"dataset loader {name!r} returned {type(ds).__name__}, not ImageDataset")
-    return ds
+
+
+def _defaults(name: str) -> dict[str, Any]:
+    params = inspect.signature(DATASETS.get(name)).parameters
+    return {p: params[p].default for p in dataset_options(name) if params[p].default is not inspect.Parameter.empty}
 
 
 def list_datasets() -> list[str]:
@@ -63,4 +87,4 @@ def list_datasets() -> list[str]:
     return DATASETS.names()
 
 
-__all__ = ["DATASETS", "Loader", "dataset_options", "list_datasets", "load_dataset"]
+__all__ = ["DATASETS", "Loader", "dataset_options", "list_datasets", "load_dataset", "rehearsal_shape"]

@@ -14,6 +14,9 @@ from ..errors import ConfigError, DataNotFoundError
 ENV_DATA_ROOT = "FEDREPRO_DATA"
 ENV_DOWNLOAD = "FEDREPRO_DOWNLOAD"
 DEFAULT_DATA_ROOT = Path("~/.cache/fedrepro/data")
+# The data root that reads no files: every dataset is served as seeded stand-in images of its real
+# shape (fedrepro.data.rehearsal), to rehearse a profile end to end where the data is not installed.
+REHEARSAL_ROOT = "rehearsal:"
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -27,6 +30,13 @@ def data_root(root: str | os.PathLike[str] | None = None) -> Path:
     if root is None:
         root = os.environ.get(ENV_DATA_ROOT) or DEFAULT_DATA_ROOT
     return Path(root).expanduser()
+
+
+def is_rehearsal(root: str | os.PathLike[str] | None = None) -> bool:
+    """Whether the data root (``root``, else ``$FEDREPRO_DATA``) is :data:`REHEARSAL_ROOT`."""
+    if root is None:
+        root = os.environ.get(ENV_DATA_ROOT)
+    return root is not None and os.fspath(root) == REHEARSAL_ROOT
 
 
 def download_allowed(download: bool | None = None) -> bool:

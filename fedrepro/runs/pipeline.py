@@ -15,6 +15,7 @@ import torch
 from ..config import RunConfig
 from ..data import ImageDataset, load_dataset
 from ..data.partition import Partition, make_partition
+from ..data.root import data_root
 from ..errors import ConfigError, PartitionError
 from ..fl.client_data import ClientData
 from ..fl.method import FLContext
@@ -35,7 +36,9 @@ def _nbytes(ds: ImageDataset) -> int:
 
 
 def load_cached(name: str, args_json: str) -> ImageDataset:
-    key = (name, args_json)
+    # Keyed by the data root too: a process may read real files and rehearsal data (the root
+    # "rehearsal:") under the same name and options.
+    key = (str(data_root()), name, args_json)
     if key in _datasets:
         _datasets.move_to_end(key)
         return _datasets[key]

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from fedrepro.data import load_dataset
-from fedrepro.errors import CorruptCacheError, DataNotFoundError
+from fedrepro.errors import ConfigError, CorruptCacheError, DataNotFoundError
 
 pytestmark = pytest.mark.usefixtures("_isolated")
 
@@ -146,3 +146,17 @@ def test_cifar100_fine_and_coarse(tmp_path: Path) -> None:
 def test_cifar100_missing(tmp_path: Path) -> None:
     with pytest.raises(DataNotFoundError, match="cifar100"):
         load_dataset("cifar100", root=tmp_path)
+
+
+def test_cifar_image_size_resizes_every_image(tmp_path: Path) -> None:
+    # A ViT-B/16 or CLIP reads 224x224 (PEP-FedPT §5.1); a solid colour stays that colour when resized.
+    want = write_cifar10(tmp_path)
+    ds = load_dataset("cifar10", root=tmp_path, image_size=48)
+    native = load_dataset("cifar10", root=tmp_path)
+    assert ds.train_x.shape == (20, 3, 48, 48) and ds.test_x.shape == (3, 3, 48, 48)
+    assert ds.train_y.tolist() == want["train"]
+    assert torch.equal(ds.train_x[:, :, 20, 30], native.train_x[:, :, 5, 7])
+    write_cifar100(tmp_path)
+    assert load_dataset("cifar100", root=tmp_path, image_size=40).train_x.shape == (5, 3, 40, 40)
+    with pytest.raises(ConfigError, match="image_size"):
+        load_dataset("cifar100", root=tmp_path, image_size=0)

@@ -104,3 +104,20 @@ def test_image_folder_cache_tracks_file_list(tmp_path: Path) -> None:
     with pytest.warns(UserWarning, match="stale"):
         b = load_dataset("image_folder", root=tmp_path, image_size=8)
     assert len(b.train_y) + len(b.test_y) == len(a.train_y) + len(a.test_y) + 1
+
+
+def test_image_folder_classes_keeps_those_class_folders(tmp_path: Path) -> None:
+    write_image_folder(tmp_path / "domainnet")
+    full = load_dataset("domainnet", root=tmp_path, image_size=8)
+    two = load_dataset("domainnet", root=tmp_path, image_size=8, classes=["fox", "cat"])
+    assert two.classes == ["cat", "fox"] and two.domains == ["photo", "sketch"]
+    # The same split as the whole folder's, relabelled: cat stays 0, fox becomes 1.
+    keep = (full.test_y == 0) | (full.test_y == 2)
+    assert torch.equal(two.test_x, full.test_x[keep])
+    assert two.test_y.tolist() == [0 if y == 0 else 1 for y in full.test_y[keep].tolist()]
+    # Its own cache: loading the whole folder again does not find a stale one.
+    assert len(list((tmp_path / "domainnet").glob(".fedrepro_cache_photo*_8.pt"))) == 2
+    with pytest.raises(ConfigError, match="classes for 'domainnet' must be distinct names from: cat, dog, fox"):
+        load_dataset("domainnet", root=tmp_path, image_size=8, classes=["cat", "zebra"])
+    with pytest.raises(ConfigError, match="classes"):
+        load_dataset("domainnet", root=tmp_path, image_size=8, classes="cat")

@@ -3,7 +3,7 @@
 on a frozen ViT.
 
 - :mod:`.setup`: the setups at each profile and their variants (pathological, Dir(0.3), feature
-  shift, held-out clients, Tiny-ImageNet);
+  shift, held-out clients, Tiny-ImageNet pathological and Dir(0.3));
 - :mod:`.variants`: the table rows (the paper's methods, its ablation settings, our control);
 - :mod:`.tables`: the runs behind Tables 1-3, 7, 10-12 (Tables 4, 5, 6 and 9 read the same runs);
 - :mod:`.reference`: the paper's numbers, as printed;
@@ -22,5 +22,5 @@ from .variants import BASELINES, CONTROL, METHODS
 
 TITLE = "PEP-FedPT (Yashwanth et al.): prompt estimation from prototypes for federated prompt tuning of ViTs"
 
-__all__ = ["LEFT_OPEN", "NOTEBOOKS", "BASELINES", "CONTROL", "METHODS", "TABLES", "TITLE", "VARIANTS", "label_results",
-           "layers"]
+__all__ = ["LEFT_OPEN", "NOTEBOOKS", "BASELINES", "CONTROL", "METHODS", "TABLES", "TITLE", "VARIANTS",
+           "label_results", "layers"]

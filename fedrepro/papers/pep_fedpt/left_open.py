@@ -17,4 +17,8 @@ LEFT_OPEN: tuple[Open, ...] = (
          "in a laptop budget. The laptop trains the head at the setup's rate and picks the prompts' rate for FedVPT "
          "and PEP-FedPT by a search on validation data (fedrepro.papers.pep_fedpt.tables.prompt_lr_search); the "
          "other baselines keep the setup's values, untuned.", ("laptop",)),
+    Open("iNaturalist (Table 2's and Table 13's iNat columns, Tables 8 and 9)",
+         "The paper's federated iNaturalist (Hsu et al. 2020: 1,018 clients of at least 16 training images, "
+         "1,203 classes, 500 rounds of E = 2) needs that per-user split and a loader that reads it and "
+         "partitions by user; neither is written yet, so no profile runs these columns.", ("laptop", "paper")),
 )

@@ -6,7 +6,8 @@ from ..plan import Need
 _PAPER = ("paper",)
 NOTEBOOKS: dict[str, list[Need]] = {
     "01_label_heterogeneity": [Need("label_pathological"), Need("label_dirichlet"),
-                               Need("label_tiny_imagenet", profiles=_PAPER)],
+                               Need("label_tiny_imagenet", profiles=_PAPER),
+                               Need("label_tiny_imagenet_dirichlet", profiles=_PAPER)],
     "02_feature_shift": [Need("feature_shift")],
     "03_heldout": [Need("heldout"), Need("heldout_feature_shift", profiles=_PAPER)],
     "04_ablations": [Need("n_shared"), Need("fedvpt_prompts"), Need("position")],

@@ -3,6 +3,8 @@ and the laptop never federates on data the frozen stand-in was pretrained on."""
 import pytest
 
 from fedrepro.data.glyphs import HELDOUT_FONTS, PRETRAIN_FONTS
+from fedrepro.data.subsets import DOMAINNET_TEN
+from fedrepro.fl.engine import sample_clients
 from fedrepro.data.splits import FASHION_MNIST_FEDERATED, FASHION_MNIST_PRETRAIN
 from fedrepro.papers import PAPERS, paper, setup, variants
 from fedrepro.papers.pep_fedpt.setup import ENV_VIT_B16_WEIGHTS
@@ -14,7 +16,8 @@ def test_registered_with_title_and_tables():
     assert "pep_fedpt" in PAPERS
     mod = paper("pep_fedpt")
     assert mod.TITLE.startswith("PEP-FedPT")
-    assert {"label_pathological", "label_dirichlet", "label_tiny_imagenet", "feature_shift", "heldout",
+    assert {"label_pathological", "label_dirichlet", "label_tiny_imagenet", "label_tiny_imagenet_dirichlet",
+            "feature_shift", "heldout",
             "heldout_feature_shift", "n_shared", "fedvpt_prompts",
             "position", "dp"} == set(mod.TABLES)
     assert {"pathological", "dirichlet", "feature_shift", "heldout"} <= set(variants("pep_fedpt"))
@@ -76,8 +79,19 @@ def test_paper_profile_is_the_papers_protocol(monkeypatch):
     tiny = setup("pep_fedpt", "paper", "tiny_imagenet")
     assert (tiny.data.dataset, tiny.data.num_clients, round(tiny.train.participation * 200)) == ("tiny_imagenet",
                                                                                                  200, 5)
-    held = setup("pep_fedpt", "paper", "heldout").data
-    assert (held.num_clients - held.holdout_clients, held.holdout_clients) == (90, 10)
+    held = setup("pep_fedpt", "paper", "heldout")
+    assert (held.data.num_clients - held.data.holdout_clients, held.data.holdout_clients) == (90, 10)
+    # §5.1's 5 clients a round, drawn from the 90 that train.
+    assert len(sample_clients(0, 0, range(90), held.train.participation)) == 5
+    tiny_dir = setup("pep_fedpt", "paper", "tiny_imagenet_dirichlet")
+    assert (tiny_dir.data.dataset, tiny_dir.data.num_clients, tiny_dir.data.partition,
+            tiny_dir.data.partition_args["alpha"]) == ("tiny_imagenet", 200, "dirichlet", 0.3)
+    assert (cfg.data.dataset_args, tiny.data.dataset_args) == ({"image_size": 224}, {"image_size": 224})
+    for variant in ("feature_shift", "heldout_feature_shift"):  # §5.1: pFedPG's ten DomainNet classes
+        dn = setup("pep_fedpt", "paper", variant)
+        assert dn.data.dataset_args == {"image_size": 224, "classes": list(DOMAINNET_TEN)}
+        training = dn.data.num_clients - dn.data.holdout_clients
+        assert len(sample_clients(0, 0, range(training), dn.train.participation)) == 6
     dn = setup("pep_fedpt", "paper", "feature_shift")
     assert (dn.data.dataset, dn.data.num_clients, dn.data.partition_args["clients_per_domain"]) == ("domainnet", 60, 10)
     assert (dn.train.rounds, round(dn.train.participation * 60)) == (50, 6)
