@@ -20,6 +20,7 @@ from .reproduce import reused_runs
 from ..env.settings import output_path
 from ..papers import PAPERS
 from ..claims import VERDICTS
+from ..claims.core import REHEARSAL
 from ..papers import paper as paper_module
 from ..claims import CLAIMS
 from ..claims import INTERVAL
@@ -165,7 +166,7 @@ def _reason(row) -> str:
     verdict = row["verdict"]
     if verdict == "PASS":
         return ""
-    if verdict == "NOT RUN":
+    if verdict in ("NOT RUN", REHEARSAL):
         return row["evidence"]
     cause = _likely_cause(row["claim_id"]) or (row.get("cause") if isinstance(row.get("cause"), str) else "")
     cause = f"likely cause: {cause}" if cause else NO_CAUSE
