@@ -55,10 +55,19 @@ FULL_SIZE = {("vit_b16", None): "ViT-B/16", ("clip", "ViT-B-16"): "CLIP ViT-B/16
 TRAIN_SIZES = {"cifar10": 50_000, "cifar100": 50_000, "tiny_imagenet": 100_000}
 
 
+# The image side of the datasets whose loaders take no image_size: a ViT's cost grows with its tokens.
+NATIVE_SIZE = {"cifar10": 32, "cifar100": 32, "tiny_imagenet": 64}
+
+
 def model_label(cfg: RunConfig) -> str:
-    """The cost table's name of ``cfg``'s model (``CLIP RN50``, ``ResNet-10``...), else its registry name."""
+    """The cost table's name of ``cfg``'s model (``CLIP RN50``, ``ResNet-10``...), else its registry
+    name; ViT-B/16 with the side of the images it reads (CLIP resizes every image to 224 itself)."""
     arch = cfg.model.args.get("arch") if cfg.model.name == "clip" else None
-    return FULL_SIZE.get((cfg.model.name, arch), cfg.model.name if arch is None else f"{cfg.model.name} {arch}")
+    label = FULL_SIZE.get((cfg.model.name, arch), cfg.model.name if arch is None else f"{cfg.model.name} {arch}")
+    if cfg.model.name == "vit_b16":
+        size = cfg.data.dataset_args.get("image_size") or NATIVE_SIZE.get(cfg.data.dataset)
+        label += f" at {size} px" if size else ""
+    return label
 
 
 @contextlib.contextmanager
