@@ -89,7 +89,7 @@ def test_a_claim_reads_the_rehearsal_off_its_stored_runs(tmp_path, monkeypatch):
     real, cut = tmp_path / "real", tmp_path / "cut"
     for folder, mark in ((real, {}), (cut, {"paper": {"rounds": 5}, "cut": {"rounds": 2}})):
         folder.mkdir()
-        (folder / "config.json").write_text(json.dumps({"rehearsal": mark}))
+        (folder / "config.json").write_text(json.dumps({"config": {"rehearsal": mark}}))
     rows = pd.DataFrame({"seed": [0, 1, 2], "gap": [5.0, 6.0, 7.0]})
     assert _claim().evaluate(rows.assign(path=str(real))).verdict == "PASS"
     assert _claim().evaluate(rows.assign(path=[str(real), str(cut), str(real)])).verdict == REHEARSAL
@@ -137,3 +137,26 @@ def test_a_step_is_the_last_rounds_training_time_over_its_clients(tmp_path):
     assert rehearsal.step_seconds(None, tmp_path) == pytest.approx(0.3)
     (tmp_path / "rounds.jsonl").write_text(json.dumps(rows[0]))
     assert rehearsal.step_seconds(None, tmp_path) is None
+
+
+def test_the_paper_profiles_pages_show_the_rehearsals_cost_and_rehearsal_verdicts(tmp_path, monkeypatch):
+    from fedrepro.app.results_page import write_pages
+    from fedrepro.claims.core import save_claims
+    from fedrepro.papers.verdicts import registered
+
+    monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path))
+    c = registered().get("fedotp.beats_promptfl_pathological")
+    row = {"claim_id": c.id, "paper": c.paper, "source": c.source, "statement": c.statement, "verdict": REHEARSAL,
+           "interval": "", "evidence": "rehearsal runs, the numbers mean nothing"}
+    save_claims(pd.DataFrame([row]), "fedotp_01_label_shift", "paper")
+    page = write_pages("paper", tmp_path)["fedotp"].read_text()
+    assert "1 REHEARSAL" in page and "No rehearsal has run" in page
+    steps = {"CLIP RN50": {"step_s": 2.0, "runs": 3}}
+    table = [{"notebook": "fedotp/01_label_shift.ipynb", "runs": 45, "client_steps": 9000, "models": ["CLIP RN50"],
+              "cpu_hours": 5.0, "unknown": 0, "gpu_hours": None},
+             {"notebook": "fedpft/15_time.ipynb", "runs": 6, "client_steps": 10, "models": ["ResNet-10"],
+              "cpu_hours": 1.0, "unknown": 0, "gpu_hours": None}]
+    rehearsal.write_cost(rehearsal.cost_path(tmp_path), steps, table, {"cores": 2})
+    page = write_pages("paper", tmp_path)["fedotp"].read_text()
+    assert "| `fedotp/01_label_shift.ipynb` | 45 | 9,000 | CLIP RN50 | 5.0 | not measured |" in page
+    assert "fedpft/15_time" not in page and "CLIP RN50 2.00 s (3 runs)" in page

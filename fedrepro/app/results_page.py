@@ -17,6 +17,7 @@ from ..errors import ConfigError
 from ..env.host import commits_since, git_commit, repo_root
 from ..env.jsonfiles import NUMBER, read_json_file
 from .reproduce import reused_runs
+from .rehearsal import cost_lines, load_cost
 from ..env.settings import output_path
 from ..papers import PAPERS
 from ..claims import VERDICTS
@@ -193,8 +194,10 @@ def _timings_table(rows: list[dict], timings: dict | None = None) -> list[str]:
     return lines
 
 
-def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: str) -> str:
-    """The Markdown page of one paper's claims at ``profile`` and its notebooks' timings."""
+def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: str, cost: dict | None = None) -> str:
+    """The Markdown page of one paper's claims at ``profile`` and its notebooks' timings; at the paper
+    profile also each notebook's predicted cost from the last rehearsal (``cost``,
+    :func:`fedrepro.app.rehearsal.load_cost`)."""
     group = claims[claims["paper"] == paper].sort_values(["notebook", "claim_id"], na_position="last")
     counts = group["verdict"].value_counts()
     lines = [f"# {paper}: results at the {profile} profile", "", f"{_title(paper)}.", "",
@@ -241,6 +244,8 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
                   *_timings_table(rows, timings)]
     else:
         lines.append("No timings for this paper's notebooks in this pass's report.")
+    if profile == "paper":
+        lines += ["", *cost_lines(cost, lambda nb: notebook_paper(nb) == paper)]
     return "\n".join(lines) + "\n"
 
 
@@ -349,7 +354,8 @@ def write_pages(profile: str, root: Path | None = None, *, timings: Path | None 
     out = Path(out) if out is not None else output_path("results", profile, root, create=True)
     out.mkdir(parents=True, exist_ok=True)
     pages = {"index": index_page(profile, claims, report, commit)}
-    pages.update({p: paper_page(p, profile, claims, report, commit) for p in _papers(claims)})
+    cost = load_cost(root) if profile == "paper" else None
+    pages.update({p: paper_page(p, profile, claims, report, commit, cost) for p in _papers(claims)})
     written = {}
     for name, text in pages.items():
         path = out / f"{name}.md"

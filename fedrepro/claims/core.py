@@ -358,9 +358,12 @@ def _is_rehearsal_run(path: str) -> bool:
 
     file = Path(path) / "config.json"
     try:
-        return bool(json.loads(file.read_text(encoding="utf-8")).get("rehearsal"))
+        stored = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
+    # The store keeps the config under "config" (beside its hash and version).
+    cfg = stored.get("config", stored) if isinstance(stored, dict) else {}
+    return isinstance(cfg, dict) and bool(cfg.get("rehearsal"))
 
 
 def rehearsal_rows(results: pd.DataFrame) -> bool:
