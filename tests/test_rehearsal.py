@@ -160,3 +160,36 @@ def test_the_paper_profiles_pages_show_the_rehearsals_cost_and_rehearsal_verdict
     page = write_pages("paper", tmp_path)["fedotp"].read_text()
     assert "| `fedotp/01_label_shift.ipynb` | 45 | 9,000 | CLIP RN50 | 5.0 | not measured |" in page
     assert "fedpft/15_time" not in page and "CLIP RN50 2.00 s (3 runs)" in page
+
+
+def test_clip_weights_may_name_a_folder_with_one_file_per_architecture(tmp_path, monkeypatch):
+    from fedrepro.models import clip_model
+
+    monkeypatch.setenv(clip_model.ENV_CLIP_WEIGHTS, str(tmp_path))
+    seen = []
+    monkeypatch.setattr(clip_model, "_cached_backbone", lambda arch, weights, source: seen.append(weights))
+    clip_model.clip_backbone("RN50")
+    clip_model.clip_backbone("ViT-B-16")
+    assert seen == [str(tmp_path / "RN50.pt"), str(tmp_path / "ViT-B-16.pt")]
+
+
+@pytest.mark.rehearsal
+def test_the_ci_subset_rehearses_end_to_end(tmp_path, monkeypatch):
+    """One notebook per paper at the paper profile on the full-size models, rendered; its claims are
+    REHEARSAL (or NOT RUN), never PASS or FAIL; the step times and the cost file are written."""
+    from fedrepro.claims.core import claims_dir, recorded_claims
+    from tests.rehearsal_data import write_shaped_data
+
+    monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path / "out"))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    for var in ("FEDREPRO_RUNS", "FEDREPRO_FIGURES", "FEDREPRO_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    data = write_shaped_data(tmp_path / "data")
+    report = reproduce("paper", only=",".join(rehearsal.CI_SUBSET), rehearse=True, rehearsal_data=str(data))
+    assert sorted(nb["notebook"].removesuffix(".ipynb") for nb in report["notebooks"]) == sorted(rehearsal.CI_SUBSET)
+    assert not report["unplanned_runs"]
+    verdicts = {c["verdict"] for c in recorded_claims(claims_dir("paper", tmp_path / "out" / "rehearsal")).values()}
+    assert verdicts and verdicts <= {REHEARSAL, "NOT RUN"}
+    assert report["rehearsal"]["step_times"]  # the runs' models, timed
+    cost = rehearsal.load_cost(tmp_path / "out")
+    assert {r["notebook"] for r in cost["notebooks"]} >= {"pep_fedpt/06_privacy.ipynb", "pfedcspc/08_gradcam.ipynb"}

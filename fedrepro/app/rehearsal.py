@@ -45,8 +45,8 @@ from ..pretrain.rehearsal_weights import write_rehearsal_weights
 REHEARSAL_DATA_ROOT = "rehearsal:"
 # The output root's folder the rehearsal writes under (its runs, notebooks, claims, weights).
 REHEARSAL_FOLDER = "rehearsal"
-# The notebooks the CI subset rehearses: one cheap notebook per paper (the fewest runs).
-CI_SUBSET = ("fedpft/16_communication", "pfedcspc/03_orthogonality", "pep_fedpt/05_cost", "fedotp/06_transport_maps")
+# The notebooks the CI subset rehearses (tests/test_rehearsal.py): one cheap notebook per paper.
+CI_SUBSET = ("fedpft/16_communication", "pfedcspc/08_gradcam", "pep_fedpt/06_privacy", "fedotp/06_transport_maps")
 # How a config names its full-size model in the cost table.
 FULL_SIZE = {("vit_b16", None): "ViT-B/16", ("clip", "ViT-B-16"): "CLIP ViT-B/16", ("clip", "RN50"): "CLIP RN50",
              ("resnet10", None): "ResNet-10", ("resnet18", None): "ResNet-18"}
