@@ -43,7 +43,8 @@ def time_steps(cfg, clients_n: int) -> dict:
     times = []
     for cid in range(min(clients_n, len(clients))):
         t = time.perf_counter()
-        method.client_update(state.shared, state.client_states[cid], clients[cid], torch_gen(cfg.seed, "bench", cid), 0)
+        gen = torch_gen(cfg.seed, "client", 0, cid)
+        method.client_update(state.shared, state.client_states[cid], clients[cid], gen, 0)
         times.append(time.perf_counter() - t)
     return {"step_s": statistics.median(times[1:] or times), "steps_timed": len(times[1:]), "first_s": times[0],
             "setup_s": setup_s, "method": cfg.method.name, "batch_size": cfg.train.batch_size,

@@ -20,8 +20,7 @@ from .reproduce import reused_runs
 from .rehearsal import cost_lines, load_cost
 from ..env.settings import output_path
 from ..papers import PAPERS
-from ..claims import VERDICTS
-from ..claims.core import REHEARSAL
+from ..claims.core import REHEARSAL, shown_verdicts
 from ..papers import paper as paper_module
 from ..claims import CLAIMS
 from ..claims import INTERVAL
@@ -91,7 +90,7 @@ def _seeds(c) -> str:
 
 def _verdict_counts(claims):
     counts = claims.groupby("paper")["verdict"].value_counts().unstack(fill_value=0)
-    return counts.reindex(columns=list(VERDICTS), fill_value=0)
+    return counts.reindex(columns=list(shown_verdicts(claims["verdict"])), fill_value=0)
 
 
 def _papers(claims) -> list[str]:
@@ -203,7 +202,8 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
     lines = [f"# {paper}: results at the {profile} profile", "", f"{_title(paper)}.", "",
              *_pass_lines(profile, timings, commit),
              *_verdict_rule(),
-             "Verdicts: " + ", ".join(f"{int(counts.get(v, 0))} {v}" for v in VERDICTS) + f" of {len(group)} claims.",
+             "Verdicts: " + ", ".join(f"{int(counts.get(v, 0))} {v}" for v in shown_verdicts(group["verdict"]))
+             + f" of {len(group)} claims.",
              "", "## Claims", "",
              "| claim | source | verdict | effect [90% interval], required | notebook |", "|---|---|---|---|---|"]
     for _, c in group.iterrows():
@@ -313,19 +313,20 @@ def index_page(profile: str, claims, timings: dict | None, commit: str) -> str:
     """The summary across papers: verdict counts per paper, each linked to its page, every claim on
     one line under its paper, and the notebooks of no paper."""
     counts = _verdict_counts(claims)
+    verdicts = shown_verdicts(claims["verdict"])
     lines = [f"# Results at the {profile} profile", "", *_pass_lines(profile, timings, commit), *_verdict_rule(),
-             "| paper | claims | " + " | ".join(VERDICTS)
+             "| paper | claims | " + " | ".join(verdicts)
              + f" | notebooks | render (s) | training of their runs{_trained_here(timings)} (s) |",
-             "|---|---|" + "---|" * len(VERDICTS) + "---|---|---|"]
+             "|---|---|" + "---|" * len(verdicts) + "---|---|---|"]
     for paper in _papers(claims):
         row = counts.loc[paper]
         nbs = _timing_rows(timings, lambda nb, p=paper: notebook_paper(nb) == p)
         times = (f"{len(nbs)} | {sum(n['render_s'] for n in nbs):.1f} | "
                  f"{sum(n.get('train_s_of_its_runs', 0) for n in nbs):,.0f}") if nbs else " | | "
         lines.append(f"| [{paper}]({paper}.md) | {int(row.sum())} | "
-                     + " | ".join(str(int(row[v])) for v in VERDICTS) + f" | {times} |")
+                     + " | ".join(str(int(row[v])) for v in verdicts) + f" | {times} |")
     total = counts.sum()
-    lines.append(f"| all | {int(total.sum())} | " + " | ".join(str(int(total[v])) for v in VERDICTS) + " | | | |")
+    lines.append(f"| all | {int(total.sum())} | " + " | ".join(str(int(total[v])) for v in verdicts) + " | | | |")
     lines += _every_claim(claims)
     other = _timing_rows(timings, lambda nb: notebook_paper(nb) is None)
     if other:

@@ -71,8 +71,14 @@ INTERVAL = "Student's t over the per-seed effects, 90% two-sided (each end a one
 # its max_seeds, and its max_seeds itself as the last stage); the first is the profiles' claim seeds.
 STAGES = (3, 5, 8, 12)
 DEFAULT_MAX_SEEDS = STAGES[0]
-VERDICTS = ("PASS", "INCONCLUSIVE", "FAIL", "NOT RUN", "REHEARSAL")
+VERDICTS = ("PASS", "INCONCLUSIVE", "FAIL", "NOT RUN")
+# The verdict of every claim read on rehearsal runs (module doc); pages count it only where it occurs.
 REHEARSAL = "REHEARSAL"
+
+
+def shown_verdicts(verdicts) -> tuple[str, ...]:
+    """The verdicts a page counts: :data:`VERDICTS`, and REHEARSAL where one of ``verdicts`` is."""
+    return VERDICTS + ((REHEARSAL,) if REHEARSAL in set(verdicts) else ())
 # The ways a claim constrains its effect: above a bound, below it, or within ±bound of zero.
 REQUIRES = (">", "<", "within")
 
