@@ -250,8 +250,8 @@ def cost_lines(cost: Mapping | None, keep) -> list[str]:
     steps = ", ".join(f"{m} {v['step_s']:.2f} s ({v['runs']} runs)" for m, v in cost["step_times"].items())
     lines += [f"Predicted training time of each notebook at the paper profile: its runs' client steps at the paper's "
               f"schedule (rounds × clients a round × local epochs × mini-batches) times the time of one client step "
-              f"on its model, measured by the rehearsal on {cost['cpu']} ({cost.get('cores')} cores, shared with "
-              f"other jobs, so the times are upper bounds): {steps or 'none measured'}. GPU: not measured.", "",
+              f"on its model, measured by the rehearsal on {cost['cpu']} ({cost.get('cores')} cores; where other "
+              f"jobs shared them, the times are upper bounds): {steps or 'none measured'}. GPU: not measured.", "",
               "| notebook | runs | client steps | models | CPU-hours on this CPU | GPU-hours |",
               "|---|---|---|---|---|---|"]
     for r in rows:

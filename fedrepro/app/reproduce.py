@@ -303,7 +303,9 @@ def _rehearsal_cost(report: dict, profile: str, only: str | None, cost_file: Pat
     with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as planner:
         steps, table = planner.submit(_cost_of_plan, profile, only, str(output_path("runs"))).result()
     report["rehearsal"] = {"step_times": steps, "cost": table, "cost_file": str(cost_file)}
-    write_cost(cost_file, steps, table, report)
+    # Beside the rehearsal's own pages too (fedrepro results --profile paper under its output root).
+    for path in dict.fromkeys((cost_file, cost_path())):
+        write_cost(path, steps, table, report)
     from ..runs.store import atomic_write_bytes
 
     atomic_write_bytes(output_path("notebooks", profile) / "timings.json", json.dumps(report, indent=2).encode())
