@@ -97,6 +97,8 @@ def main() -> None:
         result["runs"] = len(cfgs)
         result["stand_in_data"] = None if stand_in is None else f"caltech101 image folder at {result['image_size']} px"
         found[label] = result
+        if args.json:  # after each model: a pass cut short keeps what it measured
+            Path(args.json).write_text(json.dumps({"cpu": cpu_model(), "step_times": found}, indent=1) + "\n")
         print(f"{label}: {result['step_s']:.2f} s a client step ({result['method']}, batch {result['batch_size']}, "
               f"{result['image_size']} px)", flush=True)
     table = cost_table(the_plan.readers, the_plan.runs, found)
