@@ -24,10 +24,12 @@ OUTPUT_ENV = FEDREPRO_OUTPUT=$(OUTPUT)
 # Smoke runs and figures never touch the committed figures/ or the default runs/ folder; a figure
 # that fedrepro.env.figure_check enforces stops its notebook when it breaks a rule.
 SMOKE_ENV = $(OUTPUT_ENV) FEDREPRO_PROFILE=smoke FEDREPRO_RUNS=$(OUTPUT)/output/smoke/runs MPLBACKEND=Agg FEDREPRO_FIGURE_CHECK=strict
+# The data root bench-rehearse reads: the rehearsal's synthetic images of each dataset's shape.
+REHEARSAL_DATA ?= rehearsal:
 # Jupyter refuses to start as root (containers) unless told to.
 ALLOW_ROOT = $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup setup-cpu data browser lint test test-unit test-notebooks reproduce smoke book pretrain lab bench clean distclean
+.PHONY: help setup setup-cpu data browser lint test test-unit test-notebooks reproduce smoke rehearse bench-rehearse book pretrain lab bench clean distclean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-15s %s\n", $$1, $$2}'
@@ -79,6 +81,12 @@ reproduce: setup ## set up, then train every notebook's runs in one pool and ren
 
 smoke: setup ## every notebook at the smoke profile: one seed, the smallest sizes (minutes in all; README); outputs under output/smoke/
 	$(SMOKE_ENV) $(VENV)/bin/fedrepro reproduce --profile smoke
+
+rehearse: setup ## the paper profile rehearsed: every notebook on the papers' full-size models (random weights), 2 rounds of one local step, verdicts REHEARSAL; predicted cost of the paper profile -> output/paper/notebooks/rehearsal_cost.json; outputs under OUTPUT/rehearsal (docs/speed.md)
+	$(OUTPUT_ENV) MPLBACKEND=Agg $(VENV)/bin/fedrepro reproduce --profile paper --rehearse
+
+bench-rehearse: setup ## one client step on each full-size model, and the paper profile's notebooks costed from it -> bench/rehearsal_steps.json (REHEARSAL_DATA: a data root of the paper datasets' shapes)
+	$(OUTPUT_ENV) $(PY) bench/rehearsal_steps.py --data $(REHEARSAL_DATA) --json bench/rehearsal_steps.json
 
 book: setup ## the static teaching site of the notebooks reproduce executed at PROFILE -> output/$(PROFILE)/book/index.html (docs/site.md)
 	$(OUTPUT_ENV) $(PY) -m fedrepro.app.book --profile $(PROFILE)

@@ -76,6 +76,25 @@ def _is_dict(v: Any) -> bool:
     return isinstance(v, dict)
 DEFAULT_PROFILE = "laptop"
 
+# The rehearsal of the paper profile (``fedrepro reproduce --profile paper --rehearse``): every
+# paper-profile config built while $FEDREPRO_REHEARSE is set is cut by :func:`rehearse_dict` to
+# REHEARSAL_ROUNDS rounds (two: a by-round cut has a round to read, and the second round's time is
+# past the first's warm-up), one local epoch of one mini-batch per client, at most
+# REHEARSAL_CLIENTS clients a round (the paper's own count where it is smaller) and
+# REHEARSAL_TEST_IMAGES test images per client. Its numbers mean nothing; it checks that every
+# notebook runs at the paper's models, client counts and image shapes, and times a client step.
+ENV_REHEARSE = "FEDREPRO_REHEARSE"
+REHEARSAL_ROUNDS = 2
+REHEARSAL_CLIENTS = 10
+REHEARSAL_TEST_IMAGES = 4
+# The paper's schedule a rehearsal records (RunConfig.rehearsal), from train.
+REHEARSED_FIELDS = ("rounds", "local_epochs", "participation")
+
+
+def rehearsing() -> bool:
+    """Whether paper-profile configs are built as rehearsals ($FEDREPRO_REHEARSE set, not "0")."""
+    return os.environ.get(ENV_REHEARSE, "") not in ("", "0")
+
 
 @dataclass
 class DataConfig:
@@ -98,6 +117,9 @@ class DataConfig:
     # split, for choosing hyperparameters without looking at test data: fedrepro.execute.tuning); 0
     # scores on the test split.
     validation: float = hp(0.0, ge=0, lt=1)
+    # Score each client on at most its first this many test images (None: all of them). The
+    # rehearsal (:func:`rehearse_dict`) sets it, so evaluating 100 clients on a full-size model stays cheap.
+    max_test_per_client: int | None = hp(None, ge=1)
 
 
 @dataclass
@@ -144,6 +166,9 @@ class TrainConfig:
     # round it trained, so by-round cuts (fedrepro.analysis.by_round) read it up to the stop.
     stop_when_flat: bool = hp(False)
     flat_window: int = hp(5, ge=2)  # evaluated rounds per window; hashed only with stop_when_flat
+    # At most this many mini-batches of a client's training split per pass over it (a local epoch,
+    # or a feature-extraction pass), None: all of them. The rehearsal sets 1: one local step.
+    max_local_batches: int | None = hp(None, ge=1)
 
 
 @dataclass
@@ -159,7 +184,8 @@ _UNHASHED = ("device", "runs_dir", "progress")
 # Fields added after results were first stored: hashed only when set away from this value, so
 # older run folders keep their keys.
 _HASHED_IF_NOT = {("train", "global_eval"): False, ("train", "eval_finetune_epochs"): 0, ("train", "prompt_lr"): None,
-                 ("train", "augment"): "none", ("data", "validation"): 0.0, ("train", "stop_when_flat"): False}
+                 ("train", "augment"): "none", ("data", "validation"): 0.0, ("train", "stop_when_flat"): False,
+                 ("train", "max_local_batches"): None, ("data", "max_test_per_client"): None}
 # Fields that only mean something when another is on: hashed only then.
 _HASHED_WITH = {("train", "flat_window"): ("train", "stop_when_flat")}
 
@@ -187,6 +213,11 @@ class RunConfig:
     # order of float sums, so it is part of the result (hashed). channels_last trains the laptop's
     # conv models 1.1-1.4x faster on a CPU core (docs/speed.md).
     memory_format: str = hp("channels_last", choices=("channels_last", "contiguous"))
+    # A rehearsal of a paper-profile run (:func:`rehearse_dict`): the paper's schedule it stands for
+    # (rounds, local epochs, participation) and the cut; empty for a real run. Hashed when set, so a rehearsal
+    # is stored under a hash of its own and never read as the paper's run.
+    rehearsal: dict = hp(factory=dict, check=lambda v: isinstance(v, dict) and set(v) <= {"paper", "cut"},
+                         valid="{} or the rehearsal's {'paper': ..., 'cut': ...} (set by rehearse_dict)")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -195,6 +226,8 @@ class RunConfig:
         d = normalised_dict(self.to_dict())
         for k in _UNHASHED:
             d.pop(k)
+        if not d["rehearsal"]:
+            d.pop("rehearsal")
         for (section, key), default in _HASHED_IF_NOT.items():
             if d[section].get(key) == default:
                 d[section].pop(key)
@@ -265,8 +298,9 @@ def _profile_defaults(profile: str) -> dict:
 
 
 def default_seeds(profile: str) -> list[int]:
-    """Seeds a notebook runs by default: one for ``smoke``, three (the papers' count) otherwise."""
-    return [0] if profile == "smoke" else [0, 1, 2]
+    """Seeds a notebook runs by default: one for ``smoke`` and for the paper profile's rehearsal
+    (:func:`rehearsing`), three (the papers' count) otherwise."""
+    return [0] if profile == "smoke" or (profile == "paper" and rehearsing()) else [0, 1, 2]
 
 
 ENV_PROFILE = "FEDREPRO_PROFILE"
@@ -310,6 +344,8 @@ def make_config(profile: str | None = None, overrides: Mapping[str, Any] | None 
     d = RunConfig().to_dict()
     _merge(d, _profile_defaults(profile), path="")
     d["profile"] = profile
+    if profile == "paper" and rehearsing():
+        d["rehearsal"] = {"paper": {key: d["train"][key] for key in REHEARSED_FIELDS}, "cut": {}}
     if yaml_path is not None:
         loaded = _read_yaml_file(Path(yaml_path)) or {}
         if not isinstance(loaded, dict):
@@ -424,6 +460,7 @@ def from_dict(d: Mapping[str, Any]) -> RunConfig:
             raise ConfigError(f"unknown config key {key!r}; valid keys: {', '.join(sorted(valid_top))}")
     if isinstance(d.get("runs_dir"), os.PathLike):  # a Path is a fine way to name the folder
         d["runs_dir"] = os.fspath(d["runs_dir"])
+    d = rehearse_dict(d)
     for f in fields(RunConfig):
         if f.name not in d:
             continue
@@ -444,6 +481,39 @@ def from_dict(d: Mapping[str, Any]) -> RunConfig:
     cfg = _normalised(RunConfig(**kwargs))
     validate(cfg)
     return cfg
+
+
+def rehearse_dict(d: Mapping[str, Any]) -> dict:
+    """A config dict (:meth:`RunConfig.to_dict`'s form, possibly partial) cut to the rehearsal's budget
+    when its ``rehearsal`` field is set; unchanged otherwise.
+
+    ``rehearsal["paper"]`` keeps the paper's schedule the rehearsal stands for (what the cost table
+    multiplies out) and ``rehearsal["cut"]`` the values the cut set. A value that differs from the
+    cut was set after it (a variant's own rounds, a table row's participation): it is the paper's
+    new value, recorded and cut in its turn. So cutting twice is cutting once, in any layer order."""
+    record = d.get("rehearsal")
+    if not isinstance(record, Mapping) or not record:
+        return dict(d)
+    d = copy.deepcopy(dict(d))
+    paper, cut = dict(record.get("paper", {})), dict(record.get("cut", {}))
+    base = RunConfig().to_dict()
+    for section, cls in (("data", DataConfig), ("train", TrainConfig)):
+        value = d.setdefault(section, {})
+        if isinstance(value, cls):
+            d[section] = dataclasses.asdict(value)
+    data, train = d["data"], d["train"]
+    clients = data.get("num_clients", base["data"]["num_clients"]) - data.get("holdout_clients", 0)
+    cuts = {"rounds": lambda v: min(v, REHEARSAL_ROUNDS), "local_epochs": lambda v: 1,
+            "participation": lambda v: min(v, REHEARSAL_CLIENTS / max(clients, 1))}
+    for key in REHEARSED_FIELDS:
+        value = train.get(key, base["train"][key])
+        if key not in paper or value != cut.get(key):
+            paper[key] = value
+        cut[key] = train[key] = cuts[key](paper[key])
+    d["rehearsal"] = {"paper": paper, "cut": cut}
+    train["max_local_batches"] = 1
+    data["max_test_per_client"] = min(data.get("max_test_per_client") or REHEARSAL_TEST_IMAGES, REHEARSAL_TEST_IMAGES)
+    return d
 
 
 def _arg_types(owner: str, name: Any) -> dict[str, Any]:

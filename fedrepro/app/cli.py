@@ -169,7 +169,12 @@ def _main(argv: list[str] | None = None) -> int:
     p_rep = sub.add_parser("reproduce", help="train every numbered notebook's runs in one pool, then render the "
                                              "notebooks with papermill")
     p_rep.add_argument("--profile", default="laptop", help="smoke | laptop (default) | paper")
-    p_rep.add_argument("--only", default=None, help="run only notebooks whose path contains this text")
+    p_rep.add_argument("--only", default=None, help="run only notebooks whose path contains this text "
+                                                    "(comma-separated: any of them)")
+    p_rep.add_argument("--rehearse", action="store_true",
+                       help="with --profile paper: every notebook on the papers' full-size models (random weights), "
+                            "2 rounds of one local step, a sample of clients, one seed; verdicts REHEARSAL; "
+                            "writes the predicted cost of the paper profile (docs/speed.md)")
     p_rep.add_argument("--workers", type=int, default=None,
                        help="processes that train runs and render notebooks "
                             "(default: the cores over the runs' threads)")
@@ -226,7 +231,7 @@ def _main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"--workers={args.workers}; valid: a positive integer")
             with children_end_with_me():  # SIGTERM, Ctrl-C: no worker, papermill or kernel goes on
                 reproduce(args.profile, only=args.only, workers=args.workers, plan_only=args.plan or args.predict,
-                          executor=_executor(args), predict=args.predict)
+                          executor=_executor(args), rehearse=args.rehearse, predict=args.predict)
             return 0
         if args.cmd == "results":
 

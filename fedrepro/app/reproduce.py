@@ -44,6 +44,8 @@ from ..execute import make_executor
 from ..execute.local import estimate_cost, run_pool
 from ..execute.local import Task
 from ..execute.progress import PassProgress
+from ..config import REHEARSAL_CLIENTS, REHEARSAL_ROUNDS
+from .rehearsal import cost_path, cost_table, rehearsal_env, step_times, write_cost
 
 if TYPE_CHECKING:
     from ..papers.plan import Plan
@@ -55,6 +57,12 @@ def numbered_notebooks(root: Path | None = None) -> list[Path]:
     nb_root = (root or repo_root()) / "notebooks"
     found = [p for p in nb_root.rglob("[0-9][0-9]_*.ipynb") if ".ipynb_checkpoints" not in p.parts]
     return sorted(found, key=lambda p: (p.name.startswith("99_"), len(p.relative_to(nb_root).parts), str(p)))
+
+
+def selected(rel: Path, only: str | None) -> bool:
+    """Whether the notebook at ``rel`` (under ``notebooks/``) is among ``only``: None selects every
+    notebook, otherwise one whose path contains any of its comma-separated parts."""
+    return only is None or any(part and part in str(rel) for part in only.split(","))
 
 
 def _role(cmdline: list[str]) -> str:
@@ -200,7 +208,7 @@ def _planned(profile: str, only: str | None, workers: int | None,
     hold for the whole reproduction."""
     root = repo_root()
     nb_root = root / "notebooks"
-    notebooks = [p for p in numbered_notebooks(root) if only is None or only in str(p.relative_to(nb_root))]
+    notebooks = [p for p in numbered_notebooks(root) if selected(p.relative_to(nb_root), only)]
     if not notebooks:
         raise ConfigError(f"no numbered notebook matches {only!r} under {nb_root}")
     the_plan = plan(notebooks, nb_root, profile, runs_dir=runs_dir)
@@ -257,7 +265,7 @@ def _seed_stage(profile: str, only: str | None, workers: int | None, runs_dir: s
 
     os.environ[ENV_OUTPUT] = output  # the root the notebooks recorded their claims under
     nb_root = repo_root() / "notebooks"
-    notebooks = [p for p in numbered_notebooks(repo_root()) if only is None or only in str(p.relative_to(nb_root))]
+    notebooks = [p for p in numbered_notebooks(repo_root()) if selected(p.relative_to(nb_root), only)]
     grow, again = seed_stage(notebooks, nb_root, profile, recorded_claims(claims_dir(profile)))
     if not grow:
         return None
@@ -268,17 +276,66 @@ def _seed_stage(profile: str, only: str | None, workers: int | None, runs_dir: s
 
 
 def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "python3", workers: int | None = None,
-              plan_only: bool = False, progress: bool = True, executor=None, predict: bool = False) -> dict:
-    """Plan, train and render the numbered notebooks (those whose path contains ``only``); returns
-    the report that is also written to ``output/<profile>/notebooks/timings.json`` under the output
-    root (:func:`fedrepro.env.settings.output_root`). ``executor`` (:mod:`fedrepro.execute`): where the
+              plan_only: bool = False, progress: bool = True, executor=None, rehearse: bool = False,
+              rehearsal_data: str | None = None, predict: bool = False) -> dict:
+    """Plan, train and render the numbered notebooks (those whose path contains ``only``; a
+    comma-separated list names several); returns the report that is also written to
+    ``output/<profile>/notebooks/timings.json`` under the output root
+    (:func:`fedrepro.env.settings.output_root`). ``executor`` (:mod:`fedrepro.execute`): where the
     runs train, ``"local"`` (default) or a Ray cluster; analyses and renders stay on this machine,
     beside the store. ``predict`` (with ``plan_only``): also print the pass's predicted CPU time
-    (:mod:`fedrepro.app.compute`), which plans every run again (minutes at the laptop profile)."""
+    (:mod:`fedrepro.app.compute`), which plans every run again (minutes at the laptop profile).
+
+    ``rehearse`` (the paper profile only): every notebook on the papers' full-size models with the
+    budgets cut, under an output root of its own (:mod:`fedrepro.app.rehearsal`); its report adds each
+    model's time per client step, and the predicted time of each notebook at the paper profile is
+    written where the paper profile's results pages read it. ``rehearsal_data``: the data root the
+    rehearsal reads instead of its synthetic images."""
+    if rehearse and profile != "paper":
+        raise ConfigError(f"--rehearse rehearses the paper profile; got --profile {profile} (valid: --profile paper)")
+    if not rehearse:
+        return _reproduce(profile, only, kernel, workers, plan_only, progress, executor, predict)
+    cost_file = cost_path()  # under the output root the pass was started with
+    with rehearsal_env(rehearsal_data) as root:
+        print(f"[reproduce] rehearsal of the paper profile under {root}: full-size models, "
+              f"{REHEARSAL_ROUNDS} rounds of one local step, at most {REHEARSAL_CLIENTS} clients a round, "
+              "one seed; verdicts are REHEARSAL", flush=True)
+        report = _reproduce(profile, only, kernel, workers, plan_only, progress, executor, predict)
+        if not plan_only:
+            _rehearsal_cost(report, profile, only, cost_file)
+    return report
+
+
+def _cost_of_plan(profile: str, only: str | None, runs_dir: str) -> tuple[dict, list]:
+    """The rehearsal's time per client step on each model and each notebook's predicted cost
+    (:mod:`fedrepro.app.rehearsal`), from its plan, in a process of its own (as :func:`_planned`)."""
+    notebooks, the_plan, *_ = _planned(profile, only, 1, runs_dir)
+    steps = step_times(the_plan.runs.values())
+    return steps, cost_table(the_plan.readers, the_plan.runs, steps)
+
+
+def _rehearsal_cost(report: dict, profile: str, only: str | None, cost_file: Path) -> None:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as planner:
+        steps, table = planner.submit(_cost_of_plan, profile, only, str(output_path("runs"))).result()
+    report["rehearsal"] = {"step_times": steps, "cost": table, "cost_file": str(cost_file)}
+    # Beside the rehearsal's own pages too (fedrepro results --profile paper under its output root).
+    for path in dict.fromkeys((cost_file, cost_path())):
+        write_cost(path, steps, table, report)
+    from ..runs.store import atomic_write_bytes
 
+    atomic_write_bytes(output_path("notebooks", profile) / "timings.json", json.dumps(report, indent=2).encode())
+    for model, v in steps.items():
+        print(f"[reproduce] rehearsal: one client step of {model}: {v['step_s']:.2f} s (median of {v['runs']} runs)")
+    print(f"[reproduce] predicted cost at the paper profile in {cost_file}", flush=True)
+
+
+def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None, plan_only: bool, progress: bool,
+               executor, predict: bool = False) -> dict:
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
 
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")

@@ -17,9 +17,10 @@ from ..errors import ConfigError
 from ..env.host import commits_since, git_commit, repo_root
 from ..env.jsonfiles import NUMBER, read_json_file
 from .reproduce import reused_runs
+from .rehearsal import cost_lines, load_cost
 from ..env.settings import output_path
 from ..papers import PAPERS
-from ..claims import VERDICTS
+from ..claims.core import REHEARSAL, shown_verdicts
 from ..papers import paper as paper_module
 from ..claims import CLAIMS
 from ..claims import INTERVAL
@@ -98,7 +99,7 @@ def _effect(c) -> str:
 
 def _verdict_counts(claims):
     counts = claims.groupby("paper")["verdict"].value_counts().unstack(fill_value=0)
-    return counts.reindex(columns=list(VERDICTS), fill_value=0)
+    return counts.reindex(columns=list(shown_verdicts(claims["verdict"])), fill_value=0)
 
 
 def _papers(claims) -> list[str]:
@@ -174,7 +175,7 @@ def _reason(row) -> str:
     verdict = row["verdict"]
     if verdict == "PASS":
         return ""
-    if verdict == "NOT RUN":
+    if verdict in ("NOT RUN", REHEARSAL):
         return row["evidence"]
     cause = _likely_cause(row["claim_id"]) or (row.get("cause") if isinstance(row.get("cause"), str) else "")
     cause = f"likely cause: {cause}" if cause else NO_CAUSE
@@ -201,14 +202,17 @@ def _timings_table(rows: list[dict], timings: dict | None = None) -> list[str]:
     return lines
 
 
-def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: str) -> str:
-    """The Markdown page of one paper's claims at ``profile`` and its notebooks' timings."""
+def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: str, cost: dict | None = None) -> str:
+    """The Markdown page of one paper's claims at ``profile`` and its notebooks' timings; at the paper
+    profile also each notebook's predicted cost from the last rehearsal (``cost``,
+    :func:`fedrepro.app.rehearsal.load_cost`)."""
     group = claims[claims["paper"] == paper].sort_values(["notebook", "claim_id"], na_position="last")
     counts = group["verdict"].value_counts()
     lines = [f"# {paper}: results at the {profile} profile", "", f"{_title(paper)}.", "",
              *_pass_lines(profile, timings, commit),
              *_verdict_rule(),
-             "Verdicts: " + ", ".join(f"{int(counts.get(v, 0))} {v}" for v in VERDICTS) + f" of {len(group)} claims.",
+             "Verdicts: " + ", ".join(f"{int(counts.get(v, 0))} {v}" for v in shown_verdicts(group["verdict"]))
+             + f" of {len(group)} claims.",
              "", "## Claims", "",
              "| claim | source | verdict | effect in the claim's words; [90% interval], required | seeds | notebook |",
              "|---|---|---|---|---|---|"]
@@ -254,6 +258,8 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
                   *_timings_table(rows, timings)]
     else:
         lines.append("No timings for this paper's notebooks in this pass's report.")
+    if profile == "paper":
+        lines += ["", *cost_lines(cost, lambda nb: notebook_paper(nb) == paper)]
     return "\n".join(lines) + "\n"
 
 
@@ -340,19 +346,20 @@ def index_page(profile: str, claims, timings: dict | None, commit: str) -> str:
     """The summary across papers: verdict counts per paper, each linked to its page, every claim on
     one line under its paper, and the notebooks of no paper."""
     counts = _verdict_counts(claims)
+    verdicts = shown_verdicts(claims["verdict"])
     lines = [f"# Results at the {profile} profile", "", *_pass_lines(profile, timings, commit), *_verdict_rule(),
-             "| paper | claims | " + " | ".join(VERDICTS)
+             "| paper | claims | " + " | ".join(verdicts)
              + f" | notebooks | render (s) | training of their runs{_trained_here(timings)} (s) |",
-             "|---|---|" + "---|" * len(VERDICTS) + "---|---|---|"]
+             "|---|---|" + "---|" * len(verdicts) + "---|---|---|"]
     for paper in _papers(claims):
         row = counts.loc[paper]
         nbs = _timing_rows(timings, lambda nb, p=paper: notebook_paper(nb) == p)
         times = (f"{len(nbs)} | {sum(n['render_s'] for n in nbs):.1f} | "
                  f"{sum(n.get('train_s_of_its_runs', 0) for n in nbs):,.0f}") if nbs else " | | "
         lines.append(f"| [{paper}]({paper}.md) | {int(row.sum())} | "
-                     + " | ".join(str(int(row[v])) for v in VERDICTS) + f" | {times} |")
+                     + " | ".join(str(int(row[v])) for v in verdicts) + f" | {times} |")
     total = counts.sum()
-    lines.append(f"| all | {int(total.sum())} | " + " | ".join(str(int(total[v])) for v in VERDICTS) + " | | | |")
+    lines.append(f"| all | {int(total.sum())} | " + " | ".join(str(int(total[v])) for v in verdicts) + " | | | |")
     lines += _every_claim(claims)
     other = _timing_rows(timings, lambda nb: notebook_paper(nb) is None)
     if other:
@@ -381,7 +388,8 @@ def write_pages(profile: str, root: Path | None = None, *, timings: Path | None 
     out = Path(out) if out is not None else output_path("results", profile, root, create=True)
     out.mkdir(parents=True, exist_ok=True)
     pages = {"index": index_page(profile, claims, report, commit)}
-    pages.update({p: paper_page(p, profile, claims, report, commit) for p in _papers(claims)})
+    cost = load_cost(root) if profile == "paper" else None
+    pages.update({p: paper_page(p, profile, claims, report, commit, cost) for p in _papers(claims)})
     written = {}
     for name, text in pages.items():
         path = out / f"{name}.md"

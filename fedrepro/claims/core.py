@@ -35,6 +35,10 @@ A table that runs the paper's dataset columns (``fedrepro.papers.tables.TableDef
 paper profile) names each row's column in :data:`PAPER_COLUMN`. A claim reads the columns it names
 (:attr:`Claim.paper_columns`), each on its own, and must hold in every one of them; it never mixes
 the runs of two datasets.
+
+A claim read on rehearsal runs (``fedrepro reproduce --profile paper --rehearse``,
+:func:`fedrepro.config.rehearse_dict`) is checked as any other, so every check runs, but its verdict
+is **REHEARSAL**, never PASS or FAIL: two rounds of one local step say nothing about the paper.
 """
 from __future__ import annotations
 
@@ -49,6 +53,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..config import rehearsing
 from ..env.jsonfiles import read_json_file
 from ..params import check_value
 from ..registry import Registry
@@ -67,6 +72,13 @@ INTERVAL = "Student's t over the per-seed effects, 90% two-sided (each end a one
 STAGES = (3, 5, 8, 12)
 DEFAULT_MAX_SEEDS = STAGES[0]
 VERDICTS = ("PASS", "INCONCLUSIVE", "FAIL", "NOT RUN")
+# The verdict of every claim read on rehearsal runs (module doc); pages count it only where it occurs.
+REHEARSAL = "REHEARSAL"
+
+
+def shown_verdicts(verdicts) -> tuple[str, ...]:
+    """The verdicts a page counts: :data:`VERDICTS`, and REHEARSAL where one of ``verdicts`` is."""
+    return VERDICTS + ((REHEARSAL,) if REHEARSAL in set(verdicts) else ())
 # The ways a claim constrains its effect: above a bound, below it, or within ±bound of zero.
 REQUIRES = (">", "<", "within")
 
@@ -389,8 +401,35 @@ class Claim:
             evidence += (f"; still INCONCLUSIVE at its maximum of {self.max_seeds} seeds: the mean effect is "
                          f"{d:+.2f} per-seed standard deviations from the bound" if d == d else
                          f"; still INCONCLUSIVE at its maximum of {self.max_seeds} seeds")
+        if rehearsal_rows(results):
+            verdict, evidence = REHEARSAL, f"rehearsal runs, the numbers mean nothing (the check read: {evidence})"
         return ClaimResult(self.id, self.paper, self.source, self.statement, verdict, interval, evidence,
                            tuple(sorted(read)), seeds, self.max_seeds, decider.words)
+
+
+def _is_rehearsal_run(path: str) -> bool:
+    """Whether the stored run at ``path`` is a rehearsal (its ``config.json`` has ``rehearsal`` set)."""
+    import json
+
+    file = Path(path) / "config.json"
+    try:
+        stored = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    # The store keeps the config under "config" (beside its hash and version).
+    cfg = stored.get("config", stored) if isinstance(stored, dict) else {}
+    return isinstance(cfg, dict) and bool(cfg.get("rehearsal"))
+
+
+def rehearsal_rows(results: pd.DataFrame) -> bool:
+    """Whether ``results`` come from rehearsal runs: a true ``rehearsal`` column, a run of the ``path``
+    column stored as a rehearsal, or (for results that name no run) a process building rehearsals
+    (:func:`fedrepro.config.rehearsing`)."""
+    if "rehearsal" in results.columns:
+        return bool(results["rehearsal"].fillna(False).astype(bool).any())
+    if "path" in results.columns and results["path"].notna().any():
+        return any(_is_rehearsal_run(str(p)) for p in results["path"].dropna().unique())
+    return rehearsing()
 
 
 class MissingResults(LookupError):
@@ -581,7 +620,8 @@ def recorded_claims(folder) -> dict[str, dict]:
 def claims_table_style(table: pd.DataFrame):
     """A pandas Styler that colours verdicts, for notebooks."""
     colours = {"PASS": "background-color: #d4f4dd", "FAIL": "background-color: #f8d7da",
-               "INCONCLUSIVE": "background-color: #fff3cd", "NOT RUN": "background-color: #eeeeee"}
+               "INCONCLUSIVE": "background-color: #fff3cd", "NOT RUN": "background-color: #eeeeee",
+               REHEARSAL: "background-color: #dde7f7"}
     cols = ["claim_id", "source", "statement", "verdict", "interval", "evidence"]
     # The class lets the teaching site keep the evidence column readable (fedrepro.app.book.builder.SITE_CSS).
     return (table[cols].style.map(lambda v: colours.get(v, ""), subset=["verdict"]).hide(axis="index")

@@ -43,6 +43,9 @@ ENV_OUTPUT = "FEDREPRO_OUTPUT"
 ENV_RUNS = "FEDREPRO_RUNS"
 ENV_FIGURES = "FEDREPRO_FIGURES"
 ENV_TENSORBOARD = "FEDREPRO_TENSORBOARD"
+# The paper profile's ViT-B/16 IN-21k weights: a local file named by this variable (our choice of
+# name), read through timm's own loader (fedrepro.papers.pep_fedpt.setup; docs/backbones.md).
+ENV_VIT_B16_WEIGHTS = "FEDREPRO_VIT_B16_WEIGHTS"
 
 
 @dataclass

@@ -129,8 +129,10 @@ class LrSearch:
         return short + [c for c in self.full_configs(cfg) if self.rate(c) in keep]
 
     def short_rounds(self, cfg: RunConfig) -> int:
-        """The rounds of a rate's first (short) run with ``halving``."""
-        return max(1, int(round(self.halving * cfg.train.rounds)))
+        """The rounds of a rate's first (short) run with ``halving``; of a rehearsal, the paper's short
+        run's (which the rehearsal records and cuts, :func:`fedrepro.config.rehearse_dict`)."""
+        rounds = cfg.rehearsal.get("paper", {}).get("rounds", cfg.train.rounds)
+        return max(1, int(round(self.halving * rounds)))
 
     def short_configs(self, cfg: RunConfig) -> list[RunConfig]:
         """The row's short runs with ``halving``: every rate at :meth:`short_rounds` rounds."""

@@ -27,6 +27,14 @@ class ClientData:
     # Applied to each uint8 training batch with the loop's generator (``train.augment``,
     # :mod:`fedrepro.data.train_augment`); None leaves batches as stored.
     augment: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None
+    # At most this many batches per pass over the training split (``train.max_local_batches``); None: all.
+    max_batches: int | None = None
+
+    def _starts(self, batch_size: int) -> range:
+        n = self.num_train
+        if self.max_batches is not None:
+            n = min(n, self.max_batches * batch_size)
+        return range(0, n, batch_size)
 
     @property
     def num_train(self) -> int:
@@ -48,7 +56,7 @@ class ClientData:
         n = self.num_train
         order = torch.randperm(n, generator=gen) if gen is not None else torch.arange(n)
         order = order.to(self.train_x.device)
-        for start in range(0, n, batch_size):
+        for start in self._starts(batch_size):
             idx = order[start:start + batch_size]
             x = self.train_x[idx]
             yield self.normalize(x if self.augment is None else self.augment(x, gen)), self.train_y[idx]
@@ -59,5 +67,5 @@ class ClientData:
 
     def eval_train_batches(self, batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """Unshuffled training batches, for feature extraction and probes."""
-        for start in range(0, self.num_train, batch_size):
+        for start in self._starts(batch_size):
             yield (self.normalize(self.train_x[start:start + batch_size]), self.train_y[start:start + batch_size])

@@ -26,7 +26,7 @@ from ..fl.client_data import ClientData
 from ..fl.device import resolve_device, torch_threads
 from ..fl.seeding import derive_seed, seeded_scope, torch_gen
 from .records import get_state, has_state, put_state
-from ..runs.pipeline import build_clients, make_method, prepare_data
+from ..runs.pipeline import clients_of, make_method, prepare_data
 
 # The record every message carries: run config, round, which clients, what to do.
 TASK = "fedrepro"
@@ -83,7 +83,7 @@ def runtime(cfg_json: str, cids: list[int]) -> NodeRuntime:
         device = resolve_device(cfg.device)
         with torch_threads(cfg.threads):
             ds, part = prepare_data(cfg)
-            every = build_clients(ds, part, device, cfg.train.augment)
+            every = clients_of(cfg, ds, part, device)
             method = make_method(cfg, ds, device)
         _RUNTIMES.clear()  # one run at a time per process: free the last one's data
         _RUNTIMES[key] = NodeRuntime(cfg, method, {c: every[c] for c in cids}, device, part.hash())

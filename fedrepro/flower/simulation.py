@@ -27,7 +27,7 @@ from ..env.host import environ_kept
 from ..runs.store import RunResult, RunStore
 from . import require_flwr
 from ..runs.train import begin_run, finish_run
-from ..runs.pipeline import global_test_split
+from ..runs.pipeline import global_test_of
 from ..errors import ConfigError
 
 log = logging.getLogger("fedrepro")
@@ -78,7 +78,7 @@ def train_on_grid(grid, cfg: RunConfig, store: RunStore, status: str, ds: ImageD
     from .strategy import MethodStrategy
 
     strategy = MethodStrategy(cfg, method, part.hash(), part.held_out, device,
-                              global_test=global_test_split(ds, device) if cfg.train.global_eval else None,
+                              global_test=global_test_of(cfg, ds, device) if cfg.train.global_eval else None,
                               progress=progress, timeout=timeout, connect_timeout=connect_timeout,
                               on_round_end=on_round_end)
     strategy.connect(grid)  # before the run folder exists: a federation that never forms leaves nothing

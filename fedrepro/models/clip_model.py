@@ -27,7 +27,8 @@ from .clip import PAPER_ARCHS, WEIGHT_SOURCES, ClipBackbone, load_clip, load_sta
 from .registry import MODELS
 
 ARCHS = ("standin", *PAPER_ARCHS)
-# The paper profile's CLIP weights: a local file named by this variable (our choice of name).
+# The paper profile's CLIP weights: a local file named by this variable (our choice of name), or a
+# folder holding one file per architecture (``RN50.pt``, ``ViT-B-16.pt``).
 ENV_CLIP_WEIGHTS = "FEDREPRO_CLIP_WEIGHTS"
 
 
@@ -51,6 +52,9 @@ def clip_backbone(arch: str = "standin", weights: str | None = None, source: str
         if not weights:
             raise ConfigError(f"model.args.weights must name a local {arch} CLIP file (or set ${ENV_CLIP_WEIGHTS}); "
                               "nothing is downloaded, see docs/backbones.md")
+        # A folder serves every architecture, one <arch>.pt each: FedOTP's tables read RN50 and ViT-B/16.
+        if os.path.isdir(weights):
+            weights = os.path.join(weights, f"{arch}.pt")
     return _cached_backbone(arch, weights, source)
 
 

@@ -133,8 +133,9 @@ def _one_seed(evidence: str) -> bool:
 def likely_cause(verdict: str, evidence: str, moved: Movement | None,
                  changed: tuple[int, int, int] | None = None) -> str:
     """The likely cause of a verdict other than PASS (rules: module doc); "" for PASS, NOT RUN, and a
-    claim with no stored runs to inspect. ``changed`` is the claim's entry of :func:`last_change`."""
-    if verdict in ("PASS", "NOT RUN"):
+    claim with no stored runs to inspect, and a REHEARSAL (its numbers mean nothing). ``changed`` is
+    the claim's entry of :func:`last_change`."""
+    if verdict in ("PASS", "NOT RUN", "REHEARSAL"):
         return ""
     last_round, cuts, flips = changed if changed else (0, 0, 0)
     late = bool(changed) and last_round > (1 - LATE_SHARE) * cuts

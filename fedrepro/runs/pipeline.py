@@ -114,9 +114,12 @@ def _check_test_splits(cfg: RunConfig, part: Partition) -> None:
                   f"means and counted in n_clients_no_test. To score every client: {fix}", stacklevel=3)
 
 
-def build_clients(ds: ImageDataset, part: Partition, device: torch.device, augment: str = "none") -> list[ClientData]:
+def build_clients(ds: ImageDataset, part: Partition, device: torch.device, augment: str = "none",
+                  max_batches: int | None = None, max_test: int | None = None) -> list[ClientData]:
     """Each client's splits on ``device``; ``augment`` names the training augmentation
-    (``train.augment``)."""
+    (``train.augment``), ``max_batches`` caps the batches of a pass over a training split
+    (``train.max_local_batches``) and ``max_test`` each client's test images, its first ones
+    (``data.max_test_per_client``)."""
     aug = train_augment(augment)
     mean, std = ds.norm_stats
     c = ds.in_channels
@@ -126,17 +129,35 @@ def build_clients(ds: ImageDataset, part: Partition, device: torch.device, augme
     domains = part.meta.get("client_domain")
     clients = []
     for cid, (tr, te) in enumerate(zip(part.train, part.test)):
-        tr_t, te_t = torch.tensor(tr, dtype=torch.long), torch.tensor(te, dtype=torch.long)
+        tr_t, te_t = torch.tensor(tr, dtype=torch.long), torch.tensor(te, dtype=torch.long)[:max_test]
         clients.append(ClientData(
             cid=cid, train_x=ds.train_x[tr_t].to(device), train_y=ds.train_y[tr_t].to(device),
             test_x=ds.test_x[te_t].to(device), test_y=ds.test_y[te_t].to(device), mean=mean_t, std=std_t,
-            held_out=cid in held, domain=None if domains is None else int(domains[cid]), augment=aug))
+            held_out=cid in held, domain=None if domains is None else int(domains[cid]), augment=aug,
+            max_batches=max_batches))
     return clients
 
 
-def global_test_split(ds: ImageDataset, device: torch.device) -> ClientData:
+def clients_of(cfg: RunConfig, ds: ImageDataset, part: Partition, device: torch.device) -> list[ClientData]:
+    """:func:`build_clients` as ``cfg`` asks for them."""
+    return build_clients(ds, part, device, cfg.train.augment, cfg.train.max_local_batches,
+                         cfg.data.max_test_per_client)
+
+
+def global_test_of(cfg: RunConfig, ds: ImageDataset, device: torch.device) -> ClientData:
+    """:func:`global_test_split` as ``cfg`` asks for it: with ``data.max_test_per_client`` set, as many
+    images as the clients are scored on together."""
+    cap = cfg.data.max_test_per_client
+    return global_test_split(ds, device, None if cap is None else cap * cfg.data.num_clients)
+
+
+def global_test_split(ds: ImageDataset, device: torch.device, max_test: int | None = None) -> ClientData:
     """The dataset's whole (possibly subsampled) test split as one pseudo-client, for the global
-    model's accuracy (``train.global_eval``). It has no training data."""
+    model's accuracy (``train.global_eval``), or its first ``max_test`` images. It has no training data."""
+    if max_test is not None:
+        import dataclasses
+
+        ds = dataclasses.replace(ds, test_x=ds.test_x[:max_test], test_y=ds.test_y[:max_test])
     mean, std = ds.norm_stats
     c = ds.in_channels
     return ClientData(

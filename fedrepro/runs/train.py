@@ -25,7 +25,7 @@ from ..fl.engine import SimState, simulate, summarize_run, unscored_summary
 from . import fingerprint, prefix, tensorboard
 from .catalog import display_path
 from .fingerprint import STALE, UNKNOWN, staleness
-from .pipeline import build_clients, global_test_split, make_method, prepare_data
+from .pipeline import clients_of, global_test_of, make_method, prepare_data
 from .store import CheckpointWriter, RunResult, RunStore, check_on_busy
 
 log = logging.getLogger("fedrepro")
@@ -137,7 +137,7 @@ def _build_and_train(cfg: RunConfig, store: RunStore, trainer, policy: str, on_b
     board = tensorboard.round_logger(cfg)  # None unless TensorBoard logging is on (fedrepro.runs.tensorboard)
     with torch_threads(cfg.threads):  # whoever launches it: the config fixes the float sums' order
         ds, part = prepare_data(cfg)
-        clients = build_clients(ds, part, device, cfg.train.augment)
+        clients = clients_of(cfg, ds, part, device)
         method = make_method(cfg, ds, device)
         with store.claim(cfg, on_busy) as status:
             if status != "missing" and is_stale(store, cfg, policy):  # a stale checkpoint is not resumed either
@@ -192,7 +192,7 @@ def train_inprocess(cfg: RunConfig, store: RunStore, status: str, ds: ImageDatas
                                                              "state": to_cpu(s.__dict__)}),
                            checkpoint_every=t.checkpoint_every, progress=progress,
                            desc=f"{cfg.method.name} s{cfg.seed}", on_round_end=on_round_end,
-                           global_test=global_test_split(ds, device) if t.global_eval else None)
+                           global_test=global_test_of(cfg, ds, device) if t.global_eval else None)
     except TrainingDivergedError as err:
         # A method that diverges at this config is a result, not a crash: the run is stored (and
         # reused) with the rounds before, its final metrics NaN and the round it diverged at.
@@ -249,6 +249,6 @@ def restore(result: RunResult | str | Path, device: str | torch.device = "auto")
     if part.hash() != result.meta["partition_hash"]:
         raise CorruptCacheError(f"{result.path}: the partition re-derived from its config hashes to {part.hash()}, "
                                 f"not the stored {result.meta['partition_hash']} (data files changed?)")
-    clients = build_clients(ds, part, dev, cfg.train.augment)
+    clients = clients_of(cfg, ds, part, dev)
     method = make_method(cfg, ds, dev)
     return method, clients, to_device(result.final_state(), dev)

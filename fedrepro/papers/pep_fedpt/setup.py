@@ -14,11 +14,11 @@ import os
 
 from ...data.subsets import DOMAINNET_TEN
 from .. import setup_data
+from ...env.settings import ENV_VIT_B16_WEIGHTS
 
-# The paper profile's ViT-B/16 IN-21k weights: a local file named by this variable (our choice of
-# name), read through timm's own loader; nothing is ever downloaded (docs/backbones.md). Unset, the
-# config says so in the weights path, and building the model fails with the path it looked for.
-ENV_VIT_B16_WEIGHTS = "FEDREPRO_VIT_B16_WEIGHTS"
+# The paper profile's ViT-B/16 IN-21k weights: a local file named by $FEDREPRO_VIT_B16_WEIGHTS, read
+# through timm's own loader; nothing is ever downloaded (docs/backbones.md). Unset, the config says
+# so in the weights path, and building the model fails with the path it looked for.
 VIT_B16_WEIGHTS_UNSET = f"${ENV_VIT_B16_WEIGHTS}-is-unset"
 
 

@@ -1,0 +1,118 @@
+"""Time of one client step on each of the papers' full-size models, as the paper profile's rehearsal
+trains it, and the predicted time of every notebook at the paper profile from it.
+
+For each full-size model (``fedrepro.app.rehearsal.model_label``) one rehearsal config of the
+paper-profile plan is built (``$FEDREPRO_REHEARSE``): its data from ``--data`` (images of the real
+shapes, ``tests/rehearsal_data.py``), its clients and its method, then ``client_update`` of
+``--clients`` clients, one mini-batch of the paper's batch size each (the rehearsal's one local
+step); the first pays the warm-up and is left out, the median of the rest is the step. The random
+full-size weights go through the user-facing weights settings
+(``fedrepro.app.rehearsal.weights_env``). A config whose dataset is not under ``--data`` is timed on
+Caltech101's image folder at the same image side (``--stand-in``), which the output says.
+
+Then the whole paper-profile plan is costed with those step times (``fedrepro.app.rehearsal.cost_table``)
+and written where the results pages read it (``--out``, default the output root's
+``output/paper/notebooks/rehearsal_cost.json``).
+
+    PYTHONPATH=. python bench/rehearsal_steps.py --data /tmp/rehearsal-data --json bench/rehearsal_steps.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+
+def time_steps(cfg, clients_n: int) -> dict:
+    import torch
+
+    from fedrepro.fl.engine import init_state
+    from fedrepro.fl.seeding import torch_gen
+    from fedrepro.runs.pipeline import clients_of, make_method, prepare_data
+
+    torch.set_num_threads(cfg.threads)
+    t0 = time.perf_counter()
+    ds, part = prepare_data(cfg)
+    clients = clients_of(cfg, ds, part, torch.device("cpu"))
+    method = make_method(cfg, ds, torch.device("cpu"))
+    state = init_state(method, len(clients), cfg.seed)
+    setup_s = time.perf_counter() - t0
+    times = []
+    for cid in range(min(clients_n, len(clients))):
+        t = time.perf_counter()
+        gen = torch_gen(cfg.seed, "client", 0, cid)
+        method.client_update(state.shared, state.client_states[cid], clients[cid], gen, 0)
+        times.append(time.perf_counter() - t)
+    return {"step_s": statistics.median(times[1:] or times), "steps_timed": len(times[1:]), "first_s": times[0],
+            "setup_s": setup_s, "method": cfg.method.name, "batch_size": cfg.train.batch_size,
+            "dataset": cfg.data.dataset, "image_size": int(ds.image_size), "threads": cfg.threads}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", required=True, help="a data root with the paper datasets' shapes")
+    ap.add_argument("--clients", type=int, default=3, help="client steps per model (the first is left out)")
+    ap.add_argument("--only", default=None, help="only models whose label contains this text")
+    ap.add_argument("--json", default=None, help="write the step times here")
+    ap.add_argument("--out", default=None, help="the cost file (default: the output root's)")
+    args = ap.parse_args()
+
+    from fedrepro.app.rehearsal import cost_path, cost_table, model_label, weights_env, write_cost
+    from fedrepro.app.reproduce import numbered_notebooks
+    from fedrepro.config import ENV_REHEARSE
+    from fedrepro.env.host import cpu_cores, cpu_model, repo_root
+    from fedrepro.env.settings import output_root
+    from fedrepro.papers.plan import plan
+
+    os.environ.update({ENV_REHEARSE: "1", "FEDREPRO_DATA": args.data,
+                       **weights_env(str(output_root() / "rehearsal" / "weights"))})
+    t0 = time.perf_counter()
+    nb_root = repo_root() / "notebooks"
+    the_plan = plan(numbered_notebooks(repo_root()), nb_root, "paper")
+    plan_s = time.perf_counter() - t0
+    by_model: dict[str, list] = {}
+    for cfg in the_plan.runs.values():
+        by_model.setdefault(model_label(cfg), []).append(cfg)
+    found = {}
+    for label, cfgs in sorted(by_model.items()):
+        if args.only and args.only not in label:
+            continue
+        cfg = cfgs[0]
+        from fedrepro.data.registry import DATASETS  # noqa: F401  (registers the loaders)
+
+        stand_in = None
+        try:
+            result = time_steps(cfg, args.clients)
+        except Exception as e:  # noqa: BLE001  (a dataset not under --data: timed at the same image side)
+            size = cfg.data.dataset_args.get("image_size", 32)
+            stand_in = {"dataset": "image_folder", "partition": "pathological",
+                        "dataset_args": {"path": os.path.join(args.data, "caltech101"), "image_size": size},
+                        "partition_args": {"classes_per_client": 10}}
+            print(f"{label}: {cfg.data.dataset} not loadable ({type(e).__name__}); timed on Caltech101 at {size} px",
+                  flush=True)
+            result = time_steps(cfg.replace(data=stand_in), args.clients)
+        result["runs"] = len(cfgs)
+        result["stand_in_data"] = None if stand_in is None else f"caltech101 image folder at {result['image_size']} px"
+        found[label] = result
+        if args.json:  # after each model: a pass cut short keeps what it measured
+            Path(args.json).write_text(json.dumps({"cpu": cpu_model(), "step_times": found}, indent=1) + "\n")
+        print(f"{label}: {result['step_s']:.2f} s a client step ({result['method']}, batch {result['batch_size']}, "
+              f"{result['image_size']} px)", flush=True)
+    table = cost_table(the_plan.readers, the_plan.runs, found)
+    report = {"cpu": cpu_model(), "cores": cpu_cores(), "plan_s": round(plan_s, 1), "step_times": found,
+              "load": os.getloadavg()}
+    if args.json:
+        Path(args.json).write_text(json.dumps({**report, "notebooks": table}, indent=1) + "\n")
+    out = Path(args.out) if args.out else cost_path()
+    write_cost(out, found, table, {"cores": cpu_cores()})
+    for row in table:
+        print(f"{row['notebook']}: {row['runs']} runs, {row['client_steps']:,} client steps, "
+              f"{row['cpu_hours']} CPU-hours ({row['unknown']} not costed)")
+    print(f"cost written to {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,270 @@
+"""``fedrepro reproduce --profile paper --rehearse``: every notebook at the paper profile, on the
+papers' full-size models, with the budgets cut; and what it costs to run them for real.
+
+**The rehearsal.** :func:`rehearsal_env` sets, for the pass and every process it starts:
+
+- ``$FEDREPRO_REHEARSE``: every paper-profile config is a rehearsal
+  (:func:`fedrepro.config.rehearse_dict`: two rounds, one local step per client, at most
+  ``REHEARSAL_CLIENTS`` clients a round, a few test images per client, one seed; stored under hashes
+  of their own, and its claims' verdicts are REHEARSAL, never PASS or FAIL);
+- ``$FEDREPRO_DATA`` = :data:`REHEARSAL_ROOT`: seeded synthetic images of each real dataset's
+  shape (:mod:`fedrepro.data.root`);
+- the weights settings of the full-size backbones, pointed at random weights in their official
+  layouts (:func:`fedrepro.pretrain.rehearsal_weights.write_rehearsal_weights`), so the loaders
+  users take are the ones that run;
+- an output root of its own (``rehearsal/`` under the output root), so no rehearsal run, claim or
+  executed notebook sits beside the paper profile's.
+
+**The cost table.** A rehearsal run trains one mini-batch per sampled client in each round, so its
+second round's training time over its sampled clients is the time of one client step on its model
+(the first round pays the warm-up). :func:`step_times` takes the median over the rehearsal's runs
+of each model; :func:`predicted_seconds` multiplies it by the client steps of the paper run a
+rehearsal stands for (rounds × clients a round × local epochs × mini-batches per client). Summed per
+notebook, that is :func:`cost_table`, which the pass writes to :func:`cost_path` under the output
+root it was started with, for the paper profile's results pages.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import statistics
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping
+
+from ..config import ENV_REHEARSE, RunConfig
+from ..env.jsonfiles import NUMBER, read_json_file
+from ..env.settings import (ENV_FIGURES, ENV_OUTPUT, ENV_RUNS, ENV_VIT_B16_WEIGHTS, configure, output_path,
+                            output_root)
+from ..data.rehearsal import ENV_BUDGET
+from ..data.root import ENV_DATA_ROOT, REHEARSAL_ROOT
+from ..env.host import cpu_model
+from ..pretrain.rehearsal_weights import write_rehearsal_weights
+
+# The output root's folder the rehearsal writes under (its runs, notebooks, claims, weights).
+REHEARSAL_FOLDER = "rehearsal"
+# MiB of synthetic images per dataset in a rehearsal (fedrepro.data.rehearsal.ENV_BUDGET): enough
+# that every paper-profile partition finds images of each class for each client.
+REHEARSAL_DATA_MIB = 2048
+# The notebooks the CI subset rehearses (tests/test_rehearsal.py): a cheap notebook of each paper
+# whose rehearsal fits a CI run on 2 cores. FedOTP has none yet: its cheapest, 06_transport_maps,
+# trains a table variant that exists only at the small profiles ("pathological:noisy"), and one
+# CLIP RN50 prompt step takes minutes on this CPU (docs/speed.md).
+CI_SUBSET = ("fedpft/15_time", "pfedcspc/08_gradcam", "pep_fedpt/06_privacy")
+# How a config names its full-size model in the cost table.
+FULL_SIZE = {("vit_b16", None): "ViT-B/16", ("clip", "ViT-B-16"): "CLIP ViT-B/16", ("clip", "RN50"): "CLIP RN50",
+             ("resnet10", None): "ResNet-10", ("resnet18", None): "ResNet-18"}
+# The training-split sizes of the datasets whose paper setups split the whole of it among the
+# clients (no train_per_client, no shots): a client's share is the size over the clients.
+TRAIN_SIZES = {"cifar10": 50_000, "cifar100": 50_000, "tiny_imagenet": 100_000}
+
+
+# The image side of the datasets whose loaders take no image_size: a ViT's cost grows with its tokens.
+NATIVE_SIZE = {"cifar10": 32, "cifar100": 32, "tiny_imagenet": 64}
+
+
+def model_label(cfg: RunConfig) -> str:
+    """The cost table's name of ``cfg``'s model (``CLIP RN50``, ``ResNet-10``...), else its registry
+    name; ViT-B/16 with the side of the images it reads (CLIP resizes every image to 224 itself)."""
+    arch = cfg.model.args.get("arch") if cfg.model.name == "clip" else None
+    label = FULL_SIZE.get((cfg.model.name, arch), cfg.model.name if arch is None else f"{cfg.model.name} {arch}")
+    if cfg.model.name == "vit_b16":
+        size = cfg.data.dataset_args.get("image_size") or NATIVE_SIZE.get(cfg.data.dataset)
+        label += f" at {size} px" if size else ""
+    return label
+
+
+@contextlib.contextmanager
+def _environ(values: Mapping[str, str | None]) -> Iterator[None]:
+    """While open, each variable is its value (None: unset); on exit each is what it was."""
+    before = {k: os.environ.get(k) for k in values}
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def weights_env(folder: str) -> dict[str, str]:
+    """Write the random full-size weights under ``folder`` (once) and return the settings that point
+    the user-facing weights paths at them. Run in a process of its own by :func:`rehearsal_env`."""
+    # clip_model loads torch, which the scheduling process of fedrepro reproduce never imports itself.
+    from ..models.clip_model import ENV_CLIP_WEIGHTS
+
+    paths = write_rehearsal_weights(folder)
+    return {ENV_VIT_B16_WEIGHTS: str(paths["vit_b16"]), ENV_CLIP_WEIGHTS: str(paths["clip"])}
+
+
+@contextlib.contextmanager
+def rehearsal_env(data_root: str | None = None) -> Iterator[Path]:
+    """The rehearsal's settings (module doc) while open; yields the output root it writes under.
+    ``data_root``: where the data comes from instead of :data:`REHEARSAL_ROOT` (a test's own
+    images of the right shapes)."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    root = output_root() / REHEARSAL_FOLDER
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as writer:
+        weights = writer.submit(weights_env, str(root / "weights")).result()
+    before = configure().output_root
+    # The paper profile splits whole datasets among up to a few hundred clients, so each class needs
+    # more stand-in images than the data mode's small default budget serves (docs/data.md).
+    env = {ENV_REHEARSE: "1", ENV_DATA_ROOT: data_root or REHEARSAL_ROOT, ENV_OUTPUT: str(root),
+           ENV_RUNS: None, ENV_FIGURES: None, ENV_BUDGET: os.environ.get(ENV_BUDGET, str(REHEARSAL_DATA_MIB)),
+           **weights}
+    with _environ(env):
+        configure(output_root=root)
+        try:
+            yield root
+        finally:
+            configure(output_root=before)
+
+
+def _rehearsal_rounds(path: Path) -> list[dict]:
+    file = path / "rounds.jsonl"
+    return [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def step_seconds(cfg: RunConfig, path: Path) -> float | None:
+    """One client step of a stored rehearsal run: its last round's training time over the clients it
+    sampled (one mini-batch each); None for a run of one round (its only round pays the warm-up) or
+    none stored."""
+    try:
+        rows = _rehearsal_rounds(path)
+    except OSError:
+        return None
+    if len(rows) < 2 or not rows[-1].get("n_sampled"):
+        return None
+    return float(rows[-1]["time_train_s"]) / int(rows[-1]["n_sampled"])
+
+
+def step_times(runs: Iterable[RunConfig]) -> dict[str, dict]:
+    """The median time of one client step per model over the stored rehearsal runs among ``runs``:
+    ``{model label: {"step_s": s, "runs": n}}``."""
+    from ..runs.store import RunStore
+
+    found: dict[str, list[float]] = {}
+    for cfg in runs:
+        if not cfg.rehearsal:
+            continue
+        s = step_seconds(cfg, RunStore(cfg.runs_dir).path(cfg))
+        if s is not None:
+            found.setdefault(model_label(cfg), []).append(s)
+    return {label: {"step_s": statistics.median(v), "runs": len(v)} for label, v in sorted(found.items())}
+
+
+def train_per_client(cfg: RunConfig) -> int | None:
+    """A client's training images in the paper run ``cfg`` stands for: ``train_per_client``, else
+    shots × classes per client (few-shot splits), else the dataset's training split over the clients
+    (:data:`TRAIN_SIZES`); None where none of these is known."""
+    args = cfg.data.partition_args
+    if args.get("train_per_client"):
+        return int(args["train_per_client"])
+    if args.get("shots") and args.get("classes_per_client"):
+        return int(args["shots"]) * int(args["classes_per_client"])
+    size = TRAIN_SIZES.get(cfg.data.dataset)
+    return None if size is None else size // cfg.data.num_clients
+
+
+def client_steps(cfg: RunConfig) -> int | None:
+    """The client steps of the paper run the rehearsal ``cfg`` stands for (its ``rehearsal["paper"]``
+    schedule; ``cfg``'s own for a real run): rounds × clients a round (as the engine samples them) ×
+    local epochs × mini-batches per client; None where a client's split size is not known."""
+    n = train_per_client(cfg)
+    if n is None:
+        return None
+    paper = {**{"rounds": cfg.train.rounds, "local_epochs": cfg.train.local_epochs,
+                "participation": cfg.train.participation}, **cfg.rehearsal.get("paper", {})}
+    clients = cfg.data.num_clients - cfg.data.holdout_clients
+    per_round = clients if paper["participation"] >= 1.0 else max(1, round(paper["participation"] * clients))
+    return int(paper["rounds"]) * per_round * int(paper["local_epochs"]) * math.ceil(n / cfg.train.batch_size)
+
+
+def predicted_seconds(cfg: RunConfig, steps: Mapping[str, Mapping]) -> float | None:
+    """The training time of the paper run ``cfg`` stands for at ``steps``' time per client step of
+    its model; None when its model has no measured step or its client steps are not known."""
+    step = steps.get(model_label(cfg))
+    n = client_steps(cfg)
+    return None if step is None or n is None else n * float(step["step_s"])
+
+
+def cost_table(readers: Mapping[str, list[str]], runs: Mapping[str, RunConfig], steps: Mapping[str, Mapping]) -> list:
+    """Per notebook (``readers``: notebook -> the hashes of its runs, as the plan has them): its
+    runs, their client steps at the paper's schedule, the models, and the predicted CPU-hours on
+    this CPU (``None`` with ``unknown`` > 0 where some run's steps or model time is not known)."""
+    rows = []
+    for notebook, hashes in readers.items():
+        cfgs = [runs[h] for h in dict.fromkeys(hashes) if h in runs]
+        if not cfgs:
+            continue
+        seconds = [predicted_seconds(c, steps) for c in cfgs]
+        known = [s for s in seconds if s is not None]
+        rows.append({"notebook": notebook, "runs": len(cfgs),
+                     "client_steps": sum(client_steps(c) or 0 for c in cfgs),
+                     "models": sorted({model_label(c) for c in cfgs}),
+                     "cpu_hours": round(sum(known) / 3600, 2) if known else None,
+                     "unknown": len(seconds) - len(known), "gpu_hours": None})
+    return rows
+
+
+def cost_path(root: Path | None = None) -> Path:
+    """Where a rehearsal leaves its cost table: beside the paper profile's executed notebooks under
+    the output root it was started with (``root``; default the output root now)."""
+    return output_path("notebooks", "paper", root) / "rehearsal_cost.json"
+
+
+def write_cost(path: Path, steps: Mapping[str, Mapping], table: list, report: Mapping) -> None:
+    from ..runs.store import atomic_write_json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, {"cpu": cpu_model(), "cores": report.get("cores"), "wall_s": report.get("wall_s"),
+                             "commit": report.get("commit"), "gpu": "not measured", "step_times": dict(steps),
+                             "notebooks": table})
+
+
+COST_FIELDS = {"cpu": str, "step_times": dict, "notebooks": list}
+COST_ROW_FIELDS = {"notebook": str, "runs": NUMBER}
+
+
+def load_cost(root: Path | None = None) -> dict | None:
+    """The last rehearsal's cost table (:func:`cost_path`); None when no rehearsal has run."""
+    path = cost_path(root)
+    if not path.is_file():
+        return None
+    return read_json_file(path, "rehearsal cost file", "run `fedrepro reproduce --profile paper --rehearse` again",
+                          COST_FIELDS, ("notebooks", COST_ROW_FIELDS))
+
+
+def cost_lines(cost: Mapping | None, keep) -> list[str]:
+    """The results page's section: each notebook's predicted time at the paper profile (those whose
+    path ``keep`` accepts), from the rehearsal's time per client step."""
+    lines = ["## Cost at paper scale", ""]
+    if cost is None:
+        return [*lines, "No rehearsal has run (`fedrepro reproduce --profile paper --rehearse`), so no cost is "
+                "predicted.", ""]
+    rows = [r for r in cost["notebooks"] if keep(r["notebook"])]
+    steps = ", ".join(f"{m} {v['step_s']:.2f} s ({v['runs']} runs)" for m, v in cost["step_times"].items())
+    lines += [f"Predicted training time of each notebook at the paper profile: its runs' client steps at the paper's "
+              f"schedule (rounds × clients a round × local epochs × mini-batches) times the time of one client step "
+              f"on its model, measured by the rehearsal on {cost['cpu']} ({cost.get('cores')} cores; where other "
+              f"jobs shared them, the times are upper bounds): {steps or 'none measured'}. GPU: not measured.", "",
+              "| notebook | runs | client steps | models | CPU-hours on this CPU | GPU-hours |",
+              "|---|---|---|---|---|---|"]
+    for r in rows:
+        hours = "not measured" if r.get("cpu_hours") is None else f"{r['cpu_hours']:,.1f}"
+        if r.get("unknown"):
+            hours += f" ({r['unknown']} runs not costed)"
+        lines.append(f"| `{r['notebook']}` | {r['runs']} | {r.get('client_steps', 0):,} | "
+                     f"{', '.join(r.get('models', []))} | {hours} | not measured |")
+    total = sum(r["cpu_hours"] or 0 for r in rows)
+    lines += [f"| **all {len(rows)}** | | | | {total:,.1f} | not measured |", ""]
+    return lines

@@ -1,0 +1,195 @@
+"""The paper profile's rehearsal: the cut of its configs, the REHEARSAL verdict, the flag's checks
+and the cost table (fedrepro/config.py, fedrepro/claims/core.py, fedrepro/app/rehearsal.py)."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from fedrepro.app import rehearsal
+from fedrepro.app.cli import main
+from fedrepro.app.reproduce import reproduce, selected
+from fedrepro.claims.core import REHEARSAL, Claim, exceeds
+from fedrepro.config import (ENV_REHEARSE, REHEARSAL_CLIENTS, REHEARSAL_ROUNDS, REHEARSAL_TEST_IMAGES,
+                             default_seeds, make_config)
+from fedrepro.errors import ConfigError
+from fedrepro.fl.client_data import ClientData
+from fedrepro.papers import setup, table_seeds
+
+
+@pytest.fixture
+def rehearsing(monkeypatch):
+    monkeypatch.setenv(ENV_REHEARSE, "1")
+
+
+def test_a_rehearsal_is_the_paper_config_cut_and_recorded(monkeypatch):
+    monkeypatch.delenv(ENV_REHEARSE, raising=False)
+    real = setup("pep_fedpt", "paper")
+    monkeypatch.setenv(ENV_REHEARSE, "1")
+    cut = setup("pep_fedpt", "paper")
+    assert (cut.train.rounds, cut.train.local_epochs, cut.train.max_local_batches) == (REHEARSAL_ROUNDS, 1, 1)
+    assert cut.data.max_test_per_client == REHEARSAL_TEST_IMAGES
+    # 5 of 100 clients a round is the paper's own count, below the rehearsal's cap: kept.
+    assert cut.train.participation == real.train.participation == 0.05
+    assert cut.rehearsal["paper"] == {"rounds": real.train.rounds, "local_epochs": real.train.local_epochs,
+                                      "participation": 0.05}
+    # Everything else is the paper's: the model, the clients, the data shape.
+    assert (cut.model, cut.data.num_clients, cut.data.dataset) == (real.model, real.data.num_clients, real.data.dataset)
+    assert cut.hash() != real.hash()
+    assert "rehearsal" not in real.hashed_dict()  # a real run keeps the key it always had
+
+
+def test_cutting_twice_is_cutting_once_and_a_later_layer_is_recorded(rehearsing):
+    cfg = setup("fedpft", "paper")
+    assert cfg.train.participation == REHEARSAL_CLIENTS / cfg.data.num_clients
+    assert cfg.rehearsal["paper"]["participation"] == 1.0
+    assert cfg.replace(seed=cfg.seed).hash() == cfg.hash()
+    longer = cfg.replace(**{"train.rounds": 300})
+    assert longer.train.rounds == REHEARSAL_ROUNDS and longer.rehearsal["paper"]["rounds"] == 300
+    # More clients after the cut: the paper's participation stays recorded, the cut follows.
+    more = cfg.replace(**{"data.num_clients": 100})
+    assert more.rehearsal["paper"]["participation"] == 1.0
+    assert more.train.participation == REHEARSAL_CLIENTS / 100
+
+
+def test_only_the_paper_profile_is_rehearsed_and_with_one_seed(rehearsing):
+    assert not make_config("laptop").rehearsal
+    assert default_seeds("paper") == table_seeds("paper") == [0]
+    assert default_seeds("laptop") == [0, 1, 2]
+
+
+def test_one_local_step_reads_one_batch_of_the_training_split():
+    n = 30
+    data = ClientData(0, torch.zeros(n, 1, 4, 4, dtype=torch.uint8), torch.zeros(n, dtype=torch.long),
+                      torch.zeros(0, 1, 4, 4, dtype=torch.uint8), torch.zeros(0, dtype=torch.long),
+                      torch.zeros(1, 1, 1, 1), torch.ones(1, 1, 1, 1), max_batches=1)
+    assert [len(y) for _, y in data.train_batches(8, torch.Generator().manual_seed(0))] == [8]
+    assert [len(y) for _, y in data.eval_train_batches(8)] == [8]
+    data.max_batches = None
+    assert [len(y) for _, y in data.train_batches(8, torch.Generator().manual_seed(0))] == [8, 8, 8, 6]
+
+
+def _claim() -> Claim:
+    return Claim("test.rehearsal", "tour", "Table 0", "a beats b",
+                 check=lambda r: (exceeds("a-b", r["gap"].tolist(), r["seed"].tolist()), "gaps"))
+
+
+def test_a_claim_on_rehearsal_runs_is_marked_rehearsal_never_pass_or_fail(monkeypatch):
+    monkeypatch.delenv(ENV_REHEARSE, raising=False)
+    rows = pd.DataFrame({"seed": [0, 1, 2], "gap": [5.0, 6.0, 7.0]})
+    assert _claim().evaluate(rows).verdict == "PASS"
+    got = _claim().evaluate(rows.assign(rehearsal=True))
+    assert got.verdict == REHEARSAL and "mean nothing" in got.evidence
+
+
+def test_a_claim_reads_the_rehearsal_off_its_stored_runs(tmp_path, monkeypatch):
+    monkeypatch.delenv(ENV_REHEARSE, raising=False)
+    real, cut = tmp_path / "real", tmp_path / "cut"
+    for folder, mark in ((real, {}), (cut, {"paper": {"rounds": 5}, "cut": {"rounds": 2}})):
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps({"config": {"rehearsal": mark}}))
+    rows = pd.DataFrame({"seed": [0, 1, 2], "gap": [5.0, 6.0, 7.0]})
+    assert _claim().evaluate(rows.assign(path=str(real))).verdict == "PASS"
+    assert _claim().evaluate(rows.assign(path=[str(real), str(cut), str(real)])).verdict == REHEARSAL
+
+
+def test_rehearse_is_refused_with_another_profile(capsys):
+    with pytest.raises(ConfigError, match="--rehearse rehearses the paper profile"):
+        reproduce("laptop", rehearse=True)
+    assert main(["reproduce", "--profile", "smoke", "--rehearse"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--profile paper" in err[0]
+
+
+def test_only_takes_a_comma_separated_list():
+    from pathlib import Path
+
+    assert selected(Path("fedpft/15_time.ipynb"), "pep_fedpt/05,fedpft/15")
+    assert not selected(Path("fedpft/16_communication.ipynb"), "pep_fedpt/05,fedpft/15")
+    assert selected(Path("00_tour.ipynb"), None)
+
+
+def test_client_steps_multiply_out_the_papers_schedule(rehearsing):
+    cfg = setup("fedpft", "paper")  # 40 clients x 500 images, all taking part, B = 100
+    paper = cfg.rehearsal["paper"]
+    assert rehearsal.client_steps(cfg) == paper["rounds"] * 40 * paper["local_epochs"] * 5
+    pep = setup("pep_fedpt", "paper")  # CIFAR-100 over 100 clients, 5 a round, B = 32
+    assert rehearsal.train_per_client(pep) == 500
+    assert rehearsal.client_steps(pep) == pep.rehearsal["paper"]["rounds"] * 5 * pep.rehearsal["paper"][
+        "local_epochs"] * 16
+    steps = {rehearsal.model_label(cfg): {"step_s": 0.5, "runs": 1}}
+    assert rehearsal.predicted_seconds(cfg, steps) == rehearsal.client_steps(cfg) * 0.5
+    assert rehearsal.predicted_seconds(pep, steps) is None  # ViT-B/16 not measured
+    table = rehearsal.cost_table({"fedpft/x.ipynb": [cfg.hash(), pep.hash()]}, {cfg.hash(): cfg, pep.hash(): pep},
+                                 steps)
+    assert table[0]["unknown"] == 1
+    assert table[0]["cpu_hours"] == round(rehearsal.client_steps(cfg) * 0.5 / 3600, 2)
+    lines = "\n".join(rehearsal.cost_lines({"cpu": "a CPU", "cores": 2, "step_times": steps, "notebooks": table},
+                                           lambda nb: nb.startswith("fedpft/")))
+    assert "| `fedpft/x.ipynb` | 2 |" in lines and "1 runs not costed" in lines and "not measured" in lines
+
+
+def test_a_step_is_the_last_rounds_training_time_over_its_clients(tmp_path):
+    rows = [{"round": 1, "n_sampled": 10, "time_train_s": 9.0}, {"round": 2, "n_sampled": 10, "time_train_s": 3.0}]
+    (tmp_path / "rounds.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    assert rehearsal.step_seconds(None, tmp_path) == pytest.approx(0.3)
+    (tmp_path / "rounds.jsonl").write_text(json.dumps(rows[0]))
+    assert rehearsal.step_seconds(None, tmp_path) is None
+
+
+def test_the_paper_profiles_pages_show_the_rehearsals_cost_and_rehearsal_verdicts(tmp_path, monkeypatch):
+    from fedrepro.app.results_page import write_pages
+    from fedrepro.claims.core import save_claims
+    from fedrepro.papers.verdicts import registered
+
+    monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path))
+    c = registered().get("fedotp.beats_promptfl_pathological")
+    row = {"claim_id": c.id, "paper": c.paper, "source": c.source, "statement": c.statement, "verdict": REHEARSAL,
+           "interval": "", "evidence": "rehearsal runs, the numbers mean nothing"}
+    save_claims(pd.DataFrame([row]), "fedotp_01_label_shift", "paper")
+    page = write_pages("paper", tmp_path)["fedotp"].read_text()
+    assert "1 REHEARSAL" in page and "No rehearsal has run" in page
+    steps = {"CLIP RN50": {"step_s": 2.0, "runs": 3}}
+    table = [{"notebook": "fedotp/01_label_shift.ipynb", "runs": 45, "client_steps": 9000, "models": ["CLIP RN50"],
+              "cpu_hours": 5.0, "unknown": 0, "gpu_hours": None},
+             {"notebook": "fedpft/15_time.ipynb", "runs": 6, "client_steps": 10, "models": ["ResNet-10"],
+              "cpu_hours": 1.0, "unknown": 0, "gpu_hours": None}]
+    rehearsal.write_cost(rehearsal.cost_path(tmp_path), steps, table, {"cores": 2})
+    page = write_pages("paper", tmp_path)["fedotp"].read_text()
+    assert "| `fedotp/01_label_shift.ipynb` | 45 | 9,000 | CLIP RN50 | 5.0 | not measured |" in page
+    assert "fedpft/15_time" not in page and "CLIP RN50 2.00 s (3 runs)" in page
+
+
+def test_clip_weights_may_name_a_folder_with_one_file_per_architecture(tmp_path, monkeypatch):
+    from fedrepro.models import clip_model
+
+    monkeypatch.setenv(clip_model.ENV_CLIP_WEIGHTS, str(tmp_path))
+    seen = []
+    monkeypatch.setattr(clip_model, "_cached_backbone", lambda arch, weights, source: seen.append(weights))
+    clip_model.clip_backbone("RN50")
+    clip_model.clip_backbone("ViT-B-16")
+    assert seen == [str(tmp_path / "RN50.pt"), str(tmp_path / "ViT-B-16.pt")]
+
+
+@pytest.mark.rehearsal
+def test_the_ci_subset_rehearses_end_to_end(tmp_path, monkeypatch):
+    """One notebook per paper at the paper profile on the full-size models, rendered; its claims are
+    REHEARSAL (or NOT RUN), never PASS or FAIL; the step times and the cost file are written."""
+    from fedrepro.claims.core import claims_dir, recorded_claims
+    from tests.rehearsal_data import write_shaped_data
+
+    monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path / "out"))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    for var in ("FEDREPRO_RUNS", "FEDREPRO_FIGURES", "FEDREPRO_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    data = write_shaped_data(tmp_path / "data")
+    report = reproduce("paper", only=",".join(rehearsal.CI_SUBSET), rehearse=True, rehearsal_data=str(data))
+    assert sorted(nb["notebook"].removesuffix(".ipynb") for nb in report["notebooks"]) == sorted(rehearsal.CI_SUBSET)
+    assert not report["unplanned_runs"]
+    verdicts = {c["verdict"] for c in recorded_claims(claims_dir("paper", tmp_path / "out" / "rehearsal")).values()}
+    assert verdicts and verdicts <= {REHEARSAL, "NOT RUN"}
+    assert report["rehearsal"]["step_times"]  # the runs' models, timed
+    cost = rehearsal.load_cost(tmp_path / "out")
+    assert {r["notebook"] for r in cost["notebooks"]} >= {"pep_fedpt/06_privacy.ipynb", "pfedcspc/08_gradcam.ipynb"}
