@@ -37,8 +37,6 @@ from ..config import ENV_REHEARSE, RunConfig
 from ..env.jsonfiles import NUMBER, read_json_file
 from ..env.settings import (ENV_FIGURES, ENV_OUTPUT, ENV_RUNS, ENV_VIT_B16_WEIGHTS, configure, output_path,
                             output_root)
-from ..data.rehearsal import ENV_BUDGET
-from ..data.root import ENV_DATA_ROOT, REHEARSAL_ROOT
 from ..env.host import cpu_model
 from ..pretrain.rehearsal_weights import write_rehearsal_weights
 
@@ -112,6 +110,8 @@ def rehearsal_env(data_root: str | None = None) -> Iterator[Path]:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
+    from ..data.root import ENV_DATA_ROOT, ENV_REHEARSAL_BUDGET, REHEARSAL_ROOT  # the data package loads torch
+
     root = output_root() / REHEARSAL_FOLDER
     with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as writer:
         weights = writer.submit(weights_env, str(root / "weights")).result()
@@ -119,8 +119,8 @@ def rehearsal_env(data_root: str | None = None) -> Iterator[Path]:
     # The paper profile splits whole datasets among up to a few hundred clients, so each class needs
     # more stand-in images than the data mode's small default budget serves (docs/data.md).
     env = {ENV_REHEARSE: "1", ENV_DATA_ROOT: data_root or REHEARSAL_ROOT, ENV_OUTPUT: str(root),
-           ENV_RUNS: None, ENV_FIGURES: None, ENV_BUDGET: os.environ.get(ENV_BUDGET, str(REHEARSAL_DATA_MIB)),
-           **weights}
+           ENV_RUNS: None, ENV_FIGURES: None,
+           ENV_REHEARSAL_BUDGET: os.environ.get(ENV_REHEARSAL_BUDGET, str(REHEARSAL_DATA_MIB)), **weights}
     with _environ(env):
         configure(output_root=root)
         try:

@@ -40,13 +40,14 @@ from ..registry import Registry
 from .base import ImageDataset
 from .imaging import check_image_size
 from .options import is_names_list, pick_names
+from .root import ENV_REHEARSAL_BUDGET
 from .subsets import DOMAINNET_TEN
 
 # What one rehearsal dataset may take in memory, uint8 images of both splits, unless
 # $FEDREPRO_REHEARSAL_MIB says otherwise: a machine with memory to spare serves larger fractions, so
 # that the paper profile's splits of many clients (or of fixed counts per client) fit.
 BUDGET_BYTES = 96 * 2**20
-ENV_BUDGET = "FEDREPRO_REHEARSAL_MIB"
+ENV_BUDGET = ENV_REHEARSAL_BUDGET
 # Loaders whose data needs no files (procedural): served by the loader itself in rehearsal mode too.
 NO_FILES = ("synthetic", "glyphs")
 # The loaders that read a multi-domain image folder (options path, image_size, test_fraction, seed,
