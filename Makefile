@@ -73,6 +73,7 @@ test-unit: $(STAMP)
 	$(PY) -m pytest -q --durations=25 tests
 
 test-notebooks: $(STAMP)
+	$(SMOKE_ENV) $(VENV)/bin/fedrepro reproduce --profile smoke --no-render
 	$(SMOKE_ENV) $(PY) -m pytest -q --nbval-lax -p no:cacheprovider notebooks
 
 reproduce: setup ## set up, then train every notebook's runs in one pool and render the notebooks at PROFILE (default laptop); outputs under OUTPUT (default: this repository): figures -> figures/, results pages -> docs/results/$(PROFILE)/

@@ -49,3 +49,14 @@ def test_a_stored_run_is_not_reused_on_a_device_the_machine_lacks(tiny):
 def test_reproduce_takes_dry_run_as_run_does():
     out = subprocess.run([sys.executable, "-m", "fedrepro", "reproduce", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "--plan, --dry-run" in out.stdout
+
+
+def test_reproduce_no_render_reaches_the_pass(monkeypatch):
+    from fedrepro.app import cli
+
+    seen = {}
+    monkeypatch.setattr(cli, "reproduce", lambda *a, **k: seen.update(k))
+    assert cli.main(["reproduce", "--profile", "smoke", "--no-render"]) == 0
+    assert seen["render"] is False
+    assert cli.main(["reproduce", "--profile", "smoke"]) == 0
+    assert seen["render"] is True

@@ -29,6 +29,10 @@ def test_reproduce_lab_and_smoke_write_into_the_repository_unless_told_otherwise
     assert f"FEDREPRO_RUNS={ROOT}/output/smoke/runs" in smoke and "MPLBACKEND=Agg" in smoke
     nbval = next(x for x in lines if "--nbval-lax" in x)
     assert "FEDREPRO_FIGURE_CHECK=strict" in smoke and "FEDREPRO_FIGURE_CHECK=strict" in nbval
+    # nbval executes the notebooks on runs the pool trained first, two at once, into the same store.
+    notebooks = _dry_run("test-notebooks")
+    pretrain = next(i for i, x in enumerate(notebooks) if "reproduce --profile smoke --no-render" in x)
+    assert pretrain < notebooks.index(nbval) and f"FEDREPRO_RUNS={ROOT}/output/smoke/runs" in notebooks[pretrain]
     elsewhere = _dry_run("reproduce", "OUTPUT=/scratch/x")
     assert any("FEDREPRO_OUTPUT=/scratch/x" in x and "fedrepro reproduce" in x for x in elsewhere)
 

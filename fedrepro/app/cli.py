@@ -181,6 +181,9 @@ def _main(argv: list[str] | None = None) -> int:
     p_rep.add_argument("--plan", "--dry-run", dest="plan", action="store_true",
                        help="list what each notebook reads and what is left to train, and predict the pass's CPU "
                             "time (docs/speed.md); train and render nothing (--dry-run, as for run)")
+    p_rep.add_argument("--no-render", dest="render", action="store_false",
+                       help="train what the notebooks read and render none (make test-notebooks: nbval then "
+                            "executes them on the stored runs)")
     p_rep.add_argument("--predict", action="store_true",
                        help="with the plan, the pass's predicted CPU time, calibrated on bench/timings.json "
                             "(plans every run again: minutes at the laptop profile); trains nothing")
@@ -231,7 +234,7 @@ def _main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"--workers={args.workers}; valid: a positive integer")
             with children_end_with_me():  # SIGTERM, Ctrl-C: no worker, papermill or kernel goes on
                 reproduce(args.profile, only=args.only, workers=args.workers, plan_only=args.plan or args.predict,
-                          executor=_executor(args), rehearse=args.rehearse, predict=args.predict)
+                          executor=_executor(args), rehearse=args.rehearse, predict=args.predict, render=args.render)
             return 0
         if args.cmd == "results":
 

@@ -277,7 +277,7 @@ def _seed_stage(profile: str, only: str | None, workers: int | None, runs_dir: s
 
 def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "python3", workers: int | None = None,
               plan_only: bool = False, progress: bool = True, executor=None, rehearse: bool = False,
-              rehearsal_data: str | None = None, predict: bool = False) -> dict:
+              rehearsal_data: str | None = None, predict: bool = False, render: bool = True) -> dict:
     """Plan, train and render the numbered notebooks (those whose path contains ``only``; a
     comma-separated list names several); returns the report that is also written to
     ``output/<profile>/notebooks/timings.json`` under the output root
@@ -285,6 +285,9 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     runs train, ``"local"`` (default) or a Ray cluster; analyses and renders stay on this machine,
     beside the store. ``predict`` (with ``plan_only``): also print the pass's predicted CPU time
     (:mod:`fedrepro.app.compute`), which plans every run again (minutes at the laptop profile).
+    ``render=False``: train the runs and analyses the notebooks read and render none (then nbval, or
+    a reader, executes the notebooks on the stored runs); no later seed stages, which read rendered
+    claims.
 
     ``rehearse`` (the paper profile only): every notebook on the papers' full-size models with the
     budgets cut, under an output root of its own (:mod:`fedrepro.app.rehearsal`); its report adds each
@@ -294,13 +297,13 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     if rehearse and profile != "paper":
         raise ConfigError(f"--rehearse rehearses the paper profile; got --profile {profile} (valid: --profile paper)")
     if not rehearse:
-        return _reproduce(profile, only, kernel, workers, plan_only, progress, executor, predict)
+        return _reproduce(profile, only, kernel, workers, plan_only, progress, executor, predict, render)
     cost_file = cost_path()  # under the output root the pass was started with
     with rehearsal_env(rehearsal_data) as root:
         print(f"[reproduce] rehearsal of the paper profile under {root}: full-size models, "
               f"{REHEARSAL_ROUNDS} rounds of one local step, at most {REHEARSAL_CLIENTS} clients a round, "
               "one seed; verdicts are REHEARSAL", flush=True)
-        report = _reproduce(profile, only, kernel, workers, plan_only, progress, executor, predict)
+        report = _reproduce(profile, only, kernel, workers, plan_only, progress, executor, predict, render)
         if not plan_only:
             _rehearsal_cost(report, profile, only, cost_file)
     return report
@@ -333,7 +336,7 @@ def _rehearsal_cost(report: dict, profile: str, only: str | None, cost_file: Pat
 
 
 def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None, plan_only: bool, progress: bool,
-               executor, predict: bool = False) -> dict:
+               executor, predict: bool = False, render: bool = True) -> dict:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
@@ -363,7 +366,7 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
     print(f"[reproduce] outputs under {output_root()} (runs in {runs_dir}; see docs/outputs.md)", flush=True)
     print(f"[reproduce] plan: {_count(len(notebooks), 'notebook')}, {len(runs)} runs ({len(pending)} to train)"
           + (f" + about {later} more once their learning-rate searches choose the rates" if later else "")
-          + f", {len(analyses)} cached analyses, {_count(len(notebooks), 'render')}; {workers} workers"
+          + f", {len(analyses)} cached analyses, {_count(len(notebooks) if render else 0, 'render')}; {workers} workers"
           + (f"; runs train on executor {executor.name!r}" if executor.remote else "")
           + (f"; {_count(len(the_plan.incomplete), 'notebook')} wait for learning-rate searches: "
              f"{', '.join(the_plan.incomplete)}" if the_plan.incomplete else ""),
@@ -404,7 +407,7 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
     # One bar for the whole pass: what plan 1 knows (runs, analyses, renders, the tuned rows to
     # come); each stage grows it by what it names beyond that.
     bar = PassProgress(f"reproduce {profile} ({workers} workers)", enabled=progress)
-    bar.expect(len(pending) + later + len(analyses) + len(notebooks))
+    bar.expect(len(pending) + later + len(analyses) + (len(notebooks) if render else 0))
     with _Monitor() as monitor, bar:
         for _ in range(MAX_SEARCH_STAGES):
             if not the_plan.incomplete:
@@ -428,12 +431,12 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
             raise FedreproError(f"{', '.join(the_plan.incomplete)} still wait for learning-rate searches after "
                                 f"{MAX_SEARCH_STAGES} stages of training them; see fedrepro.execute.tuning")
         renders = _render_tasks(notebooks, nb_root, out_dir, trace_dir, profile, kernel, the_plan,
-                                pending_hashes)
+                                pending_hashes) if render else []
         pool = run_pool(runs, analyses, workers=workers, progress=progress, calls=renders,
                         calls_at_once=renders_at_once(profile, workers),
                         pending=pending_hashes, executor=executor, analyze=analyze, bar=bar)
         pool.done, pool.memory = {**searched, **pool.done}, {**searched_memory, **pool.memory}
-        for _ in range(MAX_SEED_STAGES):
+        for _ in range(MAX_SEED_STAGES if render else 0):
             if pool.failed:
                 break
             # Sequential claims: once a stage is stored and its notebooks rendered, a claim still
@@ -472,7 +475,7 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
         unplanned = sorted({e["hash"] for e in events if e["event"] == "run" and e["trained"]})
         hashes = the_plan.readers.get(rel, [])
         report_nbs.append({
-            "notebook": rel, "render_s": round(pool.done[f"render:{rel}"], 1), "runs": len(hashes),
+            "notebook": rel, "render_s": round(pool.done.get(f"render:{rel}", 0.0), 1), "runs": len(hashes),
             "runs_read": len(set(read)), "unplanned_runs": unplanned,
             "train_s_of_its_runs": round(sum(pool.done.get(h, 0.0) for h in hashes), 1),
             "analyses_s": round(sum(pool.done.get(f"{name}:{h}", 0.0) for name, h in the_plan.computes.get(rel, [])),
@@ -499,9 +502,11 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
     }
     from ..runs.store import atomic_write_bytes
 
-    timings = out_dir / "timings.json"
+    # A pass that renders nothing leaves the last full pass's report (the results pages read it) as it is.
+    timings = out_dir / ("timings.json" if render else "timings-no-render.json")
     atomic_write_bytes(timings, json.dumps(report, indent=2).encode())
-    print(f"[reproduce] {_count(len(notebooks), 'notebook')} in {wall:.0f} s ({len(pending)} runs trained, "
+    print(f"[reproduce] {_count(len(notebooks), 'notebook') + ('' if render else ' (not rendered)')} in {wall:.0f} s "
+          f"({len(pending)} runs trained, "
           f"{len(analyses)} analyses); CPU use {100 * report['cpu_use']:.0f}% of {cores} cores; peak memory "
           f"{report['peak_memory_mib']} MiB; timings in {under_output_root(timings) or timings}")
     if report["unplanned_runs"]:
