@@ -18,11 +18,10 @@ plan maps, the planted-patch measurement and the local-prompt clusters are in :m
 from . import claims  # noqa: F401  (registers the claims)
 from .notebooks import NOTEBOOKS
 from .setup import VARIANTS, datasets, layers
-from .tables import TABLES, label_configs, label_results
+from .tables import TABLES, label_configs, label_results, study_label, study_summary
 from .variants import BASELINES, METHODS
 
 TITLE = "FedOTP (Li et al., CVPR 2024): global and local prompts cooperation via optimal transport"
 
 __all__ = ["NOTEBOOKS", "BASELINES", "METHODS", "TABLES", "TITLE", "VARIANTS", "datasets", "label_configs",
-           "label_results",
-           "layers"]
+           "label_results", "layers", "study_label", "study_summary"]

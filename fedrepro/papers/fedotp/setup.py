@@ -118,7 +118,8 @@ CHANGES = {
     # randomly among clients using a symmetric Dirichlet distribution", α = 0.3; 100 clients with 500
     # training and 100 test images each (our reading of the official hierarchical split), 10% taking
     # part, 150 rounds, E = 1, ViT-B/16 (the default backbone). Small (ours): 20 clients of the
-    # noisy style (8 at smoke), 40 training and 40 test images each (20 at smoke), 25% taking part.
+    # noisy style (8 at smoke), 40 training images each and 100 test images, so that one image is
+    # one point of a client's accuracy (20 and 20 at smoke), 25% taking part.
     "dirichlet": {
         "paper": {"data": {"dataset": "cifar100", "dataset_args": {},
                            "partition": "fixed_dirichlet", "num_clients": 100,
@@ -126,7 +127,7 @@ CHANGES = {
                   "model": {"name": "clip", "args": {"arch": "ViT-B-16"}},
                   "train": {"rounds": 150, "local_epochs": 1, "participation": 0.1}},
         "laptop": {"data": {"partition": "fixed_dirichlet", "num_clients": 20,
-                            "partition_args": {"alpha": 0.3, "train_per_client": 40, "test_per_client": 40},
+                            "partition_args": {"alpha": 0.3, "train_per_client": 40, "test_per_client": 100},
                             "max_test": None},
                    "train": {"participation": 0.25}},
         "smoke": {"data": {"partition": "fixed_dirichlet", "num_clients": 8,
