@@ -9,7 +9,7 @@ seeds 0-2.
 
 writes bench/fedotp_vs_coop.json: the search (validation accuracy per rate, the rate chosen), every
 run (arm, seed, rate, final mean client accuracy) and per arm the mean and spread over seeds, with
-the gap to local CoOp at the same factor. Evidence for notebook 07's study, not a claim of its own."""
+the gap to local CoOp at the same factor. The record of notebook 05's study at laptop."""
 import json
 import sys
 import time

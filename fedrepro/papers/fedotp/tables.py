@@ -214,7 +214,7 @@ TABLES = {
     "curves": _table("curves", "Learning curves (Fig. A3)", _curve_rows),
     # Fig. A5: FedOTP's local prompts, clients grouped by the distribution they share (a style).
     "clusters": _table("clusters", "Local prompts by client group (Fig. A5)", _cluster_rows, "style_groups"),
-    # Ours: FedOTP against local CoOp, one factor at a time (notebook 07).
+    # Ours: FedOTP against local CoOp, one factor at a time (notebook 05).
     "vs_coop": TableDef("fedotp", "vs_coop", "FedOTP against local CoOp, one factor at a time (ours)", _study_rows,
                         index=ROW, setup="pathological", variant_col=ROW, metric="final", tune=study_search),
     # The official code's departures, one at a time.
