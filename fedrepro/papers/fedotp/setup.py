@@ -63,7 +63,8 @@ BASE = {
     # images; every client evaluated at the last round only (the claims read the final round; the
     # learning-curve table evaluates every round). lr 0.01 here; the tables' rows run at each
     # method's best of {0.001, 0.01, 0.1, 1} on validation data of the noisy pathological split at
-    # the tuning seed (fedrepro.papers.fedotp.tables.lr_search), the same search for every method.
+    # the row's shot count and the tuning seed (fedrepro.papers.fedotp.tables.lr_search), the same
+    # search for every method. 100 test images a client: one image is one point of its accuracy.
     "laptop": {"data": {"dataset": "fashion_mnist_domains", "dataset_args": {"styles": ["noisy"], "half": "federated"},
                         "partition": "pathological", "num_clients": 5,
                         "partition_args": {"classes_per_client": 2, "shots": 4},
