@@ -15,6 +15,13 @@ drawn in the style domains of :mod:`fedrepro.data.fashion_mnist_domains`
 (``half: federated``). Only the "original" style was in the stand-in's pretraining; in "noisy"
 and "edges" its zero-shot accuracy is well above chance and well below 16-shot CoOp
 (docs/backbones.md), so prompts have room to learn, as they have on the paper's datasets.
+
+The laptop's 10 rounds are not where the pathological runs are flat: bench/fedotp_rounds_pilot.py
+trains FedOTP and local CoOp for 30 rounds (bench/fedotp_rounds_pilot.txt). Both still gain about 7
+points over rounds 6-10; CoOp is within a point of flat from round 15, FedOTP from round 25 (its
+seeds flat at 25 and 30). FedOTP − CoOp is negative at every cut from 10 to 30 rounds (−6 to −11
+points, mean over seeds 0-2), so the order of the two does not hang on the budget; 25 rounds is
+where both are flat.
 """
 from __future__ import annotations
 
