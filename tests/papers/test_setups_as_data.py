@@ -29,7 +29,7 @@ PINNED_PROFILES = {
     "pep_fedpt:laptop": "faa60a993b5a5ed7",  # 7 variants
     "pep_fedpt:paper": "f905fd6cbc4e01c9",  # 7 variants
     "fedotp:smoke": "d1f1c48d264d7a51",  # 12 variants
-    "fedotp:laptop": "c872d720c424921c",  # 12 variants
+    "fedotp:laptop": "a942fa06686c0b92",  # 12 variants (dirichlet: 100 test images a client)
     "fedotp:paper": "9f71a8c241be472c",  # 14 variants
 }
 # Single setups, chosen where a variant is declared "on" another one or changes less than the old
