@@ -79,6 +79,10 @@ class ClipPromptParams:
     # context leaves room for beside the longest class name (the stand-in's 16 positions hold fewer).
     n_ctx: int | None = hp(None, ge=1)
     init_std: float = hp(0.02, gt=0)  # "random initialization": N(0, 0.02²) (CoOp)
+    # The inverse temperature of the class scores. None: the CLIP's own learned scale (about 100 for
+    # OpenAI's weights, CLIP §2.5; the committed stand-in learnt about 15). A number replaces it at the
+    # prompt stage only, so the stand-in can score with a CLIP-like temperature (ours; a stated option).
+    logit_scale: float | None = hp(None, gt=0)
     # The official FedOTP code's departures from the paper (module docstring); the paper's are the defaults.
     class_order: str = hp("label", choices=("label", "set"))
     misaligned_images: bool = hp(False)
@@ -116,7 +120,7 @@ class ClipPromptMethod(Method):
         self.prompts = CoOpPrompts(clip, self.class_names, self.context_length(clip), n_prompts=self.N_PROMPTS,
                                    generator=torch.Generator().manual_seed(0), init_std=self.p.init_std)
         self.prompts.ctx.requires_grad_(True)
-        self.scale = float(clip.logit_scale())
+        self.scale = float(clip.logit_scale()) if self.p.logit_scale is None else float(self.p.logit_scale)
 
     def context_length(self, clip: ClipBackbone) -> int:
         if self.p.n_ctx is not None:

@@ -94,6 +94,19 @@ def test_fedotp_unbalanced_ot_at_gamma_one_is_classical_ot(tiny):
     assert not torch.allclose(part.score(ctx, feats), b, atol=1e-3)
 
 
+@pytest.mark.parametrize("name", ["fedotp", "coop"])
+def test_logit_scale_option_rescales_the_class_scores_and_the_run(tiny, name):
+    own, clients, st = build(tiny, name)
+    clip_like, _, _ = build(tiny, name, {"logit_scale": 100.0})
+    assert clip_like.scale == 100.0 and own.scale == pytest.approx(float(own.clip.logit_scale()))
+    ctx = own.assemble(st.shared, st.client_states[0])
+    feats = own.features(clients[0], "test")
+    text = own.text_features(ctx)
+    assert torch.allclose(clip_like.logits(text, feats), own.logits(text, feats) * (100.0 / own.scale), atol=1e-4)
+    # A named option: it changes the run's hash, so a rescaled run is stored apart.
+    assert cfg(tiny, name).hash() != cfg(tiny, name, {"logit_scale": 100.0}).hash()
+
+
 # ----------------------------------------------------------------------------- CoOp and zero-shot
 def test_coop_uploads_nothing_and_the_server_leaves_shared_alone(tiny):
     m, clients, st = build(tiny, "coop")

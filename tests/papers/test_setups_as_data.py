@@ -32,7 +32,7 @@ PINNED_PROFILES = {
     "pep_fedpt:laptop": "20b1a4a414775e83",  # 8 variants
     "pep_fedpt:paper": "f81b857e8ec2ecb6",  # 8 variants
     "fedotp:smoke": "d1f1c48d264d7a51",  # 12 variants
-    "fedotp:laptop": "c872d720c424921c",  # 12 variants
+    "fedotp:laptop": "a942fa06686c0b92",  # 12 variants (dirichlet: 100 test images a client)
     # DomainNet's ten classes at the paper profile (issue 38; earlier 9f71a8c241be472c).
     "fedotp:paper": "6cd60ffbf887f499",  # 14 variants
 }

@@ -12,7 +12,7 @@ NOTEBOOKS: dict[str, list[Need]] = {
                          Need("feature_shift_domainnet", profiles=_PAPER),
                          Need("feature_label_shift_domainnet", profiles=_PAPER)],
     "04_ot_variants": [Need("ot_variants"), Need("prompt_sets")],
-    "05_gamma_and_shots": [Need("gamma"), Need("shots")],
+    "05_gamma_and_shots": [Need("gamma"), Need("shots"), Need("vs_coop")],
     # Notebook 06 reads the stand-in's noisy style, which exists at the small profiles only.
     "06_transport_maps": [Need("label_shift", kwargs={"variant": "pathological:noisy"}, profiles=("smoke", "laptop"))],
     "07_local_prompts": [Need("clusters"), Need("feature_label_shift"), Need("curves")],

@@ -6,7 +6,7 @@ Every row is a whole method configuration, so one run fills every table that sho
 4-shot point).
 
 At the small profiles each method trains at its own learning rate, the best of {0.001, 0.01, 0.1,
-1} on validation data of the noisy pathological split at the tuning seed
+1} on validation data of the noisy pathological split (at the row's shot count) at the tuning seed
 (:func:`fedrepro.papers.fedotp.tables.lr_search`; notebook 01 shows the search); the paper profile
 keeps the official code's 0.001 for every method.
 """

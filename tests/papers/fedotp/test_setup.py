@@ -6,7 +6,7 @@ import pytest
 from fedrepro.errors import ConfigError
 from fedrepro.methods import METHODS
 from fedrepro.papers import PAPERS, paper, setup, variants
-from fedrepro.papers.fedotp.tables import lr_search
+from fedrepro.papers.fedotp.tables import STUDY_ARMS, lr_search, study_label
 from fedrepro.papers.fedotp.variants import LR_GRID, TRAINED, SETTINGS, row
 from fedrepro.papers.fedotp.variants import METHODS as ROWS
 
@@ -19,7 +19,7 @@ def test_registered_with_title_and_tables():
     assert mod.TITLE.startswith("FedOTP")
     assert {"label_shift", "dirichlet", "dirichlet_cifar10", "feature_shift", "feature_label_shift",
             "feature_shift_domainnet", "feature_label_shift_domainnet", "ot_variants",
-            "prompt_sets", "gamma", "shots", "curves", "clusters", "official_code"} == set(mod.TABLES)
+            "prompt_sets", "gamma", "shots", "curves", "clusters", "vs_coop", "official_code"} == set(mod.TABLES)
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -84,3 +84,24 @@ def test_every_table_resolves(profile):
         assert table.configs(profile, tuned=False), name
     assert len(mod.label_configs(profile, tuned=False)) == \
         len(mod.datasets(profile)) * len(mod.TABLES["label_shift"].configs(profile, tuned=False))
+
+
+def test_a_pathological_rows_search_runs_at_its_own_shot_count():
+    search, shots = lr_search("laptop"), paper("fedotp").TABLES["shots"]
+    for cfg in shots.configs("laptop", tuned=False):
+        n = cfg.data.partition_args["shots"]
+        searched = {c.data.partition_args["shots"] for c in search.search_configs(cfg)}
+        assert searched == {max(n, 2)}, n  # 1 shot leaves nothing to hold out: searched at 2
+    # A Dirichlet row keeps the 4-shot pathological search.
+    base = setup("fedotp", "laptop", "dirichlet").replace(**{"method.name": "fedotp"})
+    assert {c.data.partition_args["shots"] for c in search.search_configs(base)} == {4}
+
+
+def test_every_study_arm_searches_its_own_config_and_is_named_by_it():
+    table = paper("fedotp").TABLES["vs_coop"]
+    search = table.search("laptop")
+    cfgs = table.configs("laptop", tuned=False)
+    assert {study_label(c) for c in cfgs} == set(STUDY_ARMS)
+    for cfg in cfgs:
+        runs = search.search_configs(cfg)
+        assert len(runs) == len(LR_GRID) and {study_label(c) for c in runs} == {study_label(cfg)}
