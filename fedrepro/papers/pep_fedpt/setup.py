@@ -26,6 +26,10 @@ def vit_b16_weights() -> str:
     return os.environ.get(ENV_VIT_B16_WEIGHTS) or VIT_B16_WEIGHTS_UNSET
 
 
+# The feature-shift domains at the small profiles: every style of fashion_mnist_domains, one per
+# DomainNet domain of the paper.
+STYLES = ["original", "inverted", "rotated", "tinted", "noisy", "edges"]
+
 BASE = {
     # PEP-FedPT (arXiv) §5.1: "ViT-B/16 ... pre-trained on the ImageNet-21K dataset" (frozen);
     # CIFAR-100 "pathological splitting ... where each client observes only 10 classes", "100
@@ -55,10 +59,10 @@ BASE = {
     # Measured at 12 rounds, one seed, 1 torch thread, alone on a 2-core machine: 45 s for
     # PEP-FedPT (37 s training, 6 s evaluation), 35 s for FedVPT.
     "laptop": {"data": {"dataset": "fashion_mnist_federated", "partition": "pathological", "num_clients": 10,
-                        "partition_args": {"classes_per_client": 2}, "max_train": 1000, "max_test": 500},
+                        "partition_args": {"classes_per_client": 2}, "max_train": 1000, "max_test": 1000},
                "model": {"name": "tiny_vit", "args": {"weights": "glyphs"}},
                "train": {"momentum": 0.9, "weight_decay": 0.0, "lr": 0.01, "prompt_lr": 1.0,
-                         "rounds": 10, "local_epochs": 2, "participation": 0.5, "batch_size": 10}},
+                         "rounds": 10, "local_epochs": 5, "participation": 0.5, "batch_size": 32}},
     # Ours: seconds, for tests and CI; the laptop's model and optimiser on 4 clients.
     "smoke": {"data": {"dataset": "fashion_mnist_federated", "partition": "pathological", "num_clients": 4,
                        "partition_args": {"classes_per_client": 2}, "max_train": 400, "max_test": 200},
@@ -84,36 +88,40 @@ CHANGES = {
     # pFedPG 10-class subset ("the top ten most frequent classes"), since the loader has no class
     # filter. An IID split of each domain among its clients is our choice (alpha None turns
     # domain_dirichlet's label skew off).
-    # Small profiles (ours): the 6 held-out glyph fonts (62 classes) as domains, 2 clients per font,
-    # 6 of 12 clients per round (the paper's 6 per round), 60 / 40 glyphs per client at laptop
-    # (20 / 10 at smoke). Glyphs rather than fashion_mnist_domains, because the latter renders all
-    # 60,000 Fashion-MNIST training images, half of which the stand-in was pretrained on.
+    # Small profiles (ours): Fashion-MNIST in 6 styles (fashion_mnist_domains; its half the stand-in
+    # was never pretrained on) as the 6 domains, 2 clients per style with the same 10 classes (an IID
+    # split of each style), 6 of 12 clients per round (the paper's 6 per round), 100 training and 100
+    # test images per client at laptop (20 / 10 at smoke). Every client holds every class, so the
+    # prior is near uniform and any gain of CCMP over FedVPT comes from the prototypes: a style shift
+    # within each class. (The 62 glyph classes we used before left about one training image per class
+    # and client, and every method near chance.)
     "feature_shift": {
         "paper": {"data": {"dataset": "domainnet", "dataset_args": {"image_size": 224},
                            "partition": "domain_dirichlet", "num_clients": 60,
                            "partition_args": {"clients_per_domain": 10, "alpha": None}},
                   "train": {"rounds": 50, "participation": 6 / 60}},
-        "laptop": {"data": {"dataset": "glyphs", "dataset_args": {"fonts": "heldout", "train_size": 12 * 60,
-                                                                  "test_size": 12 * 40},
+        "laptop": {"data": {"dataset": "fashion_mnist_domains",
+                            "dataset_args": {"styles": STYLES, "half": "federated"},
                             "partition": "domain_dirichlet", "num_clients": 12,
                             "partition_args": {"clients_per_domain": 2, "alpha": None},
-                            "max_train": None, "max_test": None},
+                            "max_train": 12 * 100, "max_test": 12 * 100},
                    "train": {"participation": 6 / 12}},
-        "smoke": {"data": {"dataset": "glyphs", "dataset_args": {"fonts": "heldout", "train_size": 12 * 20,
-                                                                 "test_size": 12 * 10},
+        "smoke": {"data": {"dataset": "fashion_mnist_domains",
+                           "dataset_args": {"styles": STYLES, "half": "federated"},
                            "partition": "domain_dirichlet", "num_clients": 12,
                            "partition_args": {"clients_per_domain": 2, "alpha": None},
-                           "max_train": None, "max_test": None},
+                           "max_train": 12 * 20, "max_test": 12 * 10},
                   "train": {"participation": 6 / 12}}},
     # Table 3, PEP-FedPT (arXiv) §5 "Evaluation Methodology": "90% of clients participate in
     # training and 10% are reserved for testing" (Yuan et al. 2021; data.holdout_clients), on the
     # pathological split. Laptop (ours): 10% of 10 clients is one client, whose two classes alone
-    # would decide the held-out score; the same 1,000 images over 20 clients with 4 held out (20%)
-    # average the held-out score over 4 clients (12 over the 3 seeds, each seed its own split),
-    # 5 of the 16 training clients per round.
+    # would decide the held-out score; the same 1,000 training images over 20 clients with 4 held out
+    # (20%) average the held-out score over 4 clients (12 over the 3 seeds, each seed its own split),
+    # 5 of the 16 training clients per round; 2,000 test images keep 100 per client.
     "heldout": {
         "paper": {"data": {"holdout_clients": 10}},
-        "laptop": {"data": {"num_clients": 20, "holdout_clients": 4}, "train": {"participation": 5 / 16}},
+        "laptop": {"data": {"num_clients": 20, "holdout_clients": 4, "max_test": 2000},
+                   "train": {"participation": 5 / 16}},
         "smoke": {"data": {"holdout_clients": 1}}},
     # Table 13's DomainNet columns, PEP-FedPT (arXiv) App. A.4.7: feature_shift with one client per
     # domain held out (holdout_by_domain), the rest train (paper: 54, 6 of them per round; small
