@@ -25,8 +25,8 @@ PINNED_PROFILES = {
     "pfedcspc:smoke": "40bb3733e126d2fd",  # 5 variants
     "pfedcspc:laptop": "d1c3ff54cd7d2312",  # 5 variants
     "pfedcspc:paper": "372b0963133fcc5b",  # 5 variants
-    "pep_fedpt:smoke": "6d174f64b5c37d22",  # 7 variants
-    "pep_fedpt:laptop": "faa60a993b5a5ed7",  # 7 variants
+    "pep_fedpt:smoke": "f8254eab98642528",  # 7 variants
+    "pep_fedpt:laptop": "0810b41318bfe135",  # 7 variants
     "pep_fedpt:paper": "f905fd6cbc4e01c9",  # 7 variants
     "fedotp:smoke": "d1f1c48d264d7a51",  # 12 variants
     "fedotp:laptop": "c872d720c424921c",  # 12 variants
@@ -39,7 +39,7 @@ PINNED_SETUPS = {
     "fedpft:laptop:feature_shift_pacs": "6de1b7c1d7515773",
     "pfedcspc:smoke:beta0.1": "54d84d0332592700",
     "pfedcspc:paper:vireo172": "f1b106655e47f508",
-    "pep_fedpt:laptop:heldout_feature_shift": "4178fd77fd1fff2f",
+    "pep_fedpt:laptop:heldout_feature_shift": "950169d01a0f191c",
     "pep_fedpt:paper:heldout_feature_shift": "b0a374a9c1ca62c0",
     "fedotp:paper:pathological:dtd": "84126cea8e3e6931",
     "fedotp:laptop:pathological:edges": "cb0100dd039de3b1",
@@ -194,8 +194,11 @@ def test_fedotp_three_clients_per_domain_get_three_times_the_feature_shift_budge
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-def test_pep_fedpt_feature_shift_glyphs_and_participation(profile):
+def test_pep_fedpt_feature_shift_domains_and_participation(profile):
     cfg = setup("pep_fedpt", profile, "feature_shift")
+    if profile != "paper":  # six styles of the 10 Fashion-MNIST classes, on the half the stand-in never saw
+        assert cfg.data.dataset == "fashion_mnist_domains" and len(cfg.data.dataset_args["styles"]) == 6
+        assert cfg.data.dataset_args["half"] == "federated"
     assert round(cfg.train.participation * cfg.data.num_clients) == 6  # PEP-FedPT (arXiv) §5.1: 6 per round
     held = setup("pep_fedpt", profile, "heldout_feature_shift")
     training = held.data.num_clients - held.data.holdout_clients
