@@ -7,10 +7,10 @@ the table seeds (1 at laptop, marked ¹ in the tables; 3 at paper). Scores are t
 """
 from __future__ import annotations
 
-import pandas as pd
-
 from dataclasses import dataclass
 from typing import Callable, Sequence
+
+import pandas as pd
 
 from .. import setup as paper_setup
 from ...config import RunConfig
