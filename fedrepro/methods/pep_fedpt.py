@@ -69,6 +69,10 @@ class PEPFedPTParams:
     ccmp_count: int = hp(3, ge=1)  # three CCMP layers, "for a fair comparison with SGPT" (App. A.3.2)
     tau: float = hp(0.05, gt=0)  # τ in all experiments (App. A.3.2)
     use_prior: bool = hp(True)  # False: "CCMP without CP" (Tables 5, 8)
+    # False: s is the client's prior alone, the τ → ∞ limit of Prop. 1 (ours: a control with the
+    # same prompts, prototypes and budget whose mix cannot depend on the image, so that it measures
+    # what the cls-prototype similarity adds beyond the label set).
+    similarity: bool = hp(True)
     # "replace": one CCMP slot after cls, overwritten at each CCMP block (Eq. 4/7 have one slot m);
     # "accumulate": a new token at each CCMP block (SGPT's code).
     ccmp_mode: str = hp("replace", choices=("replace", "accumulate"))
@@ -114,12 +118,13 @@ def sample_laplace(shape, scale: Tensor, gen: torch.Generator) -> Tensor:
         scale.device if isinstance(scale, Tensor) else "cpu") * scale
 
 
-def soft_weights(feat: Tensor, mu: Tensor, log_prior: Tensor | None, tau: float) -> Tensor:
+def soft_weights(feat: Tensor, mu: Tensor, log_prior: Tensor | None, tau: float, similarity: bool = True) -> Tensor:
     """s = softmax(cos(cls, μ)/τ + log δ) (PEP-FedPT (arXiv) Eqs. 13-15): exp(cos/τ)·δ, renormalised; log 0 = −∞, so
     classes absent at the client get exactly zero weight. A zero prototype (a class nobody has
-    reported yet) has cosine 0 thanks to the ε in the norms."""
+    reported yet) has cosine 0 thanks to the ε in the norms. ``similarity=False`` drops the cosine
+    term: s = δ for every image (uniform without a prior)."""
     cos = F.normalize(feat, dim=-1, eps=COS_EPS) @ F.normalize(mu, dim=-1, eps=COS_EPS).T
-    logits = cos / tau
+    logits = cos / tau if similarity else torch.zeros_like(cos)
     if log_prior is not None:
         logits = logits + log_prior
     return torch.softmax(logits, dim=-1)
@@ -189,7 +194,8 @@ class PEPNet(nn.Module):
             record.append(feat.detach())
         if bare:
             return None
-        s = soft_weights(feat, self.mu[j], self.log_prior if self.p.use_prior else None, self.p.tau)
+        s = soft_weights(feat, self.mu[j], self.log_prior if self.p.use_prior else None, self.p.tau,
+                         self.p.similarity)
         if self.p.detach_scores:
             s = s.detach()
         bank = self.P_C[j if self.P_C.shape[0] > 1 else 0]

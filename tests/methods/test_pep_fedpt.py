@@ -126,6 +126,14 @@ def test_absent_classes_get_zero_weight_through_the_prior():
     assert torch.isfinite(soft_weights(feat, torch.zeros(4, 8), None, 0.05)).all()
 
 
+def test_the_prior_only_mix_is_the_prior_for_every_image():
+    feat, mu = torch.randn(5, 8), torch.randn(4, 8)
+    prior = torch.tensor([0.2, 0.0, 0.8, 0.0])
+    torch.testing.assert_close(soft_weights(feat, mu, torch.log(prior), 0.05, similarity=False),
+                               prior.expand(5, -1))
+    torch.testing.assert_close(soft_weights(feat, mu, None, 0.05, similarity=False), torch.full((5, 4), 0.25))
+
+
 def test_a_held_out_client_needs_nothing_of_its_own_but_its_prior(tiny):
     method, clients, st = _method(tiny, ccmp_blocks=[1, 2])
     shared = _with_prototypes(st, method)
@@ -208,7 +216,8 @@ def test_ccmp_placement_follows_table_12_and_checks_the_model(tiny):
 
 
 @pytest.mark.parametrize("args", [{"ccmp_mode": "accumulate", "class_prompts": "per_layer", "cls_feature": "ln"},
-                                  {"n_shared": 0, "use_prior": False, "warm_start": "none", "detach_scores": True}])
+                                  {"n_shared": 0, "use_prior": False, "warm_start": "none", "detach_scores": True},
+                                  {"similarity": False}])
 def test_every_option_runs(tiny, args):
     method, clients, st = _method(tiny, ccmp_blocks=[1, 2], **args)
     u = update(method, st, clients[0])

@@ -11,7 +11,7 @@ import pandas as pd
 
 from fedrepro.papers.fedpft.claims import PAPER_OVERHEAD_PCT
 from fedrepro.papers.pep_fedpt.tables import MANY_PROMPTS
-from fedrepro.papers.pep_fedpt.variants import CONTROL
+from fedrepro.papers.pep_fedpt.variants import CONTROL, PRIOR_MIX
 
 SEEDS = (0, 1, 2)
 M, ALPHA = "method.name", "data.partition_args.alpha"
@@ -167,7 +167,7 @@ PATHOLOGICAL = {"pep_fedpt": 0.95, "fedvpt": 0.83, "pep_fedpt_no_cp": 0.84, "hea
 
 def _pep_label(**changes):
     return cat(table("row", {**PATHOLOGICAL, **changes}, split="pathological"),
-               table("row", {"pep_fedpt": 0.88, "fedvpt": 0.85}, split="dirichlet"))
+               table("row", {"pep_fedpt": 0.88, "fedvpt": 0.85, PRIOR_MIX: 0.84}, split="dirichlet"))
 
 
 def _pep_heldout():
@@ -187,6 +187,7 @@ PEP_FEDPT = {
     "prior_control_beats_pep_fedpt": lambda: _pep_label(**{CONTROL: 0.97}),
     "priors_carry_the_gain": _pep_label,
     "gain_shrinks_under_dirichlet": _pep_label,
+    "similarity_term_helps": _pep_label,
     "heldout_keeps_accuracy": _pep_heldout,
     "heldout_beats_fedvpt": _pep_heldout,
     "heldout_beats_p_pt": _pep_heldout,

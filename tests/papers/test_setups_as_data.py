@@ -22,14 +22,14 @@ PINNED_PROFILES = {
     "fedpft:smoke": "10c10a3361847be2",  # 11 variants
     "fedpft:laptop": "cd694b4098fe1a96",  # 11 variants
     "fedpft:paper": "8122fd97389b8922",  # 11 variants
-    "pfedcspc:smoke": "40bb3733e126d2fd",  # 5 variants
+    "pfedcspc:smoke": "4d8670086443f1a6",  # 5 variants
     "pfedcspc:laptop": "d1c3ff54cd7d2312",  # 5 variants
     "pfedcspc:paper": "372b0963133fcc5b",  # 5 variants
-    # PEP-FedPT gained tiny_imagenet_dirichlet (issue 38); without it the small profiles' digests are
-    # the earlier pins (6d174f64b5c37d22, faa60a993b5a5ed7). The paper profile's also changed: CIFAR-100
-    # at 224, held-out 5 of 90 per round, DomainNet's ten classes (earlier f905fd6cbc4e01c9).
-    "pep_fedpt:smoke": "4b70222997345208",  # 8 variants
-    "pep_fedpt:laptop": "20b1a4a414775e83",  # 8 variants
+    # PEP-FedPT: the small profiles' settings with room (issue 36: test images, E, feature shift on
+    # styles) and the tiny_imagenet_dirichlet variant (issue 38); the paper profile's CIFAR-100 at 224,
+    # held-out 5 of 90 per round, DomainNet's ten classes (earlier f905fd6cbc4e01c9).
+    "pep_fedpt:smoke": "c1c5acee6f518d74",  # 8 variants
+    "pep_fedpt:laptop": "fda9acf81adc1ce4",  # 8 variants
     "pep_fedpt:paper": "f81b857e8ec2ecb6",  # 8 variants
     "fedotp:smoke": "d1f1c48d264d7a51",  # 12 variants
     "fedotp:laptop": "a942fa06686c0b92",  # 12 variants (dirichlet: 100 test images a client)
@@ -41,9 +41,9 @@ PINNED_PROFILES = {
 PINNED_SETUPS = {
     "fedpft:paper:pathological_cifar100": "1a0fb0a2fcc75136",
     "fedpft:laptop:feature_shift_pacs": "6de1b7c1d7515773",
-    "pfedcspc:smoke:beta0.1": "54d84d0332592700",
+    "pfedcspc:smoke:beta0.1": "d98c4a8523520cf0",
     "pfedcspc:paper:vireo172": "f1b106655e47f508",
-    "pep_fedpt:laptop:heldout_feature_shift": "4178fd77fd1fff2f",
+    "pep_fedpt:laptop:heldout_feature_shift": "950169d01a0f191c",
     "pep_fedpt:paper:heldout_feature_shift": "9ea1ffd82ce64be1",  # ten classes (earlier b0a374a9c1ca62c0)
     "fedotp:paper:pathological:dtd": "84126cea8e3e6931",
     "fedotp:laptop:pathological:edges": "cb0100dd039de3b1",
@@ -198,8 +198,11 @@ def test_fedotp_three_clients_per_domain_get_three_times_the_feature_shift_budge
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-def test_pep_fedpt_feature_shift_glyphs_and_participation(profile):
+def test_pep_fedpt_feature_shift_domains_and_participation(profile):
     cfg = setup("pep_fedpt", profile, "feature_shift")
+    if profile != "paper":  # six styles of the 10 Fashion-MNIST classes, on the half the stand-in never saw
+        assert cfg.data.dataset == "fashion_mnist_domains" and len(cfg.data.dataset_args["styles"]) == 6
+        assert cfg.data.dataset_args["half"] == "federated"
     assert round(cfg.train.participation * cfg.data.num_clients) == 6  # PEP-FedPT (arXiv) §5.1: 6 per round
     held = setup("pep_fedpt", profile, "heldout_feature_shift")
     training = held.data.num_clients - held.data.holdout_clients

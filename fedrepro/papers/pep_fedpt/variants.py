@@ -14,6 +14,10 @@ METHODS = (*BASELINES, "pep_fedpt")
 # Not in the paper: FedVPT scored with the client's label prior added to its logits (log δ_k at
 # inference). Beside PEP-FedPT it shows how much of the gain the label set alone explains.
 CONTROL = "fedvpt_prior (ours)"
+# Not in the paper: PEP-FedPT whose CCMP mix is the client's prior alone (no cls-prototype similarity),
+# with the same prompts, prototypes and budget. Beside PEP-FedPT it isolates what the similarity term
+# adds beyond the label set.
+PRIOR_MIX = "pep_fedpt_prior_mix (ours)"
 
 
 def row(name: str) -> dict:
@@ -25,6 +29,7 @@ def row(name: str) -> dict:
 
 SETTINGS = {
     CONTROL: {M: "fedvpt", ARGS: {"prior_logits": "log"}},
+    PRIOR_MIX: {M: "pep_fedpt", ARGS: {"similarity": False}},
     # Tables 5 and 8: "Shared + CCMP Without CP", a plain softmax over every class.
     "pep_fedpt_no_cp": {M: "pep_fedpt", ARGS: {"use_prior": False}},
     # Table 7: class-level Laplace noise on the uploaded prototypes, ε = 0.2 (App. A.4.1).

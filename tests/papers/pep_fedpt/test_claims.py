@@ -5,6 +5,7 @@ import pytest
 import fedrepro.claims  # noqa: F401  (registers every paper's claims)
 from fedrepro.papers.verdicts import evaluate_claims
 from fedrepro.papers.pep_fedpt.tables import MANY_PROMPTS
+from fedrepro.papers.pep_fedpt.variants import PRIOR_MIX
 
 
 def table(rows, **cols):
@@ -55,20 +56,34 @@ def test_priors_that_explain_little_fail_and_a_missing_split_is_not_run():
     assert verdict(r.drop(columns="split"), "ccmp_beats_fedvpt_pathological")[0] == "NOT RUN"
 
 
-def test_heldout_claim_compares_the_two_drops():
-    def held(pep_drop, ppt_drop):
+def test_heldout_claim_judges_pep_fedpts_drop_against_fedvpts():
+    def held(pep_drop, ppt_drop, vpt_drop=0.0):
         rows = []
         for s in range(3):
             rows += [{"row": "pep_fedpt", "seed": s, "final": 0.9, "final_heldout": 0.9 - pep_drop},
-                     {"row": "p_pt", "seed": s, "final": 0.8, "final_heldout": 0.8 - ppt_drop}]
+                     {"row": "p_pt", "seed": s, "final": 0.8, "final_heldout": 0.8 - ppt_drop},
+                     {"row": "fedvpt", "seed": s, "final": 0.85, "final_heldout": 0.85 - vpt_drop}]
         return pd.DataFrame(rows)
 
     assert verdict(held(0.02, 0.2), "heldout_keeps_accuracy")[0] == "PASS"
     assert verdict(held(0.10, 0.2), "heldout_keeps_accuracy")[0] == "FAIL"  # PEP-FedPT drops too much
+    # The same 10-point drop where the global FedVPT loses 8 on those clients: they are harder, not
+    # PEP-FedPT's prompts worse.
+    assert verdict(held(0.10, 0.2, vpt_drop=0.08), "heldout_keeps_accuracy")[0] == "PASS"
     assert verdict(held(0.02, 0.01), "heldout_keeps_accuracy")[0] == "FAIL"  # P-PT does not drop more
     noisy = held(0.02, 0.2)
     noisy.loc[(noisy.row == "pep_fedpt") & (noisy.seed == 0), "final_heldout"] = 0.78  # one seed drops 12 pts
     assert verdict(noisy, "heldout_keeps_accuracy")[0] == "INCONCLUSIVE"
+    assert verdict(held(0.02, 0.2).query("row != 'fedvpt'"), "heldout_keeps_accuracy")[0] == "NOT RUN"
+
+
+@pytest.mark.parametrize("mix, expected", [([0.84, 0.85, 0.83], "PASS"), ([0.90, 0.91, 0.90], "FAIL")])
+def test_similarity_claim_reads_the_dirichlet_split_against_the_prior_only_mix(mix, expected):
+    r = table([(n, s, v, "dirichlet") for s in range(3)
+               for n, v in (("pep_fedpt", 0.88), (PRIOR_MIX, mix[s]))])
+    assert verdict(r, "similarity_term_helps")[0] == expected
+    # The pathological split does not count: there the prior alone names a client's classes.
+    assert verdict(r.assign(split="pathological"), "similarity_term_helps")[0] == "NOT RUN"
 
 
 @pytest.mark.parametrize("many, expected", [(0.85, "PASS"), (0.93, "FAIL")])

@@ -57,8 +57,16 @@ def test_small_profiles_federate_only_on_data_the_backbone_never_saw(profile, va
     if cfg.data.dataset == "glyphs":
         assert cfg.data.dataset_args.get("fonts", "heldout") == "heldout"
         assert not set(HELDOUT_FONTS) & set(PRETRAIN_FONTS)
+    elif cfg.data.dataset == "fashion_mnist_domains":
+        assert cfg.data.dataset_args["half"] == "federated"
     else:
         assert cfg.data.dataset == "fashion_mnist_federated"
+
+
+@pytest.mark.parametrize("variant", variants("pep_fedpt"))
+def test_laptop_clients_have_100_test_images_so_one_image_is_at_most_a_point(variant):
+    d = setup("pep_fedpt", "laptop", variant).data
+    assert d.max_test / d.num_clients >= 100
 
 
 def test_the_federated_half_is_the_one_left_by_pretraining():
