@@ -46,9 +46,8 @@ REHEARSAL_FOLDER = "rehearsal"
 # that every paper-profile partition finds images of each class for each client.
 REHEARSAL_DATA_MIB = 2048
 # The notebooks the CI subset rehearses (tests/test_rehearsal.py): a cheap notebook of each paper
-# whose rehearsal fits a CI run on 2 cores. FedOTP has none yet: its cheapest, 06_transport_maps,
-# trains a table variant that exists only at the small profiles ("pathological:noisy"), and one
-# CLIP RN50 prompt step takes minutes on this CPU (docs/speed.md).
+# whose rehearsal fits a CI run on 2 cores. FedOTP has none: one CLIP RN50 prompt step takes
+# minutes on this CPU (docs/speed.md), and each of its notebooks trains several.
 CI_SUBSET = ("fedpft/15_time", "pfedcspc/08_gradcam", "pep_fedpt/06_privacy")
 # How a config names its full-size model in the cost table.
 FULL_SIZE = {("vit_b16", None): "ViT-B/16", ("clip", "ViT-B-16"): "CLIP ViT-B/16", ("clip", "RN50"): "CLIP RN50",

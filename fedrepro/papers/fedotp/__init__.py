@@ -17,12 +17,12 @@ plan maps, the planted-patch measurement and the local-prompt clusters are in :m
 """
 from . import claims  # noqa: F401  (registers the claims)
 from .left_open import LEFT_OPEN
-from .notebooks import NOTEBOOKS
+from .notebooks import MAPS_VARIANT, NOTEBOOKS
 from .setup import VARIANTS, datasets, layers
 from .tables import TABLES, label_configs, label_results, study_label, study_summary
 from .variants import BASELINES, METHODS
 
 TITLE = "FedOTP (Li et al., CVPR 2024): global and local prompts cooperation via optimal transport"
 
-__all__ = ["LEFT_OPEN", "NOTEBOOKS", "BASELINES", "METHODS", "TABLES", "TITLE", "VARIANTS", "datasets",
+__all__ = ["LEFT_OPEN", "MAPS_VARIANT", "NOTEBOOKS", "BASELINES", "METHODS", "TABLES", "TITLE", "VARIANTS", "datasets",
            "label_configs", "label_results", "layers", "study_label", "study_summary"]

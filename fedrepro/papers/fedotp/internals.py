@@ -13,6 +13,7 @@ from ...data import load_dataset
 from ...models.clip_cache import normalized_tokens
 from ...models.clip_model import clip_backbone
 from ...ot.transport import ot_score
+from .notebooks import HAS_MASKS
 
 
 def cluster_table(results: pd.DataFrame, by: str = "domain", learnt_only: bool = False) -> pd.DataFrame:
@@ -32,6 +33,14 @@ def foreground_table(results: pd.DataFrame, gammas=(1.0, 0.9, 0.8, 0.65, 0.5), *
     parts = [run_foreground_mass(RunResult(r["path"]), gammas, **kw).assign(seed=int(r["seed"]))
              for _, r in results.iterrows()]
     return pd.concat(parts, ignore_index=True)
+
+
+def garment_table(results: pd.DataFrame, profile: str, **kw) -> pd.DataFrame:
+    """:func:`foreground_table` where the profile's images have garment masks
+    (:data:`fedrepro.papers.fedotp.notebooks.HAS_MASKS`), else no rows (the garment claim is then NOT RUN)."""
+    if HAS_MASKS[profile]:
+        return foreground_table(results, **kw)
+    return pd.DataFrame(columns=["seed", "client", "gamma", "foreground_mass", "foreground_fraction", "mass_ceiling"])
 
 
 @torch.no_grad()
