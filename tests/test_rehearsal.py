@@ -192,4 +192,4 @@ def test_the_ci_subset_rehearses_end_to_end(tmp_path, monkeypatch):
     assert verdicts and verdicts <= {REHEARSAL, "NOT RUN"}
     assert report["rehearsal"]["step_times"]  # the runs' models, timed
     cost = rehearsal.load_cost(tmp_path / "out")
-    assert {r["notebook"] for r in cost["notebooks"]} >= {"pep_fedpt/06_privacy.ipynb", "pfedcspc/08_gradcam.ipynb"}
+    assert {r["notebook"] for r in cost["notebooks"]} >= {"fedpft/15_time.ipynb", "pfedcspc/08_gradcam.ipynb"}
