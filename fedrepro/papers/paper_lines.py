@@ -228,40 +228,29 @@ def markdown(paper: str, rows: list[dict] | None = None) -> list[str]:
 # Readers shared by the papers' lines ----------------------------------------------------------
 
 
-def clients(r: Row) -> int:
-    return r.cfg.data.num_clients
+def config_value(dotted: str) -> Callable[[Row], Any]:
+    """Our value read off the row's config at ``dotted`` (``"train.rounds"``)."""
+    def read(r: Row) -> Any:
+        value = r.cfg
+        for part in dotted.split("."):
+            value = getattr(value, part)
+        return value
+
+    return read
 
 
 def per_round(r: Row) -> int:
     return r.per_round
 
 
-def held_out(r: Row) -> int:
-    return r.cfg.data.holdout_clients
-
-
-def rounds(r: Row) -> int:
-    return r.cfg.train.rounds
-
-
-def local_epochs(r: Row) -> int:
-    return r.cfg.train.local_epochs
-
-
-def batch_size(r: Row) -> int:
-    return r.cfg.train.batch_size
-
-
-def lr(r: Row) -> float:
-    return r.cfg.train.lr
-
-
-def momentum(r: Row) -> float:
-    return r.cfg.train.momentum
-
-
-def weight_decay(r: Row) -> float:
-    return r.cfg.train.weight_decay
+clients = config_value("data.num_clients")
+held_out = config_value("data.holdout_clients")
+rounds = config_value("train.rounds")
+local_epochs = config_value("train.local_epochs")
+batch_size = config_value("train.batch_size")
+lr = config_value("train.lr")
+momentum = config_value("train.momentum")
+weight_decay = config_value("train.weight_decay")
 
 
 def class_options(r: Row) -> dict:
