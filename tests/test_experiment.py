@@ -157,7 +157,11 @@ def test_the_dataset_cache_keeps_the_latest_within_its_budget(monkeypatch):
     a = pipeline.load_cached("synthetic", "{}")
     assert pipeline.load_cached("synthetic", "{}") is a
     pipeline.load_cached("synthetic", '{"num_classes": 4}')
-    assert list(pipeline._datasets) == [("synthetic", '{"num_classes": 4}')]
+    assert [key[1:] for key in pipeline._datasets] == [("synthetic", '{"num_classes": 4}')]
     monkeypatch.setattr(pipeline, "DATA_CACHE_MIB", 256)
     pipeline.load_cached("synthetic", "{}")
     assert len(pipeline._datasets) == 2
+    # The same name and options under another data root (the rehearsal's) are another dataset.
+    monkeypatch.setenv("FEDREPRO_DATA", "rehearsal:")
+    pipeline.load_cached("synthetic", "{}")
+    assert len(pipeline._datasets) == 3
