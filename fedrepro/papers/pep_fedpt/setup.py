@@ -1,4 +1,4 @@
-"""PEP-FedPT's experimental setups at each profile (PEP-FedPT (arXiv) §5.1 and App. A.3).
+"""PEP-FedPT's experimental setups at each profile (PEP-FedPT (arXiv) §5 and App. A.3).
 
 ``BASE`` is each profile's base config and ``CHANGES`` what each variant changes at each profile
 (the form is :mod:`fedrepro.papers.setup_data`'s); :func:`layers` returns ``[base, change]`` for
@@ -27,18 +27,18 @@ def vit_b16_weights() -> str:
     return os.environ.get(ENV_VIT_B16_WEIGHTS) or VIT_B16_WEIGHTS_UNSET
 
 
-# PEP-FedPT §5.1: ViT-B/16's input size, to which the paper resizes every dataset.
+# PEP-FedPT §5: ViT-B/16's input size, to which the paper resizes every dataset.
 VIT_B16_SIZE = 224
 # The feature-shift domains at the small profiles: every style of fashion_mnist_domains, one per
 # DomainNet domain of the paper.
 STYLES = ["original", "inverted", "rotated", "tinted", "noisy", "edges"]
 
 BASE = {
-    # PEP-FedPT (arXiv) §5.1: "ViT-B/16 ... pre-trained on the ImageNet-21K dataset" (frozen);
+    # PEP-FedPT (arXiv) §5: "ViT-B/16 ... pre-trained on the ImageNet-21K dataset" (frozen);
     # CIFAR-100 "pathological splitting ... where each client observes only 10 classes", "100
     # clients", "Only 5 randomly chosen clients participate in every round". App. A.3.2: 100 rounds,
     # "the number of Epochs to 5", SGD "with learning rate 0.1 ... and the momentum 0.9".
-    # Batch size 32: our choice (the paper is silent). §5.1: "we resize our input images to 224x224
+    # Batch size 32: our choice (the paper is silent). §5: "we resize our input images to 224x224
     # pixels", as ViT-B/16 was trained: every dataset's loader resizes to 224.
     "paper": {"data": {"dataset": "cifar100", "dataset_args": {"image_size": VIT_B16_SIZE}, "partition": "pathological",
                        "num_clients": 100, "partition_args": {"classes_per_client": 10}, "max_train": None,
@@ -82,16 +82,16 @@ CHANGES = {
     # Table 1's "Pathological" columns: the base.
     "default": {"paper": {}, "laptop": {}, "smoke": {}},
     "pathological": {"paper": {}, "laptop": {}, "smoke": {}},
-    # Table 1's "Dir(0.3)" columns, PEP-FedPT (arXiv) §5.1: "we set β = 0.3" (at every profile);
+    # Table 1's "Dir(0.3)" columns, PEP-FedPT (arXiv) §5: "we set β = 0.3" (at every profile);
     # min_size (ours, smaller at the small profiles' sizes) keeps every client with data; the test
     # split follows each client's label distribution (our default).
     "dirichlet": {
         "paper": {"data": {"partition": "dirichlet", "partition_args": {"alpha": 0.3, "min_size": 10}}},
         "laptop": {"data": {"partition": "dirichlet", "partition_args": {"alpha": 0.3, "min_size": 5}}},
         "smoke": {"data": {"partition": "dirichlet", "partition_args": {"alpha": 0.3, "min_size": 5}}}},
-    # Table 2's DomainNet setting, PEP-FedPT (arXiv) §5.1: "each domain is allocated to 10 clients
+    # Table 2's DomainNet setting, PEP-FedPT (arXiv) §5: "each domain is allocated to 10 clients
     # among 60 clients ... 6 randomly sampled clients participate in each communication round";
-    # App. A.3.2: "For DomainNet we set the rounds to 50". §5.1: pFedPG's "top ten most frequent
+    # App. A.3.2: "For DomainNet we set the rounds to 50". §5: pFedPG's "top ten most frequent
     # classes" (the loader's classes option keeps those folders alone). An IID split of each domain
     # among its clients is our choice (alpha None turns domain_dirichlet's label skew off).
     # Small profiles (ours): Fashion-MNIST in 6 styles (fashion_mnist_domains; its half the stand-in
@@ -125,7 +125,7 @@ CHANGES = {
     # would decide the held-out score; the same 1,000 training images over 20 clients with 4 held out
     # (20%) average the held-out score over 4 clients (12 over the 3 seeds, each seed its own split),
     # 5 of the 16 training clients per round; 2,000 test images keep 100 per client.
-    # Paper: the 90 training clients, 5 of them a round as in every CIFAR-100 run (§5.1), so the
+    # Paper: the 90 training clients, 5 of them a round as in every CIFAR-100 run (§5), so the
     # rate is 5 / 90 (the base's 0.05 would sample round(0.05 × 90) = 4).
     "heldout": {
         "paper": {"data": {"holdout_clients": 10}, "train": {"participation": 5 / 90}},
@@ -143,15 +143,15 @@ CHANGES = {
                    "data": {"holdout_clients": 6, "partition_args": {"holdout_by_domain": True}}},
         "smoke": {"on": "feature_shift",
                   "data": {"holdout_clients": 6, "partition_args": {"holdout_by_domain": True}}}},
-    # Table 1's Tiny-ImageNet columns, PEP-FedPT (arXiv) §5.1: "for TinyImageNet we consider 200
+    # Table 1's Tiny-ImageNet columns, PEP-FedPT (arXiv) §5: "for TinyImageNet we consider 200
     # clients", 5 per round, pathological 10 classes per client; 224×224 inputs as the paper
-    # resizes (§5.1). The small profiles keep Fashion-MNIST.
+    # resizes (§5). The small profiles keep Fashion-MNIST.
     "tiny_imagenet": {
         "paper": {"data": {"dataset": "tiny_imagenet", "dataset_args": {"image_size": VIT_B16_SIZE},
                            "num_clients": 200},
                   "train": {"participation": 5 / 200}},
         "laptop": {}, "smoke": {}},
-    # Table 1's Tiny-ImageNet Dir(0.3) columns: the same clients under the Dirichlet split (§5.1).
+    # Table 1's Tiny-ImageNet Dir(0.3) columns: the same clients under the Dirichlet split (§5).
     # The small profiles keep Fashion-MNIST: there it is the dirichlet variant.
     "tiny_imagenet_dirichlet": {
         "paper": {"on": "tiny_imagenet",
