@@ -35,8 +35,8 @@ from typing import Iterable, Iterator, Mapping
 
 from ..config import ENV_REHEARSE, RunConfig
 from ..env.jsonfiles import NUMBER, read_json_file
-from ..env.settings import (ENV_FIGURES, ENV_OUTPUT, ENV_RUNS, ENV_VIT_B16_WEIGHTS, configure, output_path,
-                            output_root)
+from ..env.settings import (ENV_DATA_ROOT, ENV_FIGURES, ENV_OUTPUT, ENV_REHEARSAL_BUDGET, ENV_RUNS,
+                            ENV_VIT_B16_WEIGHTS, REHEARSAL_ROOT, configure, output_path, output_root)
 from ..env.host import cpu_model
 from ..pretrain.rehearsal_weights import write_rehearsal_weights
 
@@ -110,8 +110,6 @@ def rehearsal_env(data_root: str | None = None) -> Iterator[Path]:
     images of the right shapes)."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
-
-    from ..data.root import ENV_DATA_ROOT, ENV_REHEARSAL_BUDGET, REHEARSAL_ROOT  # the data package loads torch
 
     root = output_root() / REHEARSAL_FOLDER
     with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as writer:

@@ -34,13 +34,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..env.settings import ENV_REHEARSAL_BUDGET
 from ..errors import ConfigError
 from ..params import check_value
 from ..registry import Registry
 from .base import ImageDataset
 from .imaging import check_image_size
 from .options import is_names_list, pick_names
-from .root import ENV_REHEARSAL_BUDGET
 from .subsets import DOMAINNET_TEN
 
 # What one rehearsal dataset may take in memory, uint8 images of both splits, unless

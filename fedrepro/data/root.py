@@ -9,16 +9,11 @@ import os
 from pathlib import Path
 from typing import Iterable
 
+from ..env.settings import ENV_DATA_ROOT, REHEARSAL_ROOT
 from ..errors import ConfigError, DataNotFoundError
 
-ENV_DATA_ROOT = "FEDREPRO_DATA"
 ENV_DOWNLOAD = "FEDREPRO_DOWNLOAD"
 DEFAULT_DATA_ROOT = Path("~/.cache/fedrepro/data")
-# The data root that reads no files: every dataset is served as seeded stand-in images of its real
-# shape (fedrepro.data.rehearsal), to rehearse a profile end to end where the data is not installed.
-REHEARSAL_ROOT = "rehearsal:"
-# MiB of stand-in images one rehearsal dataset may take (fedrepro.data.rehearsal.budget_bytes).
-ENV_REHEARSAL_BUDGET = "FEDREPRO_REHEARSAL_MIB"
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}

@@ -43,6 +43,12 @@ ENV_OUTPUT = "FEDREPRO_OUTPUT"
 ENV_RUNS = "FEDREPRO_RUNS"
 ENV_FIGURES = "FEDREPRO_FIGURES"
 ENV_TENSORBOARD = "FEDREPRO_TENSORBOARD"
+ENV_DATA_ROOT = "FEDREPRO_DATA"  # read by fedrepro.data.root
+# The data root that reads no files: every dataset is served as seeded stand-in images of its real
+# shape (fedrepro.data.rehearsal), to rehearse a profile end to end where the data is not installed.
+REHEARSAL_ROOT = "rehearsal:"
+# MiB of stand-in images one rehearsal dataset may take (fedrepro.data.rehearsal.budget_bytes).
+ENV_REHEARSAL_BUDGET = "FEDREPRO_REHEARSAL_MIB"
 # The paper profile's ViT-B/16 IN-21k weights: a local file named by this variable (our choice of
 # name), read through timm's own loader (fedrepro.papers.pep_fedpt.setup; docs/backbones.md).
 ENV_VIT_B16_WEIGHTS = "FEDREPRO_VIT_B16_WEIGHTS"
