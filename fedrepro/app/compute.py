@@ -37,7 +37,7 @@ from ..claims.core import CLAIMS, DEFAULT_MAX_SEEDS, claims_dir, recorded_claims
 from ..config import RunConfig
 from ..env.host import repo_root
 from ..env.jsonfiles import read_json_file
-from ..execute.local import Task, estimate_cost, unfinished
+from ..execute.local import SETUP_COST, Task, estimate_cost, unfinished
 from ..execute.tuning import provisional_rates
 from ..methods import METHODS
 from ..papers import PAPERS, claim_seeds, load_all, paper as paper_package
@@ -271,7 +271,7 @@ def prefix_saving(runs: Mapping[str, RunConfig], cal: Calibration) -> tuple[floa
             if shorter:
                 donor = max(shorter, key=lambda c: c.train.rounds)
                 cost = estimate_cost(donor)
-                saved += cal.run_seconds(donor) * (cost - 2000.0) / cost
+                saved += cal.run_seconds(donor) * (cost - SETUP_COST) / cost
                 n += 1
     return saved, n
 

@@ -26,7 +26,6 @@ root it was started with, for the paper profile's results pages.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import statistics
@@ -128,19 +127,16 @@ def rehearsal_env(data_root: str | None = None) -> Iterator[Path]:
             configure(output_root=before)
 
 
-def _rehearsal_rounds(path: Path) -> list[dict]:
-    file = path / "rounds.jsonl"
-    return [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 def step_seconds(cfg: RunConfig, path: Path) -> float | None:
     """One client step of a stored rehearsal run: its last round's training time over the clients it
     sampled (one mini-batch each); None for a run of one round (its only round pays the warm-up) or
     none stored."""
-    try:
-        rows = _rehearsal_rounds(path)
-    except OSError:
+    from ..runs.store import read_jsonl
+
+    file = path / "rounds.jsonl"
+    if not file.is_file():
         return None
+    rows = read_jsonl(file)
     if len(rows) < 2 or not rows[-1].get("n_sampled"):
         return None
     return float(rows[-1]["time_train_s"]) / int(rows[-1]["n_sampled"])
@@ -183,8 +179,9 @@ def client_steps(cfg: RunConfig) -> int | None:
         return None
     paper = {**{"rounds": cfg.train.rounds, "local_epochs": cfg.train.local_epochs,
                 "participation": cfg.train.participation}, **cfg.rehearsal.get("paper", {})}
-    clients = cfg.data.num_clients - cfg.data.holdout_clients
-    per_round = clients if paper["participation"] >= 1.0 else max(1, round(paper["participation"] * clients))
+    from ..fl.engine import clients_per_round  # defers torch, which the scheduling process never loads
+
+    per_round = clients_per_round(cfg.data.num_clients - cfg.data.holdout_clients, paper["participation"])
     return int(paper["rounds"]) * per_round * int(paper["local_epochs"]) * math.ceil(n / cfg.train.batch_size)
 
 

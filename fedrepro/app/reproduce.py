@@ -250,7 +250,7 @@ def _predicted(profile: str, only: str | None, runs_dir: str, output: str) -> di
     if not report.is_file():
         return None
     nb_root = root / "notebooks"
-    notebooks = [p for p in numbered_notebooks(root) if only is None or only in str(p.relative_to(nb_root))]
+    notebooks = [p for p in numbered_notebooks(root) if selected(p.relative_to(nb_root), only)]
     return predict(notebooks, nb_root, profile, report, root / "docs" / "results" / profile, runs_dir)
 
 

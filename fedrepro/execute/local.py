@@ -38,6 +38,10 @@ _MODEL_COST = {"resnet8": 1.0, "resnet10": 1.5, "resnet18": 3.0, "cnn": 0.6, "mo
                "tiny_vit": 8.0, "vit": 8.0, "clip": 1.0}
 
 
+# What every run pays besides its images (process, data and model set-up), in estimate_cost's units.
+SETUP_COST = 2000.0
+
+
 def estimate_cost(cfg: RunConfig) -> float:
     """A run's cost in 'ResNet-8 image steps', from its config alone (no data is read): the
     training images × epochs × rounds, plus evaluation, times a per-model factor. Only the order of
@@ -57,7 +61,7 @@ def estimate_cost(cfg: RunConfig) -> float:
     evals = t.rounds / t.eval_every
     train = t.rounds * clients * per_client * t.local_epochs
     finetune = evals * d.num_clients * per_client * t.eval_finetune_epochs
-    return model * (train + finetune + evals * d.num_clients * test / 3) + 2000.0  # + set-up
+    return model * (train + finetune + evals * d.num_clients * test / 3) + SETUP_COST
 
 
 def _kind(cfg: RunConfig) -> tuple:

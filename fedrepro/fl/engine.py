@@ -55,10 +55,15 @@ class SimState:
     round_rows: list[dict] = field(default_factory=list)
 
 
+def clients_per_round(n: int, participation: float) -> int:
+    """How many of ``n`` candidate clients a round trains: ``max(1, round(rate·n))``, all at rate 1."""
+    return n if participation >= 1.0 else max(1, int(round(participation * n)))
+
+
 def sample_clients(seed: int, rnd: int, candidates: Sequence[int], participation: float) -> list[int]:
-    """Seeded client sampling: ``max(1, round(rate·n))`` distinct clients, sorted."""
+    """Seeded client sampling: :func:`clients_per_round` distinct clients, sorted."""
     n = len(candidates)
-    m = n if participation >= 1.0 else max(1, int(round(participation * n)))
+    m = clients_per_round(n, participation)
     if m == n:
         return list(candidates)
     chosen = numpy_rng(seed, "sample", rnd).choice(np.asarray(candidates), size=m, replace=False)
