@@ -32,7 +32,7 @@ PINNED_PROFILES = {
     "pep_fedpt:laptop": "fda9acf81adc1ce4",  # 8 variants
     "pep_fedpt:paper": "f81b857e8ec2ecb6",  # 8 variants
     "fedotp:smoke": "d1f1c48d264d7a51",  # 12 variants
-    "fedotp:laptop": "a942fa06686c0b92",  # 12 variants (dirichlet: 100 test images a client)
+    "fedotp:laptop": "747c47cc3be08cfc",  # 12 variants (25 rounds, flat)
     # DomainNet's ten classes at the paper profile (issue 38; earlier 9f71a8c241be472c).
     "fedotp:paper": "6cd60ffbf887f499",  # 14 variants
 }
@@ -46,7 +46,7 @@ PINNED_SETUPS = {
     "pep_fedpt:laptop:heldout_feature_shift": "950169d01a0f191c",
     "pep_fedpt:paper:heldout_feature_shift": "9ea1ffd82ce64be1",  # ten classes (earlier b0a374a9c1ca62c0)
     "fedotp:paper:pathological:dtd": "84126cea8e3e6931",
-    "fedotp:laptop:pathological:edges": "cb0100dd039de3b1",
+    "fedotp:laptop:pathological:edges": "e8b35434dce6594b",  # 25 rounds
     "fedotp:paper:feature_label_shift:domainnet": "0698ec62b6406b22",  # ten classes (earlier d9b43e4b22ad3207)
     "fedotp:smoke:dirichlet:cifar10": "55543bad808798f6",
 }
