@@ -120,3 +120,57 @@ def test_halving_changes_is_empty_where_halving_agrees_and_trains_what_it_needs(
         _changes_on(table, base, halving=0.5)
     got = _changes_on(table, base, halving=0.5, train=True)
     assert isinstance(got, pd.DataFrame) and got.empty and list(got.columns)[:2] == ["table", "row"]
+
+
+def _stored_rounds(c):
+    return fedrepro.RunResult(fedrepro.run(c).path).rounds
+
+
+def test_replaying_halving_on_the_full_searchs_runs_is_training_it(tiny):
+    cfg = tiny(**{"train.rounds": 4, "train.lr": 1e-5})
+    full = LrSearch(grid=(0.1, 0.01, 1e-5), validation=0.25)
+    cut = dataclasses.replace(full, halving=0.5, eta=2)
+    _train(full, cfg)
+    rate, keep = cut.replay_halving(cfg, _stored_rounds)  # from the full runs alone
+    chosen, _ = _train(cut, cfg)  # the short runs trained for real
+    assert keep == cut.survivors(cfg) and rate == chosen.train.lr
+    # What the replay rests on: a short run's score is its full run's at the short run's last round.
+    for s, f in zip(cut.short_configs(cfg), full.full_configs(cfg)):
+        at = _stored_rounds(f).set_index("round")["acc_mean"]
+        assert fedrepro.RunResult(fedrepro.run(s).path).summary["final_acc_mean"] == at.loc[2]
+
+
+def test_replaying_halving_refuses_runs_whose_short_round_was_not_evaluated(tiny):
+    cfg = tiny(**{"train.rounds": 4, "train.eval_every": 4})
+    full = LrSearch(grid=(0.1, 0.01), validation=0.25)
+    _train(full, cfg)
+    with pytest.raises(ConfigError, match="round 2"):
+        dataclasses.replace(full, halving=0.5).replay_halving(cfg, _stored_rounds)
+    with pytest.raises(ConfigError, match="halving=0"):
+        full.replay_halving(cfg, _stored_rounds)
+
+
+def test_halving_replay_lists_every_searched_row_with_both_choices(tiny):
+    from fedrepro.papers.tables import halving_replay
+
+    base = tiny(**{"train.rounds": 4})
+    table = TableDef("tour", "t", "t", [Rows({"method.name": ["fedavg", "local"]})],
+                     tune=lambda p: LrSearch(grid=GRID, validation=0.25))
+
+    class OnBase(TableDef):
+        def _untuned(self, profile, seeds, table_seeds, variant, b, overrides):
+            return TableDef._untuned(self, profile, seeds, table_seeds, variant, base, overrides)
+
+    fields = {f.name: getattr(table, f.name) for f in dataclasses.fields(TableDef)}
+    on_base = OnBase(**fields)
+    on_base.run("smoke", seeds=[0], base=base, progress=False)  # the full search, and the rows
+    got = halving_replay({"t": on_base}, "smoke", halving=0.5, eta=3)
+    assert got["row"].tolist() == ["fedavg α=0.5", "local α=0.5"] and (got["stage"] == "train.lr").all()
+    assert (got["full"] == 0.1).all() and not got["changed"].any() and (got["note"] == "").all()
+    # Two of the three rates are dropped after 2 of 4 rounds: their last 2 rounds are saved.
+    search = on_base.search("smoke")
+    for (_, row), cfg in zip(got.iterrows(), on_base._untuned("smoke", None, None, None, None, {})):
+        dropped = [c for c in search.full_configs(cfg) if c.train.lr != 0.1]
+        want = sum(float(_stored_rounds(c).query("round > 2")[["time_train_s", "time_eval_s"]].sum().sum())
+                   for c in dropped)
+        assert row["saved_s"] == pytest.approx(want)

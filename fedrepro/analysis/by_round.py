@@ -11,7 +11,9 @@
   this rule; its stored rounds are every round it trained, so :func:`at_round` cuts it like any
   other (at a cut after its stop, it reads as at its stop).
 - :func:`at_round`: the table as it would read had every run stopped at round ``r`` (best round and
-  final round up to ``r``), from the stored per-round metrics: no training.
+  final round up to ``r``), from the stored per-round metrics: no training. :func:`at_flat_stop`:
+  the same with each run stopped where ``train.stop_when_flat`` would have stopped it
+  (:func:`flat_stop`), so the option's effect on a claim is read off runs trained without it.
 - :func:`verdicts_by_round`: each claim's verdict on :func:`at_round` tables for a list of rounds,
   so a reader sees which verdicts settle and which still flip when the budget ends.
 - :func:`run_groups`, :func:`flatness_by_group`, :func:`verdicts_by_group`, :func:`verdict_changes`:
@@ -57,10 +59,39 @@ def at_round(table: pd.DataFrame, r: int, rounds_of: RoundsOf = stored_rounds) -
     """``table`` (a ``run_grid`` table) with ``best``, ``final`` and every ``best_<m>`` / ``final_<m>``
     column recomputed as if each run had stopped after round ``r``, from ``rounds_of(path)``: the
     stored rounds, or those with a paper's derived per-round scores joined on (pFedCSPC's I_local)."""
+    return at_rounds(table, lambda _: r, rounds_of)
+
+
+def flat_stop(rounds: pd.DataFrame, window: int = FLAT_WINDOW) -> int:
+    """The round at which ``train.stop_when_flat`` (window ``window``) would have stopped a run whose
+    stored rounds are ``rounds``: the first evaluated round at which the evaluated accuracies so far
+    meet the flatness rule, else the run's last round. It replays the engine's own check
+    (:func:`fedrepro.fl.converge.simulate_until_flat`, which tests the rule after each evaluated
+    round), so on a run trained without the option it names the round that run would have stopped
+    at with it: the stopped run holds exactly those first rounds."""
+    ev = rounds[rounds["acc_mean"].notna()] if "acc_mean" in rounds else rounds.iloc[0:0]
+    acc, at = ev["acc_mean"].to_numpy(dtype=float), ev["round"].to_numpy()
+    for i in range(2 * window - 1, len(acc)):  # judge() says "not flat" with fewer than 2 * window values
+        if judge(acc[:i + 1], window)[2]:
+            return int(at[i])
+    return int(rounds["round"].max())
+
+
+def at_flat_stop(table: pd.DataFrame, window: int = FLAT_WINDOW,
+                 rounds_of: RoundsOf = stored_rounds) -> pd.DataFrame:
+    """``table`` as :func:`at_round` would give it had every run stopped at its own :func:`flat_stop`
+    (``window``): the table ``train.stop_when_flat`` would have produced, read off runs trained
+    without it. ``stop_round`` names each run's stop."""
+    stops = {path: flat_stop(rounds_of(path), window) for path in table["path"].unique()}
+    return at_rounds(table, stops.__getitem__, rounds_of).assign(stop_round=table["path"].map(stops).to_numpy())
+
+
+def at_rounds(table: pd.DataFrame, cut: Callable[[Any], int], rounds_of: RoundsOf = stored_rounds) -> pd.DataFrame:
+    """``table`` with each run read as if it had stopped after round ``cut(path)`` (see :func:`at_round`)."""
     rows = []
     for _, row in table.iterrows():
         ev = _evaluated(row["path"], rounds_of)
-        ev = ev[ev["round"] <= r]
+        ev = ev[ev["round"] <= cut(row["path"])]
         new = row.to_dict()
         if ev.empty:
             rows.append({**new, "best": float("nan"), "final": float("nan")})

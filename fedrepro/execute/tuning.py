@@ -19,7 +19,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import pandas as pd
 
@@ -142,12 +142,56 @@ class LrSearch:
         """The rates that train their full rounds with ``halving``: the best ``ceil(n / eta)`` by their
         short runs' scores (a tie goes as in :meth:`choose`); raises :class:`TuningPending` until the
         short runs are stored."""
-        short = self._stored_scores(self.short_configs(cfg))
-        n = -(-len(self.grid) // self.eta)
-        own = self.rate(cfg)
-        # Sort key: score down, then nearness to the setup's rate, then grid order.
-        ranked = sorted(self.grid, key=lambda lr: (-short[float(lr)], abs(lr - own), self.grid.index(lr)))
-        return [float(lr) for lr in ranked[:n]]
+        return self.ranked(self._stored_scores(self.short_configs(cfg)), self.rate(cfg))[:self.kept()]
+
+    def kept(self) -> int:
+        """How many rates train their full rounds with ``halving``: ``ceil(n / eta)``."""
+        return -(-len(self.grid) // self.eta)
+
+    def ranked(self, scores: Mapping[float, float], own: float) -> list[float]:
+        """The grid's rates that ``scores`` scores, best first: by score, a tie to the rate nearest
+        ``own`` (the setup's), then in grid order. The search's one ranking rule: :meth:`choose`
+        takes the first, :meth:`survivors` the first :meth:`kept`."""
+        scored = [lr for lr in self.grid if float(lr) in scores]
+        return [float(lr) for lr in sorted(scored, key=lambda lr: (-scores[float(lr)], abs(lr - own),
+                                                                    self.grid.index(lr)))]
+
+    def replay_halving(self, cfg: RunConfig, rounds_of: Callable[[RunConfig], pd.DataFrame]
+                       ) -> tuple[float, list[float]]:
+        """``(rate, survivors)``: the rate this search (with ``halving``) chooses for ``cfg``'s row,
+        and the rates whose full runs it trains, read off the stored
+        full runs of the same search without it (``rounds_of``: a full run's stored rounds): a short
+        run is the first :meth:`short_rounds` rounds of its rate's full run, bit for bit
+        (:mod:`fedrepro.runs.prefix`), so its score is the full run's score at that round. The
+        survivors' full scores are the stored ones. Raises :class:`TuningPending` until every full
+        run is stored, and :class:`ConfigError` where a short run is not such a prefix (its last
+        round not evaluated in the full run, or a method whose rounds depend on their number)."""
+        from ..methods import METHODS
+        from ..runs.prefix import reads_total_rounds
+
+        if not self.halving:
+            raise ConfigError("replay_halving: this search has halving=0; valid: a search with 0 < halving < 1")
+        if not self.metric.startswith("final_"):
+            raise ConfigError(f"replay_halving: metric={self.metric!r}; valid: a final_<metric> score "
+                              "(the score at the short run's last round)")
+        full = self.full_configs(cfg)
+        if not full:
+            return self.rate(cfg), []
+        if reads_total_rounds(METHODS.get(full[0].method.name)):
+            raise ConfigError(f"replay_halving: {full[0].method.name}'s rounds depend on train.rounds, so a short "
+                              "run is not the first rounds of the full one; train it instead")
+        final = self._stored_scores(full)
+        at, column = self.short_rounds(cfg), self.metric.removeprefix("final_")
+        short = {}
+        for c in full:
+            rounds = rounds_of(c)
+            row = rounds[rounds["round"] == at]
+            if row.empty or column not in row or pd.isna(row[column].iloc[0]):
+                raise ConfigError(f"replay_halving: run {c.hash()} has no {column} at round {at} (eval_every="
+                                  f"{c.train.eval_every}); train the short run instead")
+            short[self.rate(c)] = float(row[column].iloc[0])
+        keep = self.ranked(short, self.rate(cfg))[:self.kept()]
+        return self.ranked({lr: final[lr] for lr in keep}, self.rate(cfg))[0], keep
 
     def short_scores(self, cfg: RunConfig) -> dict[float, float]:
         """Validation score per rate of the short runs with ``halving``."""
@@ -195,11 +239,7 @@ class LrSearch:
                 raise
             waiting.extend(e.configs)
             return cfg
-        own = self.rate(cfg)
-        best = max(scores.values())
-        tied = [lr for lr in self.grid if scores.get(float(lr)) == best]
-        lr = min(tied, key=lambda v: abs(v - own))
-        return cfg.replace(**{self.key: float(lr)})
+        return cfg.replace(**{self.key: self.ranked(scores, self.rate(cfg))[0]})
 
     def table(self, cfgs: Sequence[RunConfig], label: Callable[[RunConfig], str]) -> pd.DataFrame:
         """The search as a table: one row per searched row of ``cfgs`` (by ``label``), one column per

@@ -22,6 +22,7 @@ alone, which stands in for the first column.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -36,6 +37,7 @@ from .reference import paper_table
 from .reference import beside
 from ..claims.core import PAPER_COLUMN
 from ..execute.tuning import TuningPending
+from ..runs.store import RunStore
 from ..runs.tables import pivot_mean_std
 from ..params import check_fields, hp
 from ..env.style import RECONSTRUCTED, display_label, method_key
@@ -398,8 +400,6 @@ def halving_changes(tables: Mapping[str, TableDef], profile: str, halving: float
     stored (both searches'; the survivors' full runs are the full search's own), else a missing one
     raises :class:`~fedrepro.execute.tuning.TuningPending`. Only rows that change are listed: an
     empty table says halving picks every row's rate as the full search does."""
-    import dataclasses
-
     from ..execute.run import run
 
     rows = []
@@ -429,6 +429,49 @@ def halving_changes(tables: Mapping[str, TableDef], profile: str, halving: float
                 rows.append({"table": tid, "row": _row_name(cfg), "full lr": chosen[0], "halving lr": chosen[1],
                              "short runs": f"{cut.short_rounds(cfg)} of {cfg.train.rounds} rounds"})
     return pd.DataFrame(rows, columns=["table", "row", "full lr", "halving lr", "short runs"])
+
+
+def halving_replay(tables: Mapping[str, TableDef], profile: str, halving: float = 0.25, eta: int = 3) -> pd.DataFrame:
+    """Every searched row of ``tables`` (by id) at ``profile``: the rate its table's search chose and
+    the rate the same search by successive halving (``halving``, ``eta``) would choose, both read
+    off the full search's stored runs (:meth:`~fedrepro.execute.tuning.LrSearch.replay_halving`:
+    nothing trains), and the CPU seconds halving would not have spent (the stored time of the rounds
+    after the short runs' end, in the rates it drops). A search in stages (PEP-FedPT's head rate,
+    then its prompt rate) is replayed stage by stage, each from the full search's choice of the
+    stage before, so each stage is judged on its own. Columns: ``table``, ``row``, ``stage`` (the
+    searched key), ``full``, ``halving``, ``changed``, ``saved_s``; ``note`` where a stage could not be
+    replayed."""
+    def rounds_of(c: RunConfig) -> pd.DataFrame:
+        return RunStore(c.runs_dir).load(c).rounds
+
+    rows, seen = [], set()
+    for tid, table in tables.items():
+        search = table.search(profile)
+        if search is None:
+            continue
+        stages = [search.first, search.then] if hasattr(search, "then") else [search]
+        for cfg in table._untuned(profile, None, None, None, None, {}):
+            at = cfg
+            for stage in stages:
+                key = frozenset(c.hash() for c in stage.full_configs(at))
+                if not key or key in seen:
+                    at = stage.choose(at) if key else at
+                    continue
+                seen.add(key)
+                cut = dataclasses.replace(stage, halving=halving, eta=eta)
+                full = stage.rate(stage.choose(at))
+                try:
+                    (chosen, keep), note = cut.replay_halving(at, rounds_of), ""
+                except ConfigError as e:
+                    (chosen, keep), note = (float("nan"), []), str(e)
+                short = cut.short_rounds(at)
+                dropped = [c for c in stage.full_configs(at) if stage.rate(c) not in keep] if not note else []
+                saved = sum(float(r.loc[r["round"] > short, ["time_train_s", "time_eval_s"]].sum().sum())
+                            for r in map(rounds_of, dropped))
+                rows.append({"table": tid, "row": _row_name(at), "stage": stage.key, "full": full, "halving": chosen,
+                             "changed": bool(chosen != full) and not note, "saved_s": saved, "note": note})
+                at = stage.choose(at)
+    return pd.DataFrame(rows, columns=["table", "row", "stage", "full", "halving", "changed", "saved_s", "note"])
 
 
 def _row_name(cfg: RunConfig) -> str:

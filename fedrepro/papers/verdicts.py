@@ -1,12 +1,13 @@
 """Claims across papers: every paper's registered claims, a notebook's claims evaluated by paper or
-id, the claims the notebooks recorded, and claims' verdicts on tables cut after each round."""
+id, the claims the notebooks recorded, and claims' verdicts on tables cut after each round or where
+each run's curve turned flat."""
 from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from ..analysis.by_round import Groups, RoundsOf, at_round, stored_rounds
+from ..analysis.by_round import FLAT_WINDOW, Groups, RoundsOf, at_flat_stop, at_round, stored_rounds
 from ..claims.core import CLAIMS, Claim, claims_dir, recorded_claims
 from ..registry import Registry
 from ..runs.store import RunResult
@@ -95,3 +96,25 @@ def verdicts_by_group(groups: Mapping[tuple[str, ...], pd.DataFrame], by_round: 
     return pd.concat(frames, ignore_index=True)
 
 
+def verdicts_at_flat_stop(groups: Mapping[tuple[str, ...], pd.DataFrame], by_round: Groups,
+                          rounds_of: RoundsOf = stored_rounds, window: int = FLAT_WINDOW) -> pd.DataFrame:
+    """Each group's claims on its runs as trained (``full``) and as ``train.stop_when_flat`` would
+    have left them (``flat``: every run cut at its own flat stop, :func:`at_flat_stop`): one row per
+    claim with both verdicts, intervals and effects, whether the verdict changed, and the share of
+    the group's trained rounds the option would not have trained (``rounds_saved``)."""
+    rows = []
+    for group, claim_ids in by_round.items():
+        t = groups[group]
+        cut = at_flat_stop(t, window, rounds_of)
+        runs = cut.drop_duplicates("path")
+        trained = sum(int(RunResult(p).summary["rounds"]) for p in runs["path"])
+        saved = 1 - runs["stop_round"].sum() / trained if trained else float("nan")
+        full, flat = (evaluate_claims(x, ids=list(claim_ids)).set_index("claim_id") for x in (t, cut))
+        for cid in claim_ids:
+            rows.append({"group": "+".join(group), "claim_id": cid,
+                         "verdict full": full.at[cid, "verdict"], "verdict flat": flat.at[cid, "verdict"],
+                         "changed": full.at[cid, "verdict"] != flat.at[cid, "verdict"],
+                         "interval full": full.at[cid, "interval"], "interval flat": flat.at[cid, "interval"],
+                         "effect full": full.at[cid, "effect"], "effect flat": flat.at[cid, "effect"],
+                         "rounds_saved": saved})
+    return pd.DataFrame(rows)

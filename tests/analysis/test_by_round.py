@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 import fedrepro
-from fedrepro.analysis.by_round import (at_round, flatness, flatness_by_group, is_flat, verdict_changes, window_change,
-                                        window_noise)
+from fedrepro.analysis.by_round import (at_flat_stop, at_round, flatness, flatness_by_group, is_flat, verdict_changes,
+                                        window_change, window_noise)
 from fedrepro.papers.verdicts import verdicts_by_group, verdicts_by_round
 
 
@@ -85,3 +85,39 @@ def test_verdict_changes_counts_each_flip_and_keeps_the_last_cut():
                              "verdict": ["FAIL", "PASS", "FAIL", "FAIL", "PASS", "PASS"]})
     out = verdict_changes(verdicts)
     assert out.loc["a"].tolist() == [4, "FAIL", 2] and out.loc["b"].tolist() == [2, "PASS", 0]
+
+
+def test_flat_stop_replays_the_engine_rule_on_a_stored_curve():
+    from fedrepro.analysis.by_round import flat_stop
+
+    def rounds(acc, every=1):
+        r = np.arange(1, len(acc) * every + 1)
+        return pd.DataFrame({"round": r, "acc_mean": [acc[i // every] if (i + 1) % every == 0 else np.nan
+                                                      for i in range(len(r))]})
+    assert flat_stop(rounds([0.5] * 12), window=2) == 4  # judged (and met) at the 4th evaluated round
+    assert flat_stop(rounds([min(r, 7) / 20 for r in range(1, 31)]), window=2) == 9  # rises, then flat
+    assert flat_stop(rounds([r / 100 for r in range(1, 13)]), window=2) == 12  # never flat: its last round
+    assert flat_stop(rounds([0.5] * 7, every=3), window=2) == 12  # evaluated rounds only: 3, 6, 9, 12
+
+
+def test_at_flat_stop_is_what_a_run_with_stop_when_flat_reports(tiny):
+    # A rate too small to move the model: flat from the start, so the stopped run ends early.
+    off = tiny(**{"train.rounds": 10, "train.lr": 1e-9})
+    on = off.replace(**{"train.stop_when_flat": True, "train.flat_window": 2})
+    table = fedrepro.run_grid(off, {"method.name": ["fedavg"]}, seeds=[0], progress=False, workers=1)
+    stopped = fedrepro.RunResult(fedrepro.run(on).path).summary
+    cut = at_flat_stop(table, window=2)
+    assert stopped["rounds"] < 10 and cut["stop_round"].item() == stopped["rounds"]
+    assert cut["final"].item() == stopped["final_acc_mean"] and cut["best"].item() == stopped["best_acc_mean"]
+
+
+def test_verdicts_at_flat_stop_read_the_cut_table(tiny):
+    from fedrepro.papers.verdicts import evaluate_claims, verdicts_at_flat_stop
+
+    table = _grid(tiny, rounds=8).assign(**{"data.partition_args.alpha": 0.1})
+    cid = "tour.local_beats_fedavg_skewed"
+    out = verdicts_at_flat_stop({("t",): table}, {("t",): (cid,)}, window=2).set_index("claim_id")
+    assert out.at[cid, "verdict full"] == evaluate_claims(table, ids=[cid])["verdict"].item()
+    assert out.at[cid, "verdict flat"] == evaluate_claims(at_flat_stop(table, 2), ids=[cid])["verdict"].item()
+    stops = at_flat_stop(table, 2).drop_duplicates("path")["stop_round"]
+    assert out.at[cid, "rounds_saved"] == pytest.approx(1 - stops.sum() / (8 * len(stops)))
