@@ -1,0 +1,130 @@
+"""Two compute levers of docs/speed.md, measured on a laptop pass's stored runs; nothing trains.
+
+Run it on the output root of a laptop pass trained with both levers off (the default)::
+
+    FEDREPRO_OUTPUT=/path/to/pass python bench/levers.py [--out bench/levers.json]
+
+- **Stopping runs once flat** (``train.stop_when_flat``). A run that stops at round s holds the
+  first s rounds of the same run trained without the option, bit for bit
+  (:mod:`fedrepro.fl.converge`), so :func:`fedrepro.analysis.by_round.flat_stop` reads off each
+  stored run where it would have stopped, and the stored per-round times what it would have saved.
+  Every stored run of the pass is read (runs evaluated only at their last round have no curve:
+  they would train to their maximum). For the claims, each paper's ``BY_ROUND`` groups (the
+  convergence notebooks' tables, with the same per-round scores) are judged as trained and at the
+  flat stop (:func:`fedrepro.papers.verdicts.verdicts_at_flat_stop`).
+- **Halving the learning-rate searches** (``LrSearch(halving=0.25, eta=3)``). A short run is the
+  first rounds of its rate's full run, so each searched row's halving choice is read off the full
+  search's stored runs (:func:`fedrepro.papers.tables.halving_replay`), with the seconds the
+  dropped rates' later rounds took.
+
+Runs a paper's groups or searches need that the store lacks are reported as missing, not trained.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from fedrepro.analysis.by_round import flat_stop, run_groups
+from fedrepro.app.compute import planned_runs
+from fedrepro.env.host import repo_root
+from fedrepro.execute.local import unfinished
+from fedrepro.execute.tuning import TuningPending
+from fedrepro.papers import paper
+from fedrepro.papers.pfedcspc.metrics import rounds_with_scores
+from fedrepro.papers.tables import halving_replay
+from fedrepro.papers.verdicts import verdicts_at_flat_stop
+from fedrepro.runs.store import RunStore
+
+PROFILE = "laptop"  # --profile smoke reads a smoke pass (tests)
+# The per-round scores each paper's convergence notebook cuts (pFedCSPC joins its I_local and HM).
+ROUNDS_OF = {"fedpft": None, "pfedcspc": rounds_with_scores}
+SEARCHED = ("fedotp", "pep_fedpt", "pfedcspc", "fedpft")
+HALVING, ETA = 0.25, 3
+
+
+def stops(planned) -> pd.DataFrame:
+    """One row per stored run of the plan: its paper, rounds trained, flat stop and the seconds of
+    the rounds after it."""
+    rows = []
+    for h, cfg in planned.runs.items():
+        store = RunStore(cfg.runs_dir)
+        if store.status(cfg) != "done":
+            continue
+        rounds = store.load(cfg).rounds
+        evaluated = int(rounds["acc_mean"].notna().sum()) if "acc_mean" in rounds else 0
+        stop = flat_stop(rounds, cfg.train.flat_window)
+        times = rounds[["time_train_s", "time_eval_s"]].sum(axis=1)
+        rows.append({"paper": planned.notebook[h].split("/")[0], "hash": h, "method": cfg.method.name,
+                     "search": h in planned.searches, "rounds": int(rounds["round"].max()), "evaluated": evaluated,
+                     "stop": stop, "seconds": float(times.sum()),
+                     "saved_s": float(times[rounds["round"] > stop].sum())})
+    return pd.DataFrame(rows)
+
+
+def flat_verdicts(name: str, profile: str) -> tuple[pd.DataFrame, int]:
+    """The paper's BY_ROUND claims as trained and at the flat stop; the number of runs missing."""
+    pkg = paper(name)
+    try:
+        needed = [c for group in pkg.BY_ROUND for t in group
+                  for c in pkg.TABLES[t].search_configs(profile) + pkg.TABLES[t].configs(profile)]
+    except TuningPending as e:  # a search not stored yet: its rows are unknown
+        return pd.DataFrame(), len(e.configs)
+    missing = len(unfinished(needed))
+    if missing:
+        return pd.DataFrame(), missing
+    groups = run_groups(pkg.TABLES, pkg.BY_ROUND, profile)
+    kw = {} if ROUNDS_OF[name] is None else {"rounds_of": ROUNDS_OF[name]}
+    return verdicts_at_flat_stop(groups, pkg.BY_ROUND, **kw), 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=str(repo_root() / "bench" / "levers.json"))
+    ap.add_argument("--profile", default=PROFILE, choices=("smoke", "laptop"))
+    args = ap.parse_args(argv)
+    profile = args.profile
+    nb_root = repo_root() / "notebooks"
+    planned = planned_runs(sorted(nb_root.rglob("*.ipynb")), nb_root, profile)
+    runs = stops(planned)
+    report: dict = {"profile": profile, "stop_when_flat": {}, "halving": {}, "verdicts": {}}
+    if not runs.empty:
+        by = runs.groupby("paper")
+        summary = pd.DataFrame({"runs": by.size(), "CPU-h trained": by["seconds"].sum() / 3600,
+                                "CPU-h saved": by["saved_s"].sum() / 3600,
+                                "rounds saved": 1 - by["stop"].sum() / by["rounds"].sum()})
+        summary["share saved"] = summary["CPU-h saved"] / summary["CPU-h trained"]
+        print("stop_when_flat, read off the stored runs:\n" + summary.round(3).to_string() + "\n")
+        report["stop_when_flat"] = {"by_paper": summary.round(4).to_dict("index"),
+                                    "runs": runs.to_dict("records")}
+    for name in ROUNDS_OF:
+        verdicts, missing = flat_verdicts(name, profile)
+        if missing:
+            print(f"{name}: BY_ROUND claims not judged, {missing} of their runs are not stored\n")
+            report["verdicts"][name] = {"missing_runs": missing}
+            continue
+        print(f"{name}: BY_ROUND claims as trained and at the flat stop\n"
+              + verdicts[["claim_id", "verdict full", "verdict flat", "effect full", "effect flat"]].to_string()
+              + "\n")
+        report["verdicts"][name] = verdicts.to_dict("records")
+    for name in SEARCHED:
+        try:
+            replay = halving_replay(paper(name).TABLES, profile, HALVING, ETA)
+        except Exception as e:  # a search not stored: TuningPending names its runs
+            print(f"{name}: halving not replayed ({type(e).__name__}: {e})\n")
+            report["halving"][name] = {"not_replayed": f"{type(e).__name__}: {e}"}
+            continue
+        print(f"{name}: halving ({HALVING}, eta {ETA}) replayed, {int(replay['changed'].sum())} of {len(replay)} "
+              f"searched rows change rate, {replay['saved_s'].sum() / 3600:.2f} CPU-h saved\n"
+              + replay.drop(columns=["note"]).to_string() + "\n")
+        report["halving"][name] = replay.to_dict("records")
+    Path(args.out).write_text(json.dumps(report, indent=1, default=float) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
