@@ -150,3 +150,18 @@ def test_the_rehearsal_serves_the_papers_users(monkeypatch: pytest.MonkeyPatch) 
     part = make_partition("by_user", ds.train_y.numpy(), ds.test_y.numpy(), 1018, np.random.default_rng(0),
                           train_users=ds.train_user.numpy(), min_train=16)
     assert min(t.size for t in part.train) >= 16
+
+
+def test_a_run_config_partitions_by_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fedrepro.config import RunConfig
+    from fedrepro.runs.pipeline import prepare_data
+
+    write_inat(tmp_path)
+    monkeypatch.setenv("FEDREPRO_DATA", str(tmp_path))
+    cfg = RunConfig().replace(**{"data.dataset": "inaturalist", "data.dataset_args": {"image_size": 8},
+                                 "data.partition": "by_user", "data.partition_args": {"min_train": 4},
+                                 "data.num_clients": 2})
+    ds, part = prepare_data(cfg)
+    assert part.meta["client_user"] == [1, 2]
+    users = ds.train_user.numpy()
+    assert [set(users[t].tolist()) for t in part.train] == [{1}, {2}]
