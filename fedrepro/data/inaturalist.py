@@ -165,8 +165,11 @@ def load_inaturalist(
         if ds is not None:
             return ds
     train = _read_rows(train_file, {"user": user_column, "image": image_column, "class": class_column})
-    train = [r for r in train if r["user"] not in NO_USER]
     test = _read_rows(test_file, {"image": image_column, "class": class_column})
+    # Class ids checked on every row, so that an error names the file's own line.
+    train_y, test_y = _class_ids(train, train_file), _class_ids(test, test_file)
+    train_y = [y for y, r in zip(train_y, train) if r["user"] not in NO_USER]
+    train = [r for r in train if r["user"] not in NO_USER]
     if not train:
         raise CorruptCacheError(f"{train_file} lists no training image with a user; check the file and user_column")
     ids = [r["image"] for r in train] + [r["image"] for r in test]
@@ -178,7 +181,6 @@ def load_inaturalist(
     if missing:
         raise CorruptCacheError(f"{len(missing)} images listed in the split files are not under {image_dir} "
                                 f"(first: {missing[0]}.jpg); extract the whole iNaturalist 2017 image archive there")
-    train_y, test_y = _class_ids(train, train_file), _class_ids(test, test_file)
     num_classes = max(train_y + test_y) + 1
     names: dict[int, str] = {}
     for y, i in zip(train_y + test_y, ids):

@@ -165,3 +165,13 @@ def test_a_run_config_partitions_by_user(tmp_path: Path, monkeypatch: pytest.Mon
     assert part.meta["client_user"] == [1, 2]
     users = ds.train_user.numpy()
     assert [set(users[t].tolist()) for t in part.train] == [{1}, {2}]
+
+
+def test_a_bad_class_id_names_its_line(tmp_path: Path) -> None:
+    folder = write_inat(tmp_path)
+    train_csv = folder / "inaturalist-user-120k" / "federated_train_user_120k.csv"
+    lines = train_csv.read_text().splitlines()
+    lines[13] = lines[13].replace(",0,100", ",x,100")  # the "NA" row, line 14: checked too
+    train_csv.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CorruptCacheError, match="line 14: class 'x'"):
+        load_dataset("inaturalist", root=tmp_path, image_size=8)
