@@ -8,6 +8,7 @@ from .root import REHEARSAL_ROOT, data_root, download_allowed, is_rehearsal
 
 # Imported for their registration side effect.
 from . import cifar, fashion_mnist, fashion_mnist_domains, image_folder, synthetic, tiny_imagenet  # noqa: F401, E402
+from . import inaturalist  # noqa: F401, E402
 from . import glyphs, splits  # noqa: F401, E402  (the pretraining source and its split)
 
 __all__ = [

@@ -25,7 +25,9 @@ class ImageDataset:
     """A labelled image classification dataset with a train and a test split.
 
     ``train_domain``/``test_domain``/``domains`` are only set for multi-domain
-    (feature-shift) datasets; ``train_domain[i]`` indexes into ``domains``.
+    (feature-shift) datasets; ``train_domain[i]`` indexes into ``domains``. ``train_user`` is only
+    set for a dataset whose training images come with the user who took them (the federated
+    iNaturalist): ``train_user[i]`` is a user index >= 0, which a per-user partition reads.
     """
 
     name: str
@@ -37,6 +39,7 @@ class ImageDataset:
     train_domain: torch.Tensor | None = None
     test_domain: torch.Tensor | None = None
     domains: list[str] | None = None
+    train_user: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         # Loaders are the only producers; validating here turns a loader bug into
@@ -64,6 +67,10 @@ class ImageDataset:
                     raise ValueError(f"{self.name}: {split}_domain must be int64 [{x.shape[0]}]")
                 if len(d) and (int(d.min()) < 0 or int(d.max()) >= len(self.domains)):
                     raise ValueError(f"{self.name}: {split}_domain has ids outside [0, {len(self.domains)})")
+        u = self.train_user
+        if u is not None and (u.dtype != torch.int64 or u.shape != (self.train_x.shape[0],)
+                              or (len(u) and int(u.min()) < 0)):
+            raise ValueError(f"{self.name}: train_user must be int64 [{self.train_x.shape[0]}] of ids >= 0")
         if self.train_x.shape[1:] != self.test_x.shape[1:]:
             raise ValueError(
                 f"{self.name}: train and test images differ in shape: "
@@ -132,6 +139,7 @@ class ImageDataset:
             train_x=take(self.train_x, keep_tr),
             train_y=take(self.train_y, keep_tr),
             train_domain=take(self.train_domain, keep_tr),
+            train_user=take(self.train_user, keep_tr),
             test_x=take(self.test_x, keep_te),
             test_y=take(self.test_y, keep_te),
             test_domain=take(self.test_domain, keep_te),

@@ -12,7 +12,8 @@ irreproducible (NIID-Bench #7), and test sets merged into training (PFLlib #16, 
 
 Schemes (``PARTITIONERS`` registry, call through :func:`make_partition`):
 
-``iid``, ``dirichlet``, ``pathological``, ``fixed_dirichlet``, ``domain``, ``domain_dirichlet``.
+``iid``, ``dirichlet``, ``pathological``, ``fixed_dirichlet``, ``domain``, ``domain_dirichlet``,
+``by_user``.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ _HASH_VERSION = b"fedrepro-partition-v1"
 # Arguments make_partition supplies itself; everything else in a partitioner's signature is a
 # user-facing scheme parameter.
 _STANDARD_ARGS = ("train_labels", "test_labels", "num_clients", "rng",
-                  "train_domains", "test_domains", "num_classes")
+                  "train_domains", "test_domains", "num_classes", "train_users")
 
 
 # --------------------------------------------------------------------------------------------
@@ -956,6 +957,61 @@ def domain_dirichlet(
     )
 
 
+@PARTITIONERS.register("by_user")
+def by_user(
+    train_labels: Any,
+    test_labels: Any,
+    num_clients: int,
+    rng: np.random.Generator,
+    *,
+    min_train: int = 16,
+    train_users: Any = None,
+    train_domains: Any = None,
+    test_domains: Any = None,
+    num_classes: int | None = None,
+) -> Partition:
+    """One client per user of a dataset whose training images name their user (the federated
+    iNaturalist of Hsu et al. 2020), keeping the users with >= ``min_train`` training images.
+
+    PEP-FedPT (arXiv) §5: "each client gets at least 16 training samples", giving 1018 clients; the
+    smaller users' images train no one. Clients follow the users' ids in increasing order, so
+    ``num_clients`` must equal the number of users kept. The release's test split names no user: each
+    class's test images are divided among the clients in the proportions of that class's training
+    images, as the Dirichlet split does (our reading; ``data.validation`` instead scores each client
+    on a share of its own images).
+    """
+    y_tr, y_te, n_classes = _prepare_labels(train_labels, test_labels, num_clients, num_classes)
+    rng = _check_rng(rng)
+    min_train = check_value("min_train", min_train, int, ge=1, error=PartitionError)
+    if train_users is None:
+        raise PartitionError("by_user needs train_users (a user id per training sample); the dataset names "
+                             "no users (valid: a dataset with train_user, e.g. inaturalist)")
+    users = _as_labels(train_users, "train_users")
+    if users.size != y_tr.size:
+        raise PartitionError(f"train_users has {users.size} entries but there are {y_tr.size} train labels")
+    if users.size and users.min() < 0:
+        raise PartitionError(f"train_users must hold user ids >= 0, got min {users.min()}")
+    sizes = np.bincount(users)
+    kept = np.flatnonzero(sizes >= min_train)
+    if num_clients != kept.size:
+        raise PartitionError(
+            f"by_user: num_clients={num_clients} must equal the number of users with >= min_train={min_train} "
+            f"training images ({kept.size} of {np.count_nonzero(sizes)} users); set num_clients={kept.size} or "
+            f"change min_train")
+    owner = np.full(sizes.size, -1, dtype=np.int64)
+    owner[kept] = np.arange(kept.size)
+    train = _group_by_owner(np.arange(users.size), owner[users], kept.size)
+    counts = _client_class_counts(train, y_tr, n_classes).T
+    test = _split_test_like_train(counts, y_te, rng)
+    return Partition(
+        train=train, test=test, num_classes=n_classes,
+        meta={"scheme": "by_user", "params": {"min_train": min_train},
+              "client_user": kept.tolist(),
+              "dropped_users": int(np.count_nonzero(sizes) - kept.size),
+              "dropped_train": int(users.size - sum(t.size for t in train))},
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # Front door
 # --------------------------------------------------------------------------------------------
@@ -1011,12 +1067,16 @@ def make_partition(
     *,
     train_domains: Any = None,
     test_domains: Any = None,
+    train_users: Any = None,
     holdout_clients: int = 0,
     holdout_by_domain: bool = False,
     num_classes: int | None = None,
     **params: Any,
 ) -> Partition:
     """Build a partition with a registered scheme, then choose held-out clients.
+
+    ``train_users`` (a user id per training sample, where the dataset has them) reaches only the
+    schemes that declare it (``by_user``).
 
     Unknown or missing scheme parameters raise :class:`ConfigError` naming them and listing
     the valid ones. ``holdout_clients=h`` (0 <= h < num_clients) marks h clients, drawn with
@@ -1044,8 +1104,10 @@ def make_partition(
         raise PartitionError(
             f"invalid holdout_clients={holdout_clients}; valid: an integer in [0, num_clients={num_clients})"
         )
+    # Only a scheme that reads users is handed them: the others keep their signatures.
+    users = {"train_users": train_users} if "train_users" in inspect.signature(fn).parameters else {}
     part = fn(train_labels, test_labels, num_clients, rng, train_domains=train_domains,
-              test_domains=test_domains, num_classes=num_classes, **params)
+              test_domains=test_domains, num_classes=num_classes, **users, **params)
     if holdout_clients == 0:
         return part
     held = _pick_held_out(part, int(holdout_clients), bool(holdout_by_domain), rng)

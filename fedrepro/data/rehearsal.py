@@ -82,6 +82,11 @@ class DataShape:
     # The loader that reads it, and the options that pick this row there (besides the defaults).
     loader: str = ""
     select: tuple[tuple[str, Any], ...] = ()
+    # A dataset whose training images name their user (``ImageDataset.train_user``): at least
+    # ``users`` users with ``user_min`` training images or more (``min_train`` must leave enough
+    # images for them), the remaining images in smaller users; 0: no users.
+    users: int = 0
+    user_min: int = 0
 
     @property
     def num_classes(self) -> int:
@@ -176,6 +181,15 @@ for _name, _classes, _train, _test in (("caltech101", 100, 4128, 2465), ("flower
          test_per_class=(_test // _classes,), domains=(_name,), min_train=16,
          source=f"CoOp split: {_train:,} / {_test:,} images", loader="image_folder",
          select=(("path", f"data/{_name}"), ("image_size", 224)))
+
+
+# The federated iNaturalist of Hsu et al. (ECCV 2020), iNaturalist-User-120k: 120,300 training images
+# of 9,275 users and 35,641 test images, 1,203 classes. PEP-FedPT (arXiv) §5 keeps the 1,018 users
+# with at least 16 training images: the floor of 14 training images a class (1,203 x 14 = 16,842 >=
+# 1,018 x 16) serves that many users, which at 224 pixels is 2.5 GB, far over the budget.
+_row(name="inaturalist", image_size=224, channels=3, classes=_placeholders("inaturalist", 1203),
+     names_from="placeholders (real: species folders)", per_class=(100,), test_per_class=(29,), min_train=14,
+     source="120,300 / 35,641 images, 9,275 users", select=(("image_size", 224),), users=1018, user_min=16)
 
 
 @dataclass(frozen=True)
@@ -350,7 +364,30 @@ def load_rehearsal(name: str, defaults: Mapping[str, Any], **options: Any) -> Im
         name, cat["train_x"], cat["train_y"], cat["test_x"], cat["test_y"], list(s.classes),
         train_domain=cat["train_d"] if multi else None, test_domain=cat["test_d"] if multi else None,
         domains=list(s.domains) if multi else None,
+        train_user=_users(s, len(cat["train_y"])) if s.shape.users else None,
     )
+
+
+def _users(s: Served, n: int) -> torch.Tensor:
+    """A user index per training image: ``users`` users of at least ``user_min`` images and, from
+    half of the images left over, users of ``user_min // 2`` images (below the minimum, as most of
+    the real dataset's users are); the rest go one by one to the large users. Images are dealt in a
+    seeded random order and user ids shuffled, so a user holds a random set of classes."""
+    big, least = s.shape.users, s.shape.user_min
+    spare = n - big * least
+    if spare < 0:
+        raise ConfigError(f"rehearsal {s.shape.name!r} serves {n} training images, fewer than its {big} users x "
+                          f"{least} images; valid: a row whose min_train leaves enough")
+    small_size = max(1, least // 2)
+    n_small = (spare // 2) // small_size
+    sizes = np.full(big, least, dtype=np.int64)
+    sizes += np.bincount(np.arange(spare - n_small * small_size) % big, minlength=big)
+    sizes = np.concatenate([sizes, np.full(n_small, small_size, dtype=np.int64)])
+    rng = np.random.default_rng([s.seed, _crc(s.shape.name), _crc("users")])
+    ids = rng.permutation(sizes.size)
+    user = np.empty(n, dtype=np.int64)
+    user[rng.permutation(n)] = np.repeat(ids, sizes)
+    return torch.from_numpy(user)
 
 
 def markdown_table() -> str:

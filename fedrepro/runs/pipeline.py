@@ -59,6 +59,7 @@ def prepare_data(cfg: RunConfig) -> tuple[ImageDataset, Partition]:
         d.partition, ds.train_y.numpy(), ds.test_y.numpy(), d.num_clients, numpy_rng(pseed, "partition"),
         train_domains=None if ds.train_domain is None else ds.train_domain.numpy(),
         test_domains=None if ds.test_domain is None else ds.test_domain.numpy(),
+        train_users=None if ds.train_user is None else ds.train_user.numpy(),
         holdout_clients=d.holdout_clients, **d.partition_args)
     if d.validation > 0:
         ds, part = validation_split(ds, part, d.validation, numpy_rng(pseed, "validation"))

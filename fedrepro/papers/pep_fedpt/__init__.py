@@ -3,9 +3,9 @@
 on a frozen ViT.
 
 - :mod:`.setup`: the setups at each profile and their variants (pathological, Dir(0.3), feature
-  shift, held-out clients, Tiny-ImageNet pathological and Dir(0.3));
+  shift, held-out clients, Tiny-ImageNet pathological and Dir(0.3), iNaturalist and its held-out clients);
 - :mod:`.variants`: the table rows (the paper's methods, its ablation settings, our control);
-- :mod:`.tables`: the runs behind Tables 1-3, 7, 10-12 (Tables 4, 5, 6 and 9 read the same runs);
+- :mod:`.tables`: the runs behind Tables 1-3, 7, 10-13 (Tables 4, 5, 6, 8 and 9 read the same runs);
 - :mod:`.reference`: the paper's numbers, as printed;
 - :mod:`.claims`: its findings, checked on our results;
 - :mod:`.internals`: the soft weights of trained runs (Fig. 8).

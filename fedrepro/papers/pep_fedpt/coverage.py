@@ -9,7 +9,8 @@ MAIN = ("T1", "T2", "T3", "T4", "T5", "T6")
 METHOD_ROWS = ("pep_fedpt", "pep_fedpt_no_cp")
 _OTHERS = ("head_tuning", "fedvpt_d", "fedpr", "sgpt", "pfedpg", "p_pt")
 _FEATURE = ("the feature-shift table runs every baseline over the table seeds only (one at laptop), so a claim "
-            "could not be decided there; the notebook shows it beside the paper's")
+            "could not be decided there; the notebook shows it beside the paper's. The iNaturalist columns' table "
+            "runs at the paper profile alone, and no claim reads it yet")
 _HELDOUT = ("the held-out table runs it over the table seeds only (one seed at laptop, where only pFedPG of these "
             "runs), so a claim could not be decided there")
 _COST = "notebook 05 shows the cost to a target accuracy beside the paper's; no claim reads it"

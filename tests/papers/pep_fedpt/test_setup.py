@@ -17,8 +17,8 @@ def test_registered_with_title_and_tables():
     mod = paper("pep_fedpt")
     assert mod.TITLE.startswith("PEP-FedPT")
     assert {"label_pathological", "label_dirichlet", "label_tiny_imagenet", "label_tiny_imagenet_dirichlet",
-            "feature_shift", "heldout",
-            "heldout_feature_shift", "n_shared", "fedvpt_prompts",
+            "feature_shift", "inaturalist", "heldout",
+            "heldout_feature_shift", "heldout_inaturalist", "n_shared", "fedvpt_prompts",
             "position", "dp"} == set(mod.TABLES)
     assert {"pathological", "dirichlet", "feature_shift", "heldout"} <= set(variants("pep_fedpt"))
 
@@ -103,6 +103,15 @@ def test_paper_profile_is_the_papers_protocol(monkeypatch):
     dn = setup("pep_fedpt", "paper", "feature_shift")
     assert (dn.data.dataset, dn.data.num_clients, dn.data.partition_args["clients_per_domain"]) == ("domainnet", 60, 10)
     assert (dn.train.rounds, round(dn.train.participation * 60)) == (50, 6)
+    # §5 and App. A.3.2: iNaturalist one client per user of at least 16 training images, 500 rounds of E = 2;
+    # 10 clients a round is our reading of "a very low participation rate"; App. A.4.7: 102 held out.
+    for variant, held, training in (("inaturalist", 0, 1018), ("heldout_inaturalist", 102, 916)):
+        inat = setup("pep_fedpt", "paper", variant)
+        d = inat.data
+        assert (d.dataset, d.dataset_args, d.partition, d.partition_args, d.num_clients, d.holdout_clients) == \
+            ("inaturalist", {"image_size": 224}, "by_user", {"min_train": 16}, 1018, held)
+        assert (inat.train.rounds, inat.train.local_epochs) == (500, 2)
+        assert len(sample_clients(0, 0, range(training), inat.train.participation)) == 10
 
 
 def test_paper_weights_unset_is_visible_in_the_config(monkeypatch):
