@@ -183,8 +183,11 @@ def train_inprocess(cfg: RunConfig, store: RunStore, status: str, ds: ImageDatas
     diverged = None
     try:
         # train.stop_when_flat: the same engine, driven one evaluated round at a time until the
-        # curve is flat (fedrepro.fl.converge); off, the engine runs every round in one call.
-        engine = functools.partial(simulate_until_flat, window=t.flat_window) if t.stop_when_flat else simulate
+        # curve is flat (fedrepro.fl.converge); off, the engine runs every round in one call. A
+        # method whose schedule reads train.rounds (a late phase, a schedule over all rounds) trains
+        # them all: stopping it early would cut its schedule, not a flat tail.
+        engine = functools.partial(simulate_until_flat, window=t.flat_window) if flat_rule_applies(cfg, method) \
+            else simulate
         with CheckpointWriter(path) as writer:  # written while the next round trains
             state = engine(method, clients, seed=cfg.seed, rounds=t.rounds, participation=t.participation,
                            eval_every=t.eval_every, state=state,
@@ -200,7 +203,13 @@ def train_inprocess(cfg: RunConfig, store: RunStore, status: str, ds: ImageDatas
         if state is None:
             raise
         diverged = {"diverged_round": err.round, "diverged": str(err)}  # the engine sets the round
-    return finish_run(cfg, store, path, part, state, diverged, meta_update)
+    return finish_run(cfg, store, path, part, state, diverged, meta_update, flat_rule_applies(cfg, method))
+
+
+def flat_rule_applies(cfg: RunConfig, method) -> bool:
+    """Whether ``train.stop_when_flat`` may stop ``cfg``'s run: the option is on and the method's
+    rounds do not depend on their number (:func:`fedrepro.runs.prefix.reads_total_rounds`)."""
+    return bool(cfg.train.stop_when_flat) and not prefix.reads_total_rounds(method)
 
 
 def begin_run(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part: Partition,
@@ -217,9 +226,11 @@ def begin_run(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, pa
 
 
 def finish_run(cfg: RunConfig, store: RunStore, path: Path, part: Partition, state: SimState,
-               diverged: dict | None = None, meta_update: dict | None = None) -> RunResult:
+               diverged: dict | None = None, meta_update: dict | None = None,
+               flat_rule: bool | None = None) -> RunResult:
     """Store a trained (or diverged) run's rounds, clients, summary and final state (``meta_update``:
-    entries to add to ``meta.json``, e.g. what a Flower engine learnt of its nodes)."""
+    entries to add to ``meta.json``, e.g. what a Flower engine learnt of its nodes; ``flat_rule``:
+    whether ``train.stop_when_flat`` could stop the run, :func:`flat_rule_applies`)."""
     # A run that diverged before its first evaluated round is stored too, unscored (every accuracy
     # NaN): a learning-rate search reads it as the rate that failed.
     scored = any("acc_mean" in r for r in state.round_rows)
@@ -228,7 +239,8 @@ def finish_run(cfg: RunConfig, store: RunStore, path: Path, part: Partition, sta
     if diverged:
         summary.update({k: float("nan") for k in summary if k.startswith("final_")}, **diverged)
     if cfg.train.stop_when_flat:  # recorded only with the option, so that other summaries stay as they were
-        summary.update(max_rounds=cfg.train.rounds, stopped_early=state.next_round < cfg.train.rounds)
+        summary.update(max_rounds=cfg.train.rounds, stopped_early=state.next_round < cfg.train.rounds,
+                       flat_rule_applied=bool(flat_rule))
     final = to_cpu({"shared": state.shared, "server_state": state.server_state,
                      "client_states": state.client_states})
     return store.finish(path, state.round_rows, state.client_rows, summary, final_state=final,

@@ -125,3 +125,15 @@ def test_the_rule_is_part_of_the_code_of_a_run_that_stops_by_it_only(tiny):
     assert "fedrepro/fl/engine.py" in off  # the fingerprint sees the engine at all
     assert {"fedrepro/fl/converge.py", "fedrepro/fl/flatness.py"} <= set(on)
     assert not {"fedrepro/fl/converge.py", "fedrepro/fl/flatness.py"} & set(off)  # stored runs stay fresh
+
+
+def test_a_method_whose_schedule_reads_the_rounds_trains_them_all(tiny):
+    from fedrepro.runs.prefix import reads_total_rounds
+
+    # FedSoup's soup phase starts at a share of train.rounds: stopping early would cut the phase.
+    cfg = tiny(**{"train.rounds": 10, "train.lr": 1e-9, "method.name": "fedsoup", **ON})
+    assert reads_total_rounds(fedrepro.methods.METHODS.get("fedsoup"))
+    res = fedrepro.run(cfg)
+    assert res.summary["rounds"] == 10 and not res.summary["stopped_early"]
+    assert res.summary["flat_rule_applied"] is False
+    assert fedrepro.run(tiny(**{"train.rounds": 10, "train.lr": 1e-9, **ON})).summary["flat_rule_applied"] is True
