@@ -28,17 +28,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from fedrepro.analysis.by_round import flat_stop, run_groups
+from fedrepro.analysis.by_round import run_flat_stop, run_groups
 from fedrepro.app.compute import planned_runs
 from fedrepro.env.host import repo_root
 from fedrepro.execute.local import unfinished
 from fedrepro.execute.tuning import TuningPending
-from fedrepro.methods import METHODS
 from fedrepro.papers import paper
 from fedrepro.papers.pfedcspc.metrics import rounds_with_scores
 from fedrepro.papers.tables import halving_replay
 from fedrepro.papers.verdicts import verdicts_at_flat_stop
-from fedrepro.runs.prefix import reads_total_rounds
 from fedrepro.runs.store import RunStore
 
 PROFILE = "laptop"  # --profile smoke reads a smoke pass (tests)
@@ -58,9 +56,7 @@ def stops(planned) -> pd.DataFrame:
             continue
         rounds = store.load(cfg).rounds
         evaluated = int(rounds["acc_mean"].notna().sum()) if "acc_mean" in rounds else 0
-        # A method whose schedule reads train.rounds trains them all (fedrepro.runs.train.flat_rule_applies).
-        stop = int(rounds["round"].max()) if reads_total_rounds(METHODS.get(cfg.method.name)) \
-            else flat_stop(rounds, cfg.train.flat_window)
+        stop = run_flat_stop(store.path(cfg), cfg.train.flat_window)
         times = rounds[["time_train_s", "time_eval_s"]].sum(axis=1)
         rows.append({"paper": planned.notebook[h].split("/")[0], "hash": h, "method": cfg.method.name,
                      "search": h in planned.searches, "rounds": int(rounds["round"].max()), "evaluated": evaluated,

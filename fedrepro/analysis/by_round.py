@@ -26,6 +26,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
+from ..methods import METHODS
+from ..runs.prefix import reads_total_rounds
 from ..runs.store import RunResult
 # The rule itself lives at the engine's layer, which stops runs by it (train.stop_when_flat); it is
 # re-exported here, where the notebooks and analyses read it.
@@ -77,12 +79,22 @@ def flat_stop(rounds: pd.DataFrame, window: int = FLAT_WINDOW) -> int:
     return int(rounds["round"].max())
 
 
+def run_flat_stop(path, window: int = FLAT_WINDOW, rounds_of: RoundsOf = stored_rounds) -> int:
+    """:func:`flat_stop` of the stored run at ``path``, where the option applies to its method; a
+    method whose schedule reads ``train.rounds`` trains them all
+    (:func:`fedrepro.runs.train.flat_rule_applies`), so its stop is its last round."""
+    rounds = rounds_of(path)
+    if reads_total_rounds(METHODS.get(RunResult(path).config.method.name)):
+        return int(rounds["round"].max())
+    return flat_stop(rounds, window)
+
+
 def at_flat_stop(table: pd.DataFrame, window: int = FLAT_WINDOW,
                  rounds_of: RoundsOf = stored_rounds) -> pd.DataFrame:
     """``table`` as :func:`at_round` would give it had every run stopped at its own :func:`flat_stop`
     (``window``): the table ``train.stop_when_flat`` would have produced, read off runs trained
     without it. ``stop_round`` names each run's stop."""
-    stops = {path: flat_stop(rounds_of(path), window) for path in table["path"].unique()}
+    stops = {path: run_flat_stop(path, window, rounds_of) for path in table["path"].unique()}
     return at_rounds(table, stops.__getitem__, rounds_of).assign(stop_round=table["path"].map(stops).to_numpy())
 
 
