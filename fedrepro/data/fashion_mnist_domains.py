@@ -7,7 +7,8 @@ image is rendered in exactly one style, chosen by a seeded permutation.
 
 With ``clutter`` > 0 every image is first composed onto a cluttered canvas (:func:`compose_clutter`):
 the garment shrunk and placed at random over fragments of other garments, then drawn in its style.
-Such images carry their garment mask in their lowest bit (:func:`garment_mask`).
+Such images carry their garment mask in the lowest bit of every pixel (:func:`garment_mask`), so that
+every subset, partition and client split keeps it with the image, and no pixel moves by more than 1/255.
 """
 from __future__ import annotations
 
@@ -34,9 +35,10 @@ RENDER_VERSION = 1  # bump when a style's rendering changes (cached renderings a
 _NUM_TEXTURES = 64  # background textures shared by all "tinted" images
 _NOISE_STD = 0.3  # on the [0, 1] scale: clearly degraded, still recognisable
 # Cluttered canvases: a garment pixel at or above this ink level is opaque over the clutter and counts as
-# garment in the mask (fainter ones blend in); fragments are drawn at this share of their ink, so that
-# the garment is the brightest thing on the canvas without being the only inked one.
+# garment in the mask (fainter ones blend in).
 GARMENT_INK = 0.2
+# The fragments behind the garment keep this share of their ink: the garment stays the brightest thing on
+# the canvas without being the only inked one (at full ink the stand-in's zero-shot accuracy is at chance).
 _CLUTTER_INK = 0.4
 
 # A style maps float [n, 1, H, W] in [0, 1] to float [n, 1 or 3, H, W] in [0, 1].

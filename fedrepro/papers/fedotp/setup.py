@@ -8,6 +8,7 @@ Every profile: a frozen CLIP, CoOp prompts, SGD with momentum 0.9 and weight dec
 official code's values; the paper does not print them), γ = 0.8 and λ = 0.1 (the method's
 defaults). The variants named ``<setting>:<dataset>`` pick another of the paper's datasets for a
 setting; at the small profiles the dirichlet and feature-shift ones are the stand-in's setting itself.
+``feature_shift:cluttered`` (ours) is Table A2's setting with the stand-in's images drawn over clutter.
 
 The small profiles run on the committed CLIP stand-in (``model.name: clip``, ``arch: standin``)
 and on images it never saw: the second half of Fashion-MNIST's training images and its test split,

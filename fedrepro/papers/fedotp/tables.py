@@ -1,10 +1,10 @@
 """FedOTP's tables: the runs that fill them and the quoted numbers they sit beside.
 
 Rows are named settings (:mod:`.variants`) in the ``row`` column. Rows a claim reads (every baseline
-of Tables 1, 2, 3 and A3) run over the claim seeds (3 at laptop and paper; each seed re-draws the
-split, the few-shot sample and the prompt initialisation); the other rows over the table seeds (1 at
-laptop, marked ¹; 3 at paper). Scores are the final round's mean client accuracy (no selection over
-rounds or over γ on the test data, which the paper's reported numbers include).
+of Tables 1, 2, 3 and A3; FedOTP and local CoOp over clutter) run over the claim seeds (3 at laptop and
+paper; each seed re-draws the split, the few-shot sample and the prompt initialisation); the other rows
+over the table seeds (1 at laptop, marked ¹; 3 at paper). Scores are the final round's mean client
+accuracy (no selection over rounds or over γ on the test data, which the paper's reported numbers include).
 """
 from __future__ import annotations
 
