@@ -11,7 +11,8 @@ columns, at several γ: at γ = 1 the two columns are complementary (every patch
   :func:`plot_plan_maps` overlays them on the images;
 - :func:`foreground_mass` / :func:`run_foreground_mass`: the fraction of the true class's plan on
   foreground patches of Fashion-MNIST images (mean pixel above an ink threshold, as
-  :func:`fedrepro.pretrain.clip_quality.foreground_similarity`), per client and γ.
+  :func:`fedrepro.pretrain.clip_quality.foreground_similarity`; on cluttered renderings, where the
+  clutter is inked too, the garment's own mask), per client and γ.
 
 γ is an argument of the solver (Algorithm 1's prompt marginal γ/N), not of the prompts: the plans
 are re-solved with the run's trained prompts at each γ asked for, whatever γ the run trained with
@@ -31,10 +32,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..data.fashion_mnist_domains import garment_mask
 from ..errors import ConfigError
 from ..fl.client_data import ClientData
 from ..ot.transport import uot_plan
 from ..models.clip_cache import normalized_tokens
+from ..runs.store import RunResult
 from ..runs.train import restore
 
 #: Solver settings that reach the fixed point of Algorithm 1 (in float64, on the shifted cost of
@@ -216,6 +219,19 @@ def foreground_mask(images: Tensor, side: int, ink: float = 0.2) -> Tensor:
     return (pixels > ink).flatten(1)
 
 
+#: A patch of a cluttered image is the garment's when at least this share of its pixels are.
+GARMENT_SHARE = 0.5
+MASKS = ("ink", "garment")
+
+
+def garment_patches(images: Tensor, side: int) -> Tensor:
+    """[B, side²] bool: patches of cluttered Fashion-MNIST images (``clutter`` > 0) of which at least
+    :data:`GARMENT_SHARE` of the pixels are the garment's
+    (:func:`fedrepro.data.fashion_mnist_domains.garment_mask`), on the token grid."""
+    pixels = garment_mask(images)[:, None].float()
+    return (F.adaptive_avg_pool2d(pixels, side).squeeze(1) >= GARMENT_SHARE).flatten(1)
+
+
 def mass_on(plan: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     """Per image, the fraction of the plan's mass on the patches of ``mask``: plan [B, M, N] and
     mask [B, M] -> (total [B], per prompt column [B, N]), float64."""
@@ -226,9 +242,11 @@ def mass_on(plan: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
 
 def foreground_mass(method, shared, client_states, clients: Sequence[ClientData],
                     gammas: Sequence[float] = (1.0, 0.9, 0.8, 0.65, 0.5), ink: float = 0.2, split: str = "test",
-                    converged: bool = True, batch_size: int = 500) -> pd.DataFrame:
+                    converged: bool = True, batch_size: int = 500, mask: str = "ink") -> pd.DataFrame:
     """FedOTP Fig. A4's claim measured on Fashion-MNIST: the share of the true class's plan on
-    foreground patches, per client and γ, over the client's ``split`` images.
+    foreground patches, per client and γ, over the client's ``split`` images. Foreground: patches
+    inked above ``ink`` (``mask="ink"``: the garment on a black ground), or the garment's own patches
+    of cluttered images (``mask="garment"``, :func:`garment_patches`).
 
     Returns one row per (client, γ): ``client``, ``gamma``, ``foreground_mass`` (mean over images of
     the plan's mass fraction on foreground patches), ``foreground_mass_<prompt>`` (the same within each
@@ -239,6 +257,8 @@ def foreground_mass(method, shared, client_states, clients: Sequence[ClientData]
     gammas = _check_gammas(gammas)
     if split not in ("train", "test"):
         raise ConfigError(f"split={split!r}; valid: 'train', 'test'")
+    if mask not in MASKS:
+        raise ConfigError(f"mask={mask!r}; valid: {', '.join(map(repr, MASKS))}")
     names = prompt_names(method)
     sims, masks, owners = [], [], []
     for data in clients:
@@ -248,12 +268,13 @@ def foreground_mass(method, shared, client_states, clients: Sequence[ClientData]
             xb, yb = x[s:s + batch_size].cpu(), y[s:s + batch_size].cpu()
             sim = true_class_similarity(method, shared, state, xb, yb)
             sims.append(sim)
-            masks.append(foreground_mask(xb, round(sim.shape[1] ** 0.5), ink))
+            side = round(sim.shape[1] ** 0.5)
+            masks.append(foreground_mask(xb, side, ink) if mask == "ink" else garment_patches(xb, side))
             owners.append(torch.full((len(yb),), data.cid))
     if not sims:
         raise ConfigError(f"no client has {split} images to measure")
-    sim, mask, owner = torch.cat(sims), torch.cat(masks), torch.cat(owners)
-    frac = mask.double().mean(1)
+    sim, on, owner = torch.cat(sims), torch.cat(masks), torch.cat(owners)
+    frac = on.double().mean(1)
     p = method.p
     # every client's images in one solve per γ: the problems are independent, and one large batch
     # costs far less than many small ones
@@ -262,7 +283,7 @@ def foreground_mass(method, shared, client_states, clients: Sequence[ClientData]
     for cid in torch.unique(owner).tolist():
         mine = owner == cid
         for g, plan in zip(gammas, plans):
-            total, cols = mass_on(plan[mine], mask[mine])
+            total, cols = mass_on(plan[mine], on[mine])
             row = {"client": int(cid), "gamma": g, "foreground_mass": float(total.mean())}
             row.update({f"foreground_mass_{n}": float(cols[:, i].mean()) for i, n in enumerate(names)})
             row.update(foreground_fraction=float(frac[mine].mean()),
@@ -272,7 +293,12 @@ def foreground_mass(method, shared, client_states, clients: Sequence[ClientData]
 
 
 def run_foreground_mass(result, gammas: Sequence[float] = (1.0, 0.9, 0.8, 0.65, 0.5), **kw) -> pd.DataFrame:
-    """:func:`foreground_mass` over the participating clients of a finished FedOTP run."""
+    """:func:`foreground_mass` over the participating clients of a finished FedOTP run; unless ``mask``
+    is given, garment masks where the run's images are cluttered (``data.dataset_args.clutter`` > 0)
+    and the ink threshold elsewhere."""
+    result = result if isinstance(result, RunResult) else RunResult(result)
+    if "mask" not in kw:
+        kw["mask"] = "garment" if result.config.data.dataset_args.get("clutter") else "ink"
     method, clients, state = restore(result)
     part = [c for c in clients if not c.held_out]
     return foreground_mass(method, state["shared"], state["client_states"], part, gammas, **kw)
@@ -334,6 +360,6 @@ def plot_plan_maps(maps: PlanMaps, max_images: int = 4, alpha: float = 0.5, cmap
     return fig
 
 
-__all__ = ["CONVERGED", "DEFAULT_GAMMAS", "PlanMaps", "converged_plan", "foreground_mask", "foreground_mass",
-           "mass_on", "plan_maps", "plans_at", "plot_plan_maps", "prompt_names", "run_foreground_mass",
-           "run_plan_maps", "true_class_similarity"]
+__all__ = ["CONVERGED", "DEFAULT_GAMMAS", "GARMENT_SHARE", "MASKS", "PlanMaps", "converged_plan", "foreground_mask",
+           "foreground_mass", "garment_patches", "mass_on", "plan_maps", "plans_at", "plot_plan_maps", "prompt_names",
+           "run_foreground_mass", "run_plan_maps", "true_class_similarity"]

@@ -140,3 +140,24 @@ def test_bad_input(restored, maps):
         plan_maps(method, state["shared"], state["client_states"][0], clients[0], indices=[10_000])
     with pytest.raises(ConfigError, match="FedOTP"):
         foreground_mass(object(), {}, [], clients)
+
+
+def test_foreground_mass_on_cluttered_images_reads_the_garment_mask(tmp_path):
+    """A two-round FedOTP run on cluttered images (data.dataset_args.clutter > 0): the mass is scored on
+    each image's garment mask, not on inked patches, which the clutter is too."""
+    run = fedrepro.run(
+        profile="laptop", runs_dir=str(tmp_path / "runs"), progress=False,
+        method__name="fedotp", model__name="clip", model__args={"arch": "standin"},
+        data__dataset="fashion_mnist_domains",
+        data__dataset_args={"styles": ["original", "noisy"], "half": "federated", "clutter": 0.4},
+        data__partition="domain_dirichlet", data__partition_args={"clients_per_domain": 1, "alpha": None},
+        data__num_clients=2, data__max_train=16, data__max_test=40, train__rounds=2, train__local_epochs=1,
+        train__batch_size=8, train__lr=0.01, train__eval_every=2)
+    garment = run_foreground_mass(run, gammas=GAMMAS)
+    ink = run_foreground_mass(run, gammas=GAMMAS, mask="ink")
+    one = garment[garment.gamma == 1.0]
+    assert (one.foreground_mass - one.foreground_fraction).abs().max() < 1e-6
+    assert garment.foreground_fraction.between(0.1, 0.5).all()  # most patches are clutter
+    assert (ink.foreground_fraction > garment.foreground_fraction).all()
+    with pytest.raises(ConfigError, match="mask"):
+        run_foreground_mass(run, gammas=GAMMAS, mask="box")

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 import fedrepro.data.fashion_mnist as fm
 from fedrepro.data import load_dataset
-from fedrepro.data.fashion_mnist_domains import STYLES
+from fedrepro.analysis.ot_maps import garment_patches
+from fedrepro.data.fashion_mnist_domains import GARMENT_INK, STYLES, garment_mask, render
 from fedrepro.errors import ConfigError, DataNotFoundError
 
 from .fmnist_files import DEBIAN, write_fake_fmnist
@@ -113,3 +115,52 @@ def test_fashion_mnist_domains_rendering_is_cached_and_identical(tmp_path: Path)
     files[0].write_bytes(b"not a tensor file")
     with pytest.raises(CorruptCacheError, match="delete it"):
         load_dataset("fashion_mnist_domains", root=tmp_path, seed=3)
+
+
+def _garments(n: int) -> torch.Tensor:
+    """Fashion-MNIST-like grey images [n, 1, 28, 28]: a bright upright blob of varying ink on black."""
+    yy, xx = torch.meshgrid(torch.arange(28), torch.arange(28), indexing="ij")
+    blob = ((yy - 14) / 11) ** 2 + ((xx - 14) / 8) ** 2 <= 1
+    level = torch.randint(120, 256, (n, 1, 1, 1), generator=torch.Generator().manual_seed(0))
+    return (blob * level).to(torch.uint8)
+
+
+def _rngs(seed: int):
+    return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2)]
+
+
+def test_cluttered_renderings_carry_their_garment_mask() -> None:
+    x = _garments(60)
+    styles = ["original", "rotated", "noisy"]
+    img, dom = render(x, styles, *_rngs(0), clutter=0.4)
+    again, _ = render(x, styles, *_rngs(0), clutter=0.4)
+    other, _ = render(x, styles, *_rngs(1), clutter=0.4)
+    plain, _ = render(x, styles, *_rngs(0))
+    assert torch.equal(img, again) and not torch.equal(img, other)  # seeded and deterministic
+    assert img.shape == (60, 3, 28, 28) and img.dtype == torch.uint8
+    mask = garment_mask(img)
+    assert mask.shape == (60, 28, 28) and mask.dtype == torch.bool
+    # The garment is drawn opaque where its mask is, rotated with the rotated style's canvas.
+    for d in (0, 1):
+        assert int(img[dom == d][:, 0][mask[dom == d]].min()) >= round(255 * GARMENT_INK) - 1
+    # Most of each canvas is clutter: inked, and no garment's patches.
+    patches = garment_patches(img, 7)
+    assert 0.1 < patches.float().mean() < 0.5
+    original = img[dom == 0][:, 0].float()
+    assert original[~mask[dom == 0]].mean() > 20  # clutter, not the black ground
+    # clutter 0 is the plain rendering, random stream and all
+    assert torch.equal(render(x, styles, *_rngs(0), clutter=0.0)[0], plain) and not torch.equal(img, plain)
+
+
+def test_clutter_is_a_checked_option_of_the_loader(tmp_path: Path) -> None:
+    write_fake_fmnist(tmp_path / "fashion_mnist", n_train=40, n_test=20)
+    plain = load_dataset("fashion_mnist_domains", root=tmp_path, styles=["original", "noisy"])
+    a = load_dataset("fashion_mnist_domains", root=tmp_path, styles=["original", "noisy"], clutter=0.4)
+    b = load_dataset("fashion_mnist_domains", root=tmp_path, styles=["original", "noisy"], clutter=0.4)
+    assert torch.equal(a.train_x, b.train_x) and torch.equal(a.test_x, b.test_x)
+    assert not torch.equal(a.train_x, plain.train_x)
+    assert torch.equal(a.train_y, plain.train_y) and torch.equal(a.train_domain, plain.train_domain)
+    assert garment_mask(a.test_x).shape == (20, 28, 28)
+    for bad in (1.0, -0.1):
+        with pytest.raises(ConfigError, match="clutter"):
+            load_dataset("fashion_mnist_domains", root=tmp_path, clutter=bad)

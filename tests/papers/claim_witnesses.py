@@ -256,6 +256,9 @@ FEDOTP = {
                                                             0.5: 0.72}, row="fedotp"),
     "plan_mass_on_objects": _otp_planted,
     "plan_mass_on_garments": _otp_garments,
+    "beats_coop_cluttered": lambda: table("row", {"fedotp": 0.5, "coop": 0.4, "promptfl": 0.45, "zeroshot_clip": 0.2,
+                                                  "promptfl_fedprox": 0.45}),
+    "plan_mass_on_garments_cluttered": _otp_garments,
     "local_prompts_cluster": lambda: per_seed(cluster_gap=[0.2, 0.18, 0.16]),
 }
 

@@ -37,7 +37,9 @@ def foreground_table(results: pd.DataFrame, gammas=(1.0, 0.9, 0.8, 0.65, 0.5), *
 
 def garment_table(results: pd.DataFrame, profile: str, **kw) -> pd.DataFrame:
     """:func:`foreground_table` where the profile's images have garment masks
-    (:data:`fedrepro.papers.fedotp.notebooks.HAS_MASKS`), else no rows (the garment claim is then NOT RUN)."""
+    (:data:`fedrepro.papers.fedotp.notebooks.HAS_MASKS`), else no rows (the garment claims are then NOT RUN).
+    The garment is the inked patches, or on cluttered images each image's own garment mask
+    (:func:`fedrepro.analysis.ot_maps.run_foreground_mass` reads which from the run's config)."""
     if HAS_MASKS[profile]:
         return foreground_table(results, **kw)
     return pd.DataFrame(columns=["seed", "client", "gamma", "foreground_mass", "foreground_fraction", "mass_ceiling"])

@@ -17,8 +17,8 @@ def test_registered_with_title_and_tables():
     assert "fedotp" in PAPERS
     mod = paper("fedotp")
     assert mod.TITLE.startswith("FedOTP")
-    assert {"label_shift", "dirichlet", "dirichlet_cifar10", "feature_shift", "feature_label_shift",
-            "feature_shift_domainnet", "feature_label_shift_domainnet", "ot_variants",
+    assert {"label_shift", "dirichlet", "dirichlet_cifar10", "feature_shift", "feature_shift_cluttered",
+            "feature_label_shift", "feature_shift_domainnet", "feature_label_shift_domainnet", "ot_variants",
             "prompt_sets", "gamma", "shots", "curves", "clusters", "vs_coop", "official_code"} == set(mod.TABLES)
 
 
