@@ -45,8 +45,8 @@ def savefig(fig, name: str, profile: str, caption: str | None = None) -> Path:
 
     First the figure check (:mod:`fedrepro.env.figure_check`; ``caption``: the text printed with the
     figure, which may name its bands and notes) prints its problems; under
-    ``FEDREPRO_FIGURE_CHECK=strict`` a figure of ``figure_check.ENFORCED`` with problems raises
-    ``FigureCheckError`` and is not written."""
+    ``FEDREPRO_FIGURE_CHECK=strict`` a figure with problems raises ``FigureCheckError`` and is not
+    written, unless ``figure_check.EXEMPT`` names it (then its problems are printed, with the reason)."""
     mode = figure_check.mode()
     try:
         problems = figure_check.check(fig, caption) if mode != "off" else []
@@ -55,9 +55,10 @@ def savefig(fig, name: str, profile: str, caption: str | None = None) -> Path:
             raise
         problems = [figure_check.Problem("check", "figure", f"could not run: {type(e).__name__}: {e}")]
     if problems:
-        if mode == "strict" and name in figure_check.ENFORCED:
+        if mode == "strict" and name not in figure_check.EXEMPT:
             raise figure_check.FigureCheckError(f"{name}: figure check failed:\n  " + "\n  ".join(map(str, problems)))
-        print(f"figure check, {name}: {len(problems)} problem(s)\n  " + "\n  ".join(map(str, problems)))
+        why = f" (exempt: {figure_check.EXEMPT[name]})" if mode == "strict" else ""
+        print(f"figure check, {name}: {len(problems)} problem(s){why}\n  " + "\n  ".join(map(str, problems)))
     path = figures_dir(profile) / f"{name}.png"
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
