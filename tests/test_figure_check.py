@@ -215,6 +215,17 @@ def test_shared_plot_curves_pass(tmp_path):
     assert_clean(fig)
 
 
+def test_shared_plot_boxes_pass():
+    from fedrepro.app.figures import plot_boxes
+
+    fig, axes = plt.subplots(1, 2, sharey=True)
+    for ax, last in zip(axes, (False, True)):
+        # A far client: a flier, keyed to its method and named an outlier by the x label.
+        plot_boxes({"fedavg": [50, 52, 55, 58, 60, 5], "fedpft": [60, 62, 64, 66, 70, 71]}, ax=ax,
+                   legend="right" if last else None)
+    assert check(fig) == []
+
+
 def test_savefig_strict_refuses_any_figure_that_fails(tmp_path, monkeypatch, capsys):
     from fedrepro.app.figures import savefig
 

@@ -56,7 +56,7 @@ def plot_attention(panels: dict[str, np.ndarray], axes: Sequence | None = None):
         im = ax.imshow(rows, aspect="auto", cmap="viridis", vmin=0.0, vmax=vmax)
         ax.set_title(title, fontsize=9)
         ax.set_xticks(range(rows.shape[1]))
-        ax.set_xticklabels(["f"] + [str(i + 1) for i in range(rows.shape[1] - 1)], fontsize=7)
+        ax.set_xticklabels(["f"] + [str(i + 1) for i in range(rows.shape[1] - 1)])
         ax.set_xlabel("key: feature f, then prompt index")
         ax.set_ylabel("test sample")
     plt.colorbar(im, ax=list(axes), fraction=0.03)

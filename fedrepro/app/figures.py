@@ -236,6 +236,33 @@ def _finish(ax, title: str | None, legend: str | None, grid: str = "both"):
     return ax
 
 
+def plot_boxes(values: dict[Any, Sequence[float]], ax=None, title: str | None = None, ylabel: str | None = None,
+               legend: str | None = "right"):
+    """One box per label of ``values`` (e.g. each client's final accuracy under a method), in the
+    label's fixed :mod:`fedrepro.env.style`: the box spans the quartiles, the black line is the
+    median, the whiskers reach the furthest value within 1.5 IQR and each value beyond is a hollow
+    marker (an outlier, as the x label says). Every part of a box is keyed to its label's legend entry
+    (:func:`fedrepro.env.figure_check.keyed_by`)."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 3.5))
+    labels = list(values)
+    styles = style.styles_for(labels)
+    names = [style.display_label(lab) for lab in labels]
+    parts = ax.boxplot([list(values[lab]) for lab in labels], tick_labels=names, patch_artist=True,
+                       medianprops={"color": "black"})
+    for i, (lab, name) in enumerate(zip(labels, names)):
+        box = parts["boxes"][i]
+        box.set(**styles[lab].bar(), alpha=0.7, label=name)
+        parts["fliers"][i].set(markeredgecolor=styles[lab].color)
+        for a in [*parts["whiskers"][2 * i:2 * i + 2], *parts["caps"][2 * i:2 * i + 2], parts["medians"][i],
+                  parts["fliers"][i]]:
+            figure_check.keyed_by(a, name)
+    ax.set_xlabel("○: a value beyond the whiskers (outlier)")
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    return _finish(ax, title, legend, grid="y")
+
+
 def plot_paper_table(ref: pd.DataFrame, ax=None, rows: Sequence | None = None, columns: Sequence | None = None,
                      title: str | None = None, legend: str | None = "right", ylabel: str = "paper's accuracy (%)"):
     """A quoted table (:func:`fedrepro.papers.reference.paper_table`, values in %) as grouped bars, one
