@@ -241,7 +241,7 @@ def plot_boxes(values: dict[Any, Sequence[float]], ax=None, title: str | None = 
     """One box per label of ``values`` (e.g. each client's final accuracy under a method), in the
     label's fixed :mod:`fedrepro.env.style`: the box spans the quartiles, the black line is the
     median, the whiskers reach the furthest value within 1.5 IQR and each value beyond is a hollow
-    marker (an outlier, as the x label says). Every part of a box is keyed to its label's legend entry
+    marker (an outlier, as the x label then says). Every part of a box is keyed to its label's legend entry
     (:func:`fedrepro.env.figure_check.keyed_by`)."""
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 3.5))
@@ -257,7 +257,8 @@ def plot_boxes(values: dict[Any, Sequence[float]], ax=None, title: str | None = 
         for a in [*parts["whiskers"][2 * i:2 * i + 2], *parts["caps"][2 * i:2 * i + 2], parts["medians"][i],
                   parts["fliers"][i]]:
             figure_check.keyed_by(a, name)
-    ax.set_xlabel("○: a value beyond the whiskers (outlier)")
+    if any(len(f.get_xdata()) for f in parts["fliers"]):
+        ax.set_xlabel("○: a value beyond the whiskers (outlier)")
     if ylabel:
         ax.set_ylabel(ylabel)
     return _finish(ax, title, legend, grid="y")
