@@ -181,7 +181,7 @@ def tsne_legend(target, labels: np.ndarray, clients: np.ndarray, class_names: Se
         out.append(put(handles=handles, title="class (colour)", loc="upper left", bbox_to_anchor=(1.01, 1.0),
                        frameon=False))
     if markers and len(owners) <= 20:
-        if out and hasattr(target, "add_artist"):
+        if out and hasattr(target, "get_legend"):  # an Axes (a Figure keeps every legend)
             target.add_artist(out[0])  # an axes shows its last legend only, unless the first is added back
         handles = [plt.Line2D([], [], linestyle="", marker=_MARKERS[i % len(_MARKERS)], color="#555555",
                               label=_client_label(k)) for i, k in enumerate(owners.tolist())]
