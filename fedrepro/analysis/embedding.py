@@ -196,7 +196,7 @@ def _note_tsne_outlier(ax, emb: np.ndarray) -> None:
     from ..env.figure_check import OUTLIER_FACTOR, stretch
 
     if len(emb) >= 4 and max(stretch(list(emb[:, 0])), stretch(list(emb[:, 1]))) >= OUTLIER_FACTOR:
-        ax.text(0.01, 0.01, "one point far from the rest (an outlier) stretches this panel", transform=ax.transAxes,
+        ax.text(0.01, 0.01, "a far outlier stretches this panel", transform=ax.transAxes,
                 fontsize=8, va="bottom", ha="left", color="#333333")
 
 
