@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..env.figure_check import OUTLIER_FACTOR, keyed_by, stretch
 from ..errors import ConfigError
 from ..fl.client_data import ClientData
 
@@ -193,8 +194,6 @@ def tsne_legend(target, labels: np.ndarray, clients: np.ndarray, class_names: Se
 def _note_tsne_outlier(ax, emb: np.ndarray) -> None:
     """A note in the corner where one point alone stretches an axis of the panel (t-SNE's distances
     between far clusters mean little, but a reader should not hunt for the lone point)."""
-    from ..env.figure_check import OUTLIER_FACTOR, stretch
-
     if len(emb) >= 4 and max(stretch(list(emb[:, 0])), stretch(list(emb[:, 1]))) >= OUTLIER_FACTOR:
         ax.text(0.01, 0.01, "a far outlier stretches this panel", transform=ax.transAxes,
                 fontsize=8, va="bottom", ha="left", color="#333333")
@@ -213,8 +212,6 @@ def plot_tsne(emb: np.ndarray, labels: np.ndarray, clients: np.ndarray, axes=Non
     it (:func:`fedrepro.env.figure_check.keyed_by`). Returns the Figure.
     """
     import matplotlib.pyplot as plt
-
-    from ..env.figure_check import keyed_by
 
     emb, labels, clients = np.asarray(emb), np.asarray(labels), np.asarray(clients)
     if emb.ndim != 2 or emb.shape[1] != 2 or not len(emb) == len(labels) == len(clients):
@@ -272,8 +269,6 @@ def plot_label_panel(labels: np.ndarray, clients: np.ndarray, ax=None, class_nam
     markers and colours read off it (:func:`tsne_legend` keys them). ``size`` is the largest bubble,
     in points². Returns the Axes."""
     import matplotlib.pyplot as plt
-
-    from ..env.figure_check import keyed_by
 
     labels, clients = np.asarray(labels), np.asarray(clients)
     if labels.ndim != 1 or labels.shape != clients.shape or not len(labels):

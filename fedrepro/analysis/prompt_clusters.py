@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..env.figure_check import keyed_by
 from ..errors import ConfigError
 from ..fl.client_data import ClientData
 from ..runs.train import restore
@@ -177,8 +178,6 @@ def plot_prompt_clusters(pc: PromptClusters, size: float = 4.0, title: str | Non
     Returns the Figure."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
-
-    from ..env.figure_check import keyed_by
 
     order = np.argsort(pc.groups, kind="stable")
     fig, (ax_m, ax_t) = plt.subplots(1, 2, figsize=(2.2 * size, size))
