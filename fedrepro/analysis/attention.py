@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 import numpy as np
 import pandas as pd
 import torch
@@ -60,7 +61,8 @@ def plot_attention(panels: dict[str, np.ndarray], axes: Sequence | None = None):
         ticks = [0] + list(range(step, rows.shape[1], step))
         ax.set_xticks(ticks, ["f" if t == 0 else str(t) for t in ticks])
         ax.set_xlabel("key: feature f, then prompt index")
-        ax.set_ylabel("test sample")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # samples are counted, not measured
+    axes[0].set_ylabel("test sample")  # once: beside a neighbour panel it would run into its heatmap
     plt.colorbar(im, ax=list(axes), fraction=0.03)
     return axes[0].figure
 
