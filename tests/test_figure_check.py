@@ -215,24 +215,59 @@ def test_shared_plot_curves_pass(tmp_path):
     assert_clean(fig)
 
 
-def test_savefig_strict_refuses_an_enforced_figure_that_fails(tmp_path, monkeypatch):
+def test_shared_plot_boxes_pass():
+    from fedrepro.app.figures import plot_boxes
+
+    fig, axes = plt.subplots(1, 2, sharey=True)
+    for ax, last in zip(axes, (False, True)):
+        # A far client: a flier, keyed to its method and named an outlier by the x label.
+        plot_boxes({"fedavg": [50, 52, 55, 58, 60, 5], "fedpft": [60, 62, 64, 66, 70, 71]}, ax=ax,
+                   legend="right" if last else None)
+    assert check(fig) == []
+
+
+def test_savefig_strict_refuses_any_figure_that_fails(tmp_path, monkeypatch, capsys):
     from fedrepro.app.figures import savefig
 
     monkeypatch.setenv("FEDREPRO_FIGURES", str(tmp_path))
     monkeypatch.setenv(figure_check.ENV, "strict")
-    name = sorted(figure_check.ENFORCED)[0]
     fig, ax = plt.subplots()
     ax.plot([0, 1], [0, 1])  # no legend
     with pytest.raises(FigureCheckError, match="legend"):
-        savefig(fig, name, "smoke")
-    assert not (tmp_path / f"{name}.png").exists()
-    ax.plot([0, 1], [0, 1])
-    savefig(fig, "not_enforced_yet", "smoke")  # printed, written
-    assert (tmp_path / "not_enforced_yet.png").exists()
+        savefig(fig, "any_figure", "smoke")
+    assert not (tmp_path / "any_figure.png").exists()
+    # An exemption (with its reason) prints the problems and writes the figure.
+    monkeypatch.setitem(figure_check.EXEMPT, "exempt_figure", "a reason")
+    savefig(fig, "exempt_figure", "smoke")
+    assert (tmp_path / "exempt_figure.png").exists()
+    assert "exempt: a reason" in capsys.readouterr().out
     fig2, ax2 = plt.subplots()
     ax2.plot([0, 1], [0, 1], label="a")
     ax2.legend()
-    assert savefig(fig2, name, "smoke").exists()
+    assert savefig(fig2, "any_figure", "smoke").exists()
+
+
+def test_no_figure_is_exempt_without_a_reason():
+    assert all(isinstance(why, str) and why.strip() for why in figure_check.EXEMPT.values())
+
+
+def test_keyed_by_several_entries_needs_each_of_them():
+    # A t-SNE set: colour = class, marker = client; a class legend and a client legend explain it.
+    # The class legend is the axes' second (ax.add_artist): it counts as much as the axes' own.
+    from matplotlib.lines import Line2D
+
+    fig, ax = plt.subplots()
+    keyed_by(ax.scatter([0, 1, 2, 3], [0, 1, 0, 1], c=["C0", "C1", "C0", "C1"], marker="s"), "cat", "dog", "client 1")
+    classes = ax.legend(handles=[Line2D([], [], ls="", marker="o", color=c, label=n) for c, n in (("C0", "cat"),
+                                                                                                  ("C1", "dog"))])
+    ax.add_artist(classes)
+    ax.legend(handles=[Line2D([], [], ls="", marker="s", color="grey", label="client 1")], loc="lower right")
+    assert check(fig, rules=["legend"]) == []
+    ax.get_legend().remove()  # the client legend gone: the marker is unexplained
+    problems = check(fig, rules=["legend"])
+    assert any("has no legend entry" in p.message for p in problems)
+    with pytest.raises(ValueError):
+        keyed_by(ax.lines, *[])
 
 
 def test_mode_rejects_an_unknown_value(monkeypatch):

@@ -14,7 +14,7 @@ Typical use::
 """
 from .cost import time_per_round, upload_params
 from .embedding import (client_features, extract_features, extract_features_state, plot_label_panel, plot_tsne,
-                        tsne_embed)
+                        tsne_embed, tsne_legend)
 from .probe import (
     ProbeConfig,
     linear_probe,
@@ -28,5 +28,5 @@ from .probe import (
 __all__ = [
     "ProbeConfig", "client_features", "extract_features", "extract_features_state", "linear_probe",
     "linear_probe_state", "mismatch_probe", "mismatch_probe_state", "plot_label_panel", "plot_tsne", "probe_client",
-    "summarize_probe", "time_per_round", "tsne_embed", "upload_params",
+    "summarize_probe", "time_per_round", "tsne_embed", "tsne_legend", "upload_params",
 ]

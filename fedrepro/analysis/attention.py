@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 import numpy as np
 import pandas as pd
 import torch
@@ -55,10 +56,13 @@ def plot_attention(panels: dict[str, np.ndarray], axes: Sequence | None = None):
     for ax, (title, rows) in zip(axes, panels.items()):
         im = ax.imshow(rows, aspect="auto", cmap="viridis", vmin=0.0, vmax=vmax)
         ax.set_title(title, fontsize=9)
-        ax.set_xticks(range(rows.shape[1]))
-        ax.set_xticklabels(["f"] + [str(i + 1) for i in range(rows.shape[1] - 1)], fontsize=7)
+        # f, then every few prompts: at 8 pt more than about eight labels run into each other.
+        step = max(1, -(-(rows.shape[1] - 1) // 8))
+        ticks = [0] + list(range(step, rows.shape[1], step))
+        ax.set_xticks(ticks, ["f" if t == 0 else str(t) for t in ticks])
         ax.set_xlabel("key: feature f, then prompt index")
-        ax.set_ylabel("test sample")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # samples are counted, not measured
+    axes[0].set_ylabel("test sample")  # once: beside a neighbour panel it would run into its heatmap
     plt.colorbar(im, ax=list(axes), fraction=0.03)
     return axes[0].figure
 

@@ -124,9 +124,10 @@ def plot_quality(qualities: dict[str, Quality], num_classes: int = 10, axes=None
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [1, 2]})
     names = list(qualities)
-    bars = axes[0].bar(names, [100 * qualities[n].linear_probe for n in names], color=[PALETTE[0],
-                                                                                       PALETTE[7]][: len(names)])
-    axes[0].bar_label(bars, fmt="%.1f")
+    for i, n in enumerate(names):  # each bar named: the legend's backbone entries key it
+        bars = axes[0].bar([i], [100 * qualities[n].linear_probe], color=[PALETTE[0], PALETTE[7]][i % 2], label=n)
+        axes[0].bar_label(bars, fmt="%.1f")
+    axes[0].set_xticks(range(len(names)), names)
     axes[0].set_ylabel("linear-probe test accuracy (%)")
     axes[0].set_ylim(0, 100)
     for i, n in enumerate(names):

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..env.figure_check import OUTLIER_FACTOR, keyed_by, stretch
 from ..errors import ConfigError
 from ..fl.client_data import ClientData
 
@@ -154,14 +155,61 @@ def palette(n: int):
     return categorical(n)
 
 
+def _class_namer(class_names: Sequence[str] | None):
+    return (lambda c: str(class_names[c])) if class_names is not None else (lambda c: str(c))
+
+
+def _client_label(k) -> str:
+    return f"client {k}"
+
+
+def tsne_legend(target, labels: np.ndarray, clients: np.ndarray, class_names: Sequence[str] | None = None,
+                markers: bool = True):
+    """The keys of :func:`plot_tsne`'s class panel, outside on the right of ``target`` (an Axes, or
+    a Figure whose panels were drawn with ``legend=False``): a legend of the classes' colours and,
+    with ``markers``, one of the clients' markers (in grey: their colour is their points' class).
+    Each names at most 20 categories (past that a legend is a wall of text). Returns the legends."""
+    import matplotlib.pyplot as plt
+
+    labels, clients = np.asarray(labels), np.asarray(clients)
+    classes, owners = np.unique(labels), np.unique(clients)
+    ccol = dict(zip(classes.tolist(), palette(len(classes))))
+    name = _class_namer(class_names)
+    put = target.legend
+    out = []
+    if len(classes) <= 20:
+        handles = [plt.Line2D([], [], linestyle="", marker="o", color=ccol[c], label=name(c)) for c in classes.tolist()]
+        out.append(put(handles=handles, title="class (colour)", loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                       frameon=False))
+    if markers and len(owners) <= 20:
+        if out and hasattr(target, "get_legend"):  # an Axes (a Figure keeps every legend)
+            target.add_artist(out[0])  # an axes shows its last legend only, unless the first is added back
+        handles = [plt.Line2D([], [], linestyle="", marker=_MARKERS[i % len(_MARKERS)], color="#555555",
+                              label=_client_label(k)) for i, k in enumerate(owners.tolist())]
+        out.append(put(handles=handles, title="client (marker)", loc="lower left", bbox_to_anchor=(1.01, 0.0),
+                       frameon=False))
+    return out
+
+
+def _note_tsne_outlier(ax, emb: np.ndarray) -> None:
+    """A note in the corner where one point alone stretches an axis of the panel (t-SNE's distances
+    between far clusters mean little, but a reader should not hunt for the lone point)."""
+    if len(emb) >= 4 and max(stretch(list(emb[:, 0])), stretch(list(emb[:, 1]))) >= OUTLIER_FACTOR:
+        ax.text(0.01, 0.01, "a far outlier stretches this panel", transform=ax.transAxes,
+                fontsize=8, va="bottom", ha="left", color="#333333")
+
+
 def plot_tsne(emb: np.ndarray, labels: np.ndarray, clients: np.ndarray, axes=None,
               class_names: Sequence[str] | None = None, centroids: bool = False, size: float = 6.0,
-              title: str | None = None):
+              title: str | None = None, legend: bool = True):
     """Two panels: (left) colour = class, marker = client, as in Fig. 4; (right) colour = client.
 
     ``centroids`` adds large markers at each (client, class) centroid on the left panel, as in
     Fig. 5. ``axes`` may be two existing Axes, or one (the left panel alone, as the paper draws
-    each method); otherwise a new figure is made. Returns the Figure.
+    each method); otherwise a new figure is made. ``legend``: the keys beside the panels (a class
+    legend, a client legend); without, the caller draws them once for several panels with
+    :func:`tsne_legend`. Every set of points is keyed to the class and client entries that explain
+    it (:func:`fedrepro.env.figure_check.keyed_by`). Returns the Figure.
     """
     import matplotlib.pyplot as plt
 
@@ -180,31 +228,34 @@ def plot_tsne(emb: np.ndarray, labels: np.ndarray, clients: np.ndarray, axes=Non
     classes, owners = np.unique(labels), np.unique(clients)
     ccol = dict(zip(classes.tolist(), palette(len(classes))))
     kcol = dict(zip(owners.tolist(), palette(len(owners))))
+    name = _class_namer(class_names)
     for i, k in enumerate(owners.tolist()):
         mine = clients == k
         marker = _MARKERS[i % len(_MARKERS)]
-        ax_cls.scatter(emb[mine, 0], emb[mine, 1], c=[ccol[c] for c in labels[mine].tolist()], s=size,
-                       marker=marker, linewidths=0, alpha=0.8)
+        keyed_by(ax_cls.scatter(emb[mine, 0], emb[mine, 1], c=[ccol[c] for c in labels[mine].tolist()], s=size,
+                                marker=marker, linewidths=0, alpha=0.8),
+                 *[name(c) for c in np.unique(labels[mine]).tolist()], _client_label(k))
         if ax_cli is not None:
             ax_cli.scatter(emb[mine, 0], emb[mine, 1], color=kcol[k], s=size, marker=marker, linewidths=0,
-                           alpha=0.8, label=f"client {k}")
+                           alpha=0.8, label=_client_label(k))
         if centroids:
             for c in np.unique(labels[mine]).tolist():
                 pts = emb[mine & (labels == c)]
-                ax_cls.scatter(pts[:, 0].mean(), pts[:, 1].mean(), color=ccol[c], s=12 * size, marker=marker,
-                               edgecolors="black", linewidths=0.6)
-    name = (lambda c: class_names[c]) if class_names is not None else (lambda c: str(c))
-    if len(classes) <= 20:
-        handles = [plt.Line2D([], [], linestyle="", marker="o", color=ccol[c], label=name(c)) for c in classes.tolist()]
-        ax_cls.legend(handles=handles, fontsize=7, loc="best", title="class", title_fontsize=7, markerscale=0.8)
-    if ax_cli is not None and len(owners) <= 20:
-        ax_cli.legend(fontsize=7, loc="best", markerscale=1.5)
+                keyed_by(ax_cls.scatter(pts[:, 0].mean(), pts[:, 1].mean(), color=ccol[c], s=12 * size, marker=marker,
+                                        edgecolors="black", linewidths=0.6), name(c), _client_label(k))
+    if legend:
+        # The client panel's legend names each client's marker; alone, the class panel names them itself.
+        tsne_legend(ax_cls, labels, clients, class_names, markers=ax_cli is None)
+        if ax_cli is not None and len(owners) <= 20:
+            ax_cli.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, markerscale=1.5,
+                          title="client")
     ax_cls.set_title("coloured by class (marker = client)", fontsize=9)
     if ax_cli is not None:
         ax_cli.set_title("coloured by client", fontsize=9)
     for ax in axes:
         ax.set_xticks([])
         ax.set_yticks([])
+        _note_tsne_outlier(ax, emb)
     if title:
         fig.suptitle(title)
     return fig
@@ -215,7 +266,8 @@ def plot_label_panel(labels: np.ndarray, clients: np.ndarray, ax=None, class_nam
     """The data panel of FedPFT (ICLR) Fig. 4(a): one row per client, one column per class, a bubble
     per (client, class) sized by the count of the images embedded, drawn in the client's t-SNE marker
     (the same marker order as :func:`plot_tsne`) and the class's colour, so that the other panels'
-    markers and colours read off it. ``size`` is the largest bubble, in points². Returns the Axes."""
+    markers and colours read off it (:func:`tsne_legend` keys them). ``size`` is the largest bubble,
+    in points². Returns the Axes."""
     import matplotlib.pyplot as plt
 
     labels, clients = np.asarray(labels), np.asarray(clients)
@@ -230,16 +282,18 @@ def plot_label_panel(labels: np.ndarray, clients: np.ndarray, ax=None, class_nam
     ccol = dict(zip(classes.tolist(), palette(len(classes))))
     counts = {(k, c): int(((clients == k) & (labels == c)).sum()) for k in owners.tolist() for c in classes.tolist()}
     top = max(counts.values())
+    name = _class_namer(class_names)
     for i, k in enumerate(owners.tolist()):
         for c in classes.tolist():
             if counts[(k, c)]:
-                ax.scatter(c, i, s=size * counts[(k, c)] / top, color=ccol[c], marker=_MARKERS[i % len(_MARKERS)],
-                           edgecolors="black", linewidths=0.4)
-    name = (lambda c: class_names[c]) if class_names is not None else (lambda c: str(c))
+                # Keyed to the class (colour) and client (marker) entries of tsne_legend.
+                keyed_by(ax.scatter(c, i, s=size * counts[(k, c)] / top, color=ccol[c],
+                                    marker=_MARKERS[i % len(_MARKERS)], edgecolors="black", linewidths=0.4),
+                         name(c), _client_label(k))
     ax.set_xticks(classes.tolist())
-    ax.set_xticklabels([name(c) for c in classes.tolist()], fontsize=7, rotation=90 if class_names else 0)
+    ax.set_xticklabels([name(c) for c in classes.tolist()], rotation=90 if class_names else 0)
     ax.set_yticks(range(len(owners)))
-    ax.set_yticklabels([f"client {k}" for k in owners.tolist()], fontsize=7)
+    ax.set_yticklabels([_client_label(k) for k in owners.tolist()])
     ax.set_xlabel("class")
     ax.set_title("(a) test images per client and class (marker = client)", fontsize=9)
     ax.invert_yaxis()

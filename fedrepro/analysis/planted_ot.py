@@ -225,7 +225,7 @@ def plot_planted_maps(maps: dict, size: float = 1.6):
         for j, (gamma, plan) in enumerate(plans.items(), start=1):
             axes[i, j].imshow(plan[i].numpy(), cmap="viridis", vmin=0, vmax=vmax)
             ys, xs = np.nonzero(mask[i])
-            axes[i, j].scatter(xs, ys, s=6, c="red", marker="o")
+            axes[i, j].scatter(xs, ys, s=6, c="red", marker="o", label="object patch")
             if i == 0:
                 axes[i, j].set_title(f"plan mass, γ={gamma:g}", fontsize=8)
         if i == 0:
@@ -235,6 +235,10 @@ def plot_planted_maps(maps: dict, size: float = 1.6):
         ax.set_yticks([])
     fig.suptitle("planted task: where the true class's plan puts its mass (red: object patches)", fontsize=9)
     fig.tight_layout()
+    from matplotlib.lines import Line2D
+
+    fig.legend(handles=[Line2D([], [], ls="", marker="o", markersize=3, color="red", label="object patch")],
+               loc="upper center", bbox_to_anchor=(0.5, 0.0), frameon=False)
     return fig
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..env.figure_check import keyed_by
 from ..errors import ConfigError
 from ..fl.client_data import ClientData
 from ..runs.train import restore
@@ -176,7 +177,7 @@ def plot_prompt_clusters(pc: PromptClusters, size: float = 4.0, title: str | Non
     boundaries marked, the diagonal left blank) and the t-SNE coloured by group (FedOTP Fig. A5).
     Returns the Figure."""
     import matplotlib.pyplot as plt
-
+    from matplotlib.lines import Line2D
 
     order = np.argsort(pc.groups, kind="stable")
     fig, (ax_m, ax_t) = plt.subplots(1, 2, figsize=(2.2 * size, size))
@@ -185,13 +186,21 @@ def plot_prompt_clusters(pc: PromptClusters, size: float = 4.0, title: str | Non
     im = ax_m.imshow(mat, cmap="viridis")
     fig.colorbar(im, ax=ax_m, fraction=0.046, pad=0.04)
     edges = np.flatnonzero(np.diff(pc.groups[order])) + 0.5
+    boundary = f"{pc.by} boundary"
     for e in edges:
-        ax_m.axhline(e, color="white", linewidth=0.8)
-        ax_m.axvline(e, color="white", linewidth=0.8)
-    if len(order) <= 30:
+        keyed_by(ax_m.axhline(e, color="white", linewidth=0.8), boundary)
+        keyed_by(ax_m.axvline(e, color="white", linewidth=0.8), boundary)
+    if len(edges):
+        ax_m.legend(handles=[Line2D([], [], color="black", linewidth=0.8, label=boundary)], loc="upper center",
+                    bbox_to_anchor=(0.5, -0.12), frameon=False)
+    if len(order) <= 20:  # more client ids than that do not fit at a legible size
         ticks = [str(c) for c in pc.clients[order]]
-        ax_m.set_xticks(range(len(order)), ticks, fontsize=6)
-        ax_m.set_yticks(range(len(order)), ticks, fontsize=6)
+        ax_m.set_xticks(range(len(order)), ticks)
+        ax_m.set_yticks(range(len(order)), ticks)
+    else:
+        ax_m.set_xticks([])
+        ax_m.set_yticks([])
+    ax_m.set_xlabel("client (by group)" if len(order) > 20 else "")
     ax_m.set_title("local-prompt cosine similarity (by group)", fontsize=9)
     colors = palette(len(pc.group_names))
     for gid, name in enumerate(pc.group_names):
@@ -199,7 +208,7 @@ def plot_prompt_clusters(pc: PromptClusters, size: float = 4.0, title: str | Non
         ax_t.scatter(pc.embedding[mine, 0], pc.embedding[mine, 1], color=colors[gid], s=30,
                      label=f"{pc.by} {name}" if len(pc.group_names) <= 20 else None)
     if len(pc.group_names) <= 20:
-        ax_t.legend(fontsize=6, loc="best")
+        ax_t.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax_t.set_xticks([])
     ax_t.set_yticks([])
     s = pc.stats

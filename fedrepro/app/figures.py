@@ -45,8 +45,8 @@ def savefig(fig, name: str, profile: str, caption: str | None = None) -> Path:
 
     First the figure check (:mod:`fedrepro.env.figure_check`; ``caption``: the text printed with the
     figure, which may name its bands and notes) prints its problems; under
-    ``FEDREPRO_FIGURE_CHECK=strict`` a figure of ``figure_check.ENFORCED`` with problems raises
-    ``FigureCheckError`` and is not written."""
+    ``FEDREPRO_FIGURE_CHECK=strict`` a figure with problems raises ``FigureCheckError`` and is not
+    written, unless ``figure_check.EXEMPT`` names it (then its problems are printed, with the reason)."""
     mode = figure_check.mode()
     try:
         problems = figure_check.check(fig, caption) if mode != "off" else []
@@ -55,9 +55,10 @@ def savefig(fig, name: str, profile: str, caption: str | None = None) -> Path:
             raise
         problems = [figure_check.Problem("check", "figure", f"could not run: {type(e).__name__}: {e}")]
     if problems:
-        if mode == "strict" and name in figure_check.ENFORCED:
+        if mode == "strict" and name not in figure_check.EXEMPT:
             raise figure_check.FigureCheckError(f"{name}: figure check failed:\n  " + "\n  ".join(map(str, problems)))
-        print(f"figure check, {name}: {len(problems)} problem(s)\n  " + "\n  ".join(map(str, problems)))
+        why = f" (exempt: {figure_check.EXEMPT[name]})" if mode == "strict" else ""
+        print(f"figure check, {name}: {len(problems)} problem(s){why}\n  " + "\n  ".join(map(str, problems)))
     path = figures_dir(profile) / f"{name}.png"
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -233,6 +234,34 @@ def _finish(ax, title: str | None, legend: str | None, grid: str = "both"):
     if legend:
         style.legend_outside(ax, legend)
     return ax
+
+
+def plot_boxes(values: dict[Any, Sequence[float]], ax=None, title: str | None = None, ylabel: str | None = None,
+               legend: str | None = "right"):
+    """One box per label of ``values`` (e.g. each client's final accuracy under a method), in the
+    label's fixed :mod:`fedrepro.env.style`: the box spans the quartiles, the black line is the
+    median, the whiskers reach the furthest value within 1.5 IQR and each value beyond is a hollow
+    marker (an outlier, as the x label then says). Every part of a box is keyed to its label's legend entry
+    (:func:`fedrepro.env.figure_check.keyed_by`)."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 3.5))
+    labels = list(values)
+    styles = style.styles_for(labels)
+    names = [style.display_label(lab) for lab in labels]
+    parts = ax.boxplot([list(values[lab]) for lab in labels], tick_labels=names, patch_artist=True,
+                       medianprops={"color": "black"})
+    for i, (lab, name) in enumerate(zip(labels, names)):
+        box = parts["boxes"][i]
+        box.set(**styles[lab].bar(), alpha=0.7, label=name)
+        parts["fliers"][i].set(markeredgecolor=styles[lab].color)
+        for a in [*parts["whiskers"][2 * i:2 * i + 2], *parts["caps"][2 * i:2 * i + 2], parts["medians"][i],
+                  parts["fliers"][i]]:
+            figure_check.keyed_by(a, name)
+    if any(len(f.get_xdata()) for f in parts["fliers"]):
+        ax.set_xlabel("○: a value beyond the whiskers (outlier)")
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    return _finish(ax, title, legend, grid="y")
 
 
 def plot_paper_table(ref: pd.DataFrame, ax=None, rows: Sequence | None = None, columns: Sequence | None = None,

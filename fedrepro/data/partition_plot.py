@@ -93,15 +93,16 @@ def plot_partition(
     held = np.isin(client, partition.held_out)
     ax.scatter(cls[~held], client[~held], s=size[~held], color=PALETTE[0], alpha=0.7,
                linewidths=0, label="participating")
+    kinds = [(PALETTE[0], "participating")]
     if held.any():
         ax.scatter(cls[held], client[held], s=size[held], color=PALETTE[1], alpha=0.7,
                    linewidths=0, label="held out")
-        # Fixed-size legend markers (bubble sizes vary) placed under the axes so they never
-        # hide data.
-        handles = [Line2D([], [], ls="", marker="o", color=c, alpha=0.7, label=lab)
-                   for c, lab in ((PALETTE[0], "participating"), (PALETTE[1], "held out"))]
-        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2,
-                  fontsize="small", frameon=False)
+        kinds.append((PALETTE[1], "held out"))
+    # Fixed-size legend markers (bubble sizes vary) placed under the axes so they never hide data;
+    # the title says what a bubble's size is. At the shared legend size: smaller falls under 8 pt.
+    handles = [Line2D([], [], ls="", marker="o", color=c, alpha=0.7, label=lab) for c, lab in kinds]
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=len(kinds),
+              frameon=False, title="clients (dot area ∝ train samples of the class)")
     ax.set_xlim(-0.5, partition.num_classes - 0.5)
     ax.set_ylim(n_show - 0.5, -0.5)  # client 0 at the top, like a table
     # Class and client ids are integers; fractional ticks (2.5) would be misleading.

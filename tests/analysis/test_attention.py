@@ -16,7 +16,11 @@ def test_attention_rows_are_distributions_over_feature_and_prompts(tiny):
     s = attention_summary(rows)
     assert s["self"] + s["prompts"] == pytest.approx(1.0, abs=1e-5)
     assert list(attention_table({"a": rows}).columns) == ["self", "prompts", "spread_across_samples"]
-    assert len(plot_attention({"a": rows, "b": rows}).axes) == 3  # two panels and a colour bar
+    fig = plot_attention({"a": rows, "b": rows})
+    assert len(fig.axes) == 3  # two panels and a colour bar
+    from fedrepro.env.figure_check import check
+
+    assert check(fig) == []
     with pytest.raises(ConfigError, match="which"):
         attention_rows(res, which="sigma")
     with pytest.raises(ConfigError, match="no FTM"):

@@ -50,3 +50,34 @@ def test_one_panel_per_method_and_the_label_panel():
     with pytest.raises(ConfigError, match="labels and clients"):
         plot_label_panel(labels, owners[:10], ax=a)
     plt.close(fig)
+
+
+def test_tsne_figures_pass_the_figure_check():
+    """Colour = class and marker = client: every set of points is keyed to the class legend and the
+    client legend that explain it, in each form a notebook draws (two panels, one panel with its own
+    keys, a grid keyed once by tsne_legend beside the label panel)."""
+    import matplotlib.pyplot as plt
+
+    from fedrepro.analysis import plot_label_panel, tsne_legend
+    from fedrepro.env.figure_check import check
+
+    rng = np.random.default_rng(1)
+    labels = rng.integers(0, 4, 60)
+    owners = np.repeat(np.arange(3), 20)
+    emb = rng.normal(size=(60, 2))
+    names = ["cat", "dog", "cow", "owl"]
+    assert check(plot_tsne(emb, labels, owners, centroids=True, class_names=names)) == []
+    fig, ax = plt.subplots()
+    plot_tsne(emb, labels, owners, axes=ax)
+    assert check(fig) == []
+    fig, (a, b, c) = plt.subplots(1, 3)
+    plot_label_panel(labels, owners, ax=a, class_names=names)
+    for axes in (b, c):
+        plot_tsne(emb, labels, owners, axes=axes, class_names=names, legend=False)
+    assert any(p.rule == "legend" for p in check(fig))
+    tsne_legend(fig, labels, owners, class_names=names)
+    assert check(fig) == []
+    far = emb.copy()
+    far[0] = (400.0, 0.0)  # one point far off: a note says so
+    assert check(plot_tsne(far, labels, owners)) == []
+    plt.close("all")

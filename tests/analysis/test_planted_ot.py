@@ -84,4 +84,6 @@ def test_planted_plan_maps_hold_gamma_and_favour_objects():
     obj = maps["mask"]
     half = maps["plans"][0.5]
     assert float(half[obj].mean()) > float(half[~obj].mean())  # the plan keeps the objects
-    assert plot_planted_maps(maps) is not None
+    from fedrepro.env.figure_check import check
+
+    assert check(plot_planted_maps(maps)) == []  # the object dots named in a legend

@@ -114,6 +114,9 @@ def test_on_a_fedotp_run(tmp_path):
     assert np.array_equal(pc.embedding, run_prompt_clusters(res, seed=0).embedding)
     fig = plot_prompt_clusters(pc)
     assert len(fig.axes) == 3  # matrix, colour bar, t-SNE
+    from fedrepro.env.figure_check import check
+
+    assert check(fig) == []  # group boundaries and groups named, ticks legible
     plt.close(fig)
     learnt = run_prompt_clusters(res, learnt_only=True)
     assert not np.allclose(learnt.cosine, pc.cosine)

@@ -58,3 +58,15 @@ def test_plots_run_with_agg():
     assert plot_partition(parts["alpha=10"], y_tr, ax=ax2, title="t") is ax2
     assert ax2.get_title() == "t"
     plt.close("all")
+
+
+def test_partition_plots_pass_the_figure_check():
+    """With held-out clients and without, every bubble set has its legend entry, in legible type."""
+    from fedrepro.env.figure_check import check
+
+    y_tr, y_te = labels(600, 5, 0), labels(200, 5, 1)
+    for held in (0, 2):
+        part = make_partition("dirichlet", y_tr, y_te, 8, rng(0), alpha=0.5, min_size=1, holdout_clients=held)
+        fig = plot_partition_grid({"a": part, "b": part}, y_tr)
+        assert check(fig) == [], held
+    plt.close("all")
