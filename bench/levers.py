@@ -117,9 +117,11 @@ def main(argv=None) -> int:
             print(f"{name}: halving not replayed ({type(e).__name__}: {e})\n")
             report["halving"][name] = {"not_replayed": f"{type(e).__name__}: {e}"}
             continue
-        print(f"{name}: halving ({HALVING}, eta {ETA}) replayed, {int(replay['changed'].sum())} of {len(replay)} "
-              f"searched rows change rate, {replay['saved_s'].sum() / 3600:.2f} CPU-h saved\n"
-              + replay.drop(columns=["note"]).to_string() + "\n")
+        replayed = replay["note"] == ""
+        print(f"{name}: halving ({HALVING}, eta {ETA}) replayed on {int(replayed.sum())} of {len(replay)} searched "
+              f"rows, {int(replay['changed'].sum())} change rate, {replay['saved_s'].sum() / 3600:.2f} CPU-h saved"
+              + (f"; {int((~replayed).sum())} not replayable, e.g. {replay.loc[~replayed, 'note'].iloc[0]}"
+                 if (~replayed).any() else "") + "\n" + replay.drop(columns=["note"]).to_string() + "\n")
         report["halving"][name] = replay.to_dict("records")
     Path(args.out).write_text(json.dumps(report, indent=1, default=float) + "\n")
     print(f"wrote {args.out}")
