@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from fedrepro.app.compute import paper_of
 from fedrepro.env.jsonfiles import read_json_file
 from fedrepro.papers import PAPERS
 from fedrepro.papers.verdicts import collect_claims
@@ -35,8 +36,7 @@ def part_row(path: Path) -> dict:
     papers = [p for p in PAPERS if p in only] if only != "all" else list(PAPERS)
     # Each paper's share of the part: the task time of its notebooks (their runs, analyses, render).
     work = {p: sum(n.get("train_s_of_its_runs", 0) + n.get("analyses_s", 0) + n.get("render_s", 0)
-                   for n in t.get("notebooks", []) if n["notebook"].startswith(p + "/")
-                   or (p == "tour" and n["notebook"].startswith("00_tour"))) for p in papers}
+                   for n in t.get("notebooks", []) if paper_of(n["notebook"]) == p) for p in papers}
     total = sum(work.values())
     share = {p: (w / total if total else 1 / len(papers)) for p, w in work.items()}
     return {"part": only, "papers": papers, "share": share, "commit": t.get("commit"), "wall_s": t.get("wall_s"),

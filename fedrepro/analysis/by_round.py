@@ -27,8 +27,8 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 
 from ..methods import METHODS
-from ..runs.prefix import reads_total_rounds
 from ..runs.store import RunResult
+from ..runs.train import flat_rule_can_stop
 # The rule itself lives at the engine's layer, which stops runs by it (train.stop_when_flat); it is
 # re-exported here, where the notebooks and analyses read it.
 from ..fl.flatness import FLAT_TOLERANCE, FLAT_WINDOW, FLAT_Z, is_flat, judge, window_change, window_noise  # noqa: F401
@@ -82,9 +82,9 @@ def flat_stop(rounds: pd.DataFrame, window: int = FLAT_WINDOW) -> int:
 def run_flat_stop(path, window: int = FLAT_WINDOW, rounds_of: RoundsOf = stored_rounds) -> int:
     """:func:`flat_stop` of the stored run at ``path``, where the option applies to its method; a
     method whose schedule reads ``train.rounds`` trains them all
-    (:func:`fedrepro.runs.train.flat_rule_applies`), so its stop is its last round."""
+    (:func:`fedrepro.runs.train.flat_rule_can_stop`), so its stop is its last round."""
     rounds = rounds_of(path)
-    if reads_total_rounds(METHODS.get(RunResult(path).config.method.name)):
+    if not flat_rule_can_stop(METHODS.get(RunResult(path).config.method.name)):
         return int(rounds["round"].max())
     return flat_stop(rounds, window)
 

@@ -162,7 +162,9 @@ def planned_runs(notebooks: Iterable[Path], nb_root: Path, profile: str) -> Plan
     return out
 
 
-def _paper_of(notebook: str) -> str:
+def paper_of(notebook: str) -> str:
+    """The paper a notebook (its path under ``notebooks/``) belongs to: its folder, the tour for a
+    notebook at the top level."""
     return notebook.split("/")[0] if "/" in notebook else "tour"
 
 
@@ -293,7 +295,7 @@ def predict(notebooks: list[Path], nb_root: Path, profile: str, report: Path, pa
         return papers.setdefault(paper, {"runs": 0, "runs_s": 0.0, "to_train": 0, "to_train_s": 0.0,
                                          "analyses_s": 0.0, "renders_s": 0.0, "kind": 0, "method": 0, "all": 0})
     for h, cfg in planned.runs.items():
-        r, s = row(_paper_of(planned.notebook[h])), cal.run_seconds(cfg)
+        r, s = row(paper_of(planned.notebook[h])), cal.run_seconds(cfg)
         r["runs"] += 1
         r[cal.basis(cfg)] += 1
         r["runs_s"] += s
@@ -301,10 +303,10 @@ def predict(notebooks: list[Path], nb_root: Path, profile: str, report: Path, pa
             r["to_train"] += 1
             r["to_train_s"] += s
     for (name, _), nb in planned.analyses.items():
-        row(_paper_of(nb))["analyses_s"] += cal.analysis_seconds(name)
+        row(paper_of(nb))["analyses_s"] += cal.analysis_seconds(name)
     for path in notebooks:
         rel = str(path.relative_to(nb_root))
-        paper = _paper_of(rel)
+        paper = paper_of(rel)
         row(paper if paper in PAPERS else "no paper")["renders_s"] += cal.render_seconds(rel)
     for r in papers.values():
         r["total_s"] = r["runs_s"] + r["analyses_s"] + r["renders_s"]

@@ -104,6 +104,12 @@ class LrSearch:
     def searched(self, cfg: RunConfig) -> bool:
         return self.applies is None or bool(self.applies(cfg))
 
+    @property
+    def stages(self) -> tuple["LrSearch", ...]:
+        """The searches a row goes through in turn: this one alone (a search in stages, such as
+        PEP-FedPT's head rate then prompt rate, names each)."""
+        return (self,)
+
     def full_configs(self, cfg: RunConfig) -> list[RunConfig]:
         """The row's full search runs: its config at the search seed, on validation data, once per rate."""
         if not self.searched(cfg):

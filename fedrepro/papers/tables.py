@@ -449,17 +449,17 @@ def halving_replay(tables: Mapping[str, TableDef], profile: str, halving: float 
         search = table.search(profile)
         if search is None:
             continue
-        stages = [search.first, search.then] if hasattr(search, "then") else [search]
         for cfg in table._untuned(profile, None, None, None, None, {}):
             at = cfg
-            for stage in stages:
+            for stage in search.stages:
                 key = frozenset(c.hash() for c in stage.full_configs(at))
+                chosen_full = stage.choose(at)  # unchanged where the row is not searched (no key)
                 if not key or key in seen:
-                    at = stage.choose(at) if key else at
+                    at = chosen_full
                     continue
                 seen.add(key)
                 cut = dataclasses.replace(stage, halving=halving, eta=eta)
-                full = stage.rate(stage.choose(at))
+                full = stage.rate(chosen_full)
                 try:
                     (chosen, keep), note = cut.replay_halving(at, rounds_of), ""
                 except ConfigError as e:
@@ -470,7 +470,7 @@ def halving_replay(tables: Mapping[str, TableDef], profile: str, halving: float 
                             for r in map(rounds_of, dropped))
                 rows.append({"table": tid, "row": _row_name(at), "stage": stage.key, "full": full, "halving": chosen,
                              "changed": bool(chosen != full) and not note, "saved_s": saved, "note": note})
-                at = stage.choose(at)
+                at = chosen_full
     return pd.DataFrame(rows, columns=["table", "row", "stage", "full", "halving", "changed", "saved_s", "note"])
 
 

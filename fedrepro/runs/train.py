@@ -186,8 +186,8 @@ def train_inprocess(cfg: RunConfig, store: RunStore, status: str, ds: ImageDatas
         # curve is flat (fedrepro.fl.converge); off, the engine runs every round in one call. A
         # method whose schedule reads train.rounds (a late phase, a schedule over all rounds) trains
         # them all: stopping it early would cut its schedule, not a flat tail.
-        engine = functools.partial(simulate_until_flat, window=t.flat_window) if flat_rule_applies(cfg, method) \
-            else simulate
+        flat = flat_rule_applies(cfg, method)
+        engine = functools.partial(simulate_until_flat, window=t.flat_window) if flat else simulate
         with CheckpointWriter(path) as writer:  # written while the next round trains
             state = engine(method, clients, seed=cfg.seed, rounds=t.rounds, participation=t.participation,
                            eval_every=t.eval_every, state=state,
@@ -203,13 +203,19 @@ def train_inprocess(cfg: RunConfig, store: RunStore, status: str, ds: ImageDatas
         if state is None:
             raise
         diverged = {"diverged_round": err.round, "diverged": str(err)}  # the engine sets the round
-    return finish_run(cfg, store, path, part, state, diverged, meta_update, flat_rule_applies(cfg, method))
+    return finish_run(cfg, store, path, part, state, diverged, meta_update, flat)
+
+
+def flat_rule_can_stop(method) -> bool:
+    """Whether ``train.stop_when_flat`` may stop a run of ``method`` (an instance or its class): only
+    when its rounds do not depend on their number (:func:`fedrepro.runs.prefix.reads_total_rounds`)."""
+    return not prefix.reads_total_rounds(method)
 
 
 def flat_rule_applies(cfg: RunConfig, method) -> bool:
-    """Whether ``train.stop_when_flat`` may stop ``cfg``'s run: the option is on and the method's
-    rounds do not depend on their number (:func:`fedrepro.runs.prefix.reads_total_rounds`)."""
-    return bool(cfg.train.stop_when_flat) and not prefix.reads_total_rounds(method)
+    """Whether ``train.stop_when_flat`` may stop ``cfg``'s run: the option is on and
+    :func:`flat_rule_can_stop`."""
+    return bool(cfg.train.stop_when_flat) and flat_rule_can_stop(method)
 
 
 def begin_run(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part: Partition,

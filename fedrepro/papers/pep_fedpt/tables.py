@@ -44,6 +44,11 @@ class CoordinateSearch:
     def searched(self, cfg: RunConfig) -> bool:
         return self.first.searched(cfg) or self.then.searched(cfg)
 
+    @property
+    def stages(self) -> tuple[LrSearch, LrSearch]:
+        """``first``, then ``then``: each row goes through both in turn."""
+        return self.first, self.then
+
     def search_configs(self, cfg: RunConfig) -> list[RunConfig]:
         out = self.first.search_configs(cfg)
         try:
@@ -165,9 +170,9 @@ def _dp_rows(profile: str) -> list[Rows]:
 
 
 # Table 2's iNaturalist "Worst Acc" (footnote to App. A.3.2): "the minimum accuracy of the final 250
-# rounds" (of 500), since the worst client scores 0 under every method. Our reading: the minimum over
-# those rounds of the round's mean client accuracy, over the last LATE_FRACTION of the evaluated
-# rounds (250 of the paper profile's 500; the same share of a shorter run). Our engine scores every
+# rounds" (of 500), since the worst client scores 0 under every method. Our reading: the minimum of
+# the round's mean client accuracy over the evaluated rounds among the last LATE_FRACTION of the
+# run's rounds (250 of the paper profile's 500; the same share of a shorter run). Our engine scores every
 # client each evaluated round, not only the round's few participants, so our round-to-round spread,
 # and with it the gap between this minimum and the final mean, is likely smaller than the paper's.
 LATE_FRACTION = 0.5
@@ -175,8 +180,8 @@ LATE_WORST = "final_worst_late"
 
 
 def late_worst(rounds: pd.DataFrame, fraction: float = LATE_FRACTION) -> float:
-    """The minimum of ``acc_mean`` over the last ``fraction`` of a run's evaluated rounds (NaN for a
-    run with none)."""
+    """The minimum of ``acc_mean`` over a run's evaluated rounds among the last ``fraction`` of its
+    rounds (NaN for a run with none evaluated)."""
     scored = rounds.dropna(subset=["acc_mean"])
     if scored.empty:
         return float("nan")
