@@ -29,26 +29,45 @@ from pathlib import Path
 def time_steps(cfg, clients_n: int) -> dict:
     import torch
 
+    from fedrepro.fl.device import resolve_device
     from fedrepro.fl.engine import init_state
     from fedrepro.fl.seeding import torch_gen
     from fedrepro.runs.pipeline import clients_of, make_method, prepare_data
 
     torch.set_num_threads(cfg.threads)
+    device = resolve_device(cfg.device)  # the card where there is one, as the run itself would train
+
+    def synced() -> float:  # a GPU step ends when its kernels do, not when Python returns
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter()
+
     t0 = time.perf_counter()
     ds, part = prepare_data(cfg)
-    clients = clients_of(cfg, ds, part, torch.device("cpu"))
-    method = make_method(cfg, ds, torch.device("cpu"))
+    clients = clients_of(cfg, ds, part, device)
+    method = make_method(cfg, ds, device)
     state = init_state(method, len(clients), cfg.seed)
-    setup_s = time.perf_counter() - t0
+    setup_s = synced() - t0
     times = []
     for cid in range(min(clients_n, len(clients))):
-        t = time.perf_counter()
+        t = synced()
         gen = torch_gen(cfg.seed, "client", 0, cid)
         method.client_update(state.shared, state.client_states[cid], clients[cid], gen, 0)
-        times.append(time.perf_counter() - t)
+        times.append(synced() - t)
     return {"step_s": statistics.median(times[1:] or times), "steps_timed": len(times[1:]), "first_s": times[0],
             "setup_s": setup_s, "method": cfg.method.name, "batch_size": cfg.train.batch_size,
-            "dataset": cfg.data.dataset, "image_size": int(ds.image_size), "threads": cfg.threads}
+            "dataset": cfg.data.dataset, "image_size": int(ds.image_size), "threads": cfg.threads,
+            "device": device_name(device),
+            "peak_gpu_mib": round(torch.cuda.max_memory_allocated(device) / 2**20) if device.type == "cuda" else None}
+
+
+def device_name(device) -> str:
+    """The card's name on CUDA (``NVIDIA H100 80GB HBM3``), else the CPU's."""
+    import torch
+
+    from fedrepro.env.host import cpu_model
+
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
 
 
 def main() -> None:
@@ -98,11 +117,13 @@ def main() -> None:
         result["stand_in_data"] = None if stand_in is None else f"caltech101 image folder at {result['image_size']} px"
         found[label] = result
         if args.json:  # after each model: a pass cut short keeps what it measured
-            Path(args.json).write_text(json.dumps({"cpu": cpu_model(), "step_times": found}, indent=1) + "\n")
+            Path(args.json).write_text(json.dumps({"cpu": cpu_model(), "device": result["device"], "step_times": found},
+                                                  indent=1) + "\n")
         print(f"{label}: {result['step_s']:.2f} s a client step ({result['method']}, batch {result['batch_size']}, "
               f"{result['image_size']} px)", flush=True)
     table = cost_table(the_plan.readers, the_plan.runs, found)
     report = {"cpu": cpu_model(), "cores": cpu_cores(), "plan_s": round(plan_s, 1), "step_times": found,
+              "device": sorted({r["device"] for r in found.values()}),
               "load": os.getloadavg()}
     if args.json:
         Path(args.json).write_text(json.dumps({**report, "notebooks": table}, indent=1) + "\n")

@@ -1,9 +1,11 @@
 """fedrepro.execute.run: finished runs are reused, provenance is recorded, grids (sequential, in
 workers, sub-grids, variants), mean ± std tables, diverged runs, and a smoke run on Fashion-MNIST."""
+import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
 import pytest
 from support import poison_fedavg
 
@@ -64,6 +66,45 @@ def test_default_workers(tiny, monkeypatch):
     assert fedrepro.execute.local.default_workers(tiny()) == 1  # smoke profile
     with pytest.raises(ConfigError, match="workers"):
         fedrepro.run_grid(tiny(), {"method.name": ["fedavg"]}, workers=0)
+
+
+def test_default_workers_share_gpus(tiny, monkeypatch):
+    """On CUDA a laptop run shares its card with others (the cores over the threads, spread over the
+    cards); at the paper profile one run takes a card; FEDREPRO_RUNS_PER_GPU overrides both."""
+    import fedrepro.fl.device as device
+    import fedrepro.execute.local as local
+
+    monkeypatch.delenv("FEDREPRO_WORKERS", raising=False)
+    monkeypatch.delenv("FEDREPRO_RUNS_PER_GPU", raising=False)
+    monkeypatch.setattr(local, "cpu_cores", lambda: 16)
+    monkeypatch.setattr(device, "visible_gpus", lambda name="auto": ["0", "1"])
+    laptop, paper = tiny(profile="laptop", threads=2), tiny(profile="paper", threads=2)
+    assert local.default_workers(laptop) == 8          # 4 runs on each of 2 cards, 8 cores × 2 threads
+    assert local.default_workers(paper) == 2           # one full-size run per card
+    monkeypatch.setenv("FEDREPRO_RUNS_PER_GPU", "3")
+    assert local.default_workers(paper) == 6
+    monkeypatch.setenv("FEDREPRO_RUNS_PER_GPU", "30")
+    assert local.default_workers(laptop) == 8          # never more runs than the cores hold
+    monkeypatch.setenv("FEDREPRO_RUNS_PER_GPU", "-1")
+    with pytest.raises(ConfigError, match="FEDREPRO_RUNS_PER_GPU=.*positive integer"):
+        local.default_workers(laptop)
+
+
+def test_pool_workers_take_gpus_in_turn(monkeypatch):
+    import multiprocessing as mp
+
+    import fedrepro.execute.local as local
+
+    monkeypatch.setattr(local, "die_with_parent", lambda parent: None)  # not this test process's parent
+    started, seen = mp.get_context("spawn").Value("i", 0), []
+    for _ in range(5):
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        local.start_worker(os.getppid(), started, ["2", "5"])
+        seen.append(os.environ["CUDA_VISIBLE_DEVICES"])
+    assert seen == ["2", "5", "2", "5", "2"]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    local.start_worker(os.getppid(), started, ["3"])   # one card: the worker's environment stays as it is
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ
 
 
 def test_run_grid_subgrids_with_own_seeds_and_named_variants(tiny):

@@ -300,9 +300,11 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
 
     before = descendants()  # what this pool did not start is not its to end
     ctx = mp.get_context("spawn")  # forking a process whose OpenMP pool runs can deadlock
+    gpus = gpus_of(tasks)
     # A worker dies with this process (lifetime.die_with_parent): a killed driver leaves no run training on.
     with allocator.for_children(), settings.for_children(), ProcessPoolExecutor(
-            workers, mp_context=ctx, initializer=die_with_parent, initargs=(os.getpid(),)) as procs, \
+            workers, mp_context=ctx, initializer=start_worker,
+            initargs=(os.getpid(), ctx.Value("i", 0), gpus)) as procs, \
             ThreadPoolExecutor(workers) as threads, \
             (ex.session(progress=False) if ex.remote else contextlib.nullcontext()) as remote:
         try:
@@ -350,26 +352,79 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
     return report
 
 
-def default_workers(base: RunConfig) -> int:
-    """How many runs :func:`run_grid` trains at once: ``FEDREPRO_WORKERS`` if set, else the cores
-    divided by the run's ``threads`` on a CPU device (small models leave cores idle: two 1-thread
-    runs train about 1.6x the images per second of one 2-thread run on a 2-core machine) and 1 on a
-    GPU or at the smoke profile. Worker processes are spawned, so a script calling this needs the usual
-    ``if __name__ == "__main__":`` guard (notebooks do not)."""
-    env = os.environ.get("FEDREPRO_WORKERS")
-    if env:
-        try:
-            n = int(env)
-        except ValueError:
-            n = 0
-        if n < 1:
-            raise ConfigError(f"FEDREPRO_WORKERS={env!r}; valid: a positive integer")
-        return n
-    from ..fl.device import resolve_device  # defers torch: the scheduling process never loads it
+ENV_WORKERS = "FEDREPRO_WORKERS"
+ENV_RUNS_PER_GPU = "FEDREPRO_RUNS_PER_GPU"
 
-    if base.profile == "smoke" or resolve_device(base.device).type != "cpu":
-        return 1  # smoke runs take about a second: starting processes would cost more than it saves
-    return max(1, cpu_cores() // base.threads)
+
+def positive_env(name: str) -> int | None:
+    """The positive integer in environment variable ``name``; None when it is unset or empty."""
+    env = os.environ.get(name)
+    if not env:
+        return None
+    try:
+        n = int(env)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ConfigError(f"{name}={env!r}; valid: a positive integer")
+    return n
+
+
+def runs_per_gpu(base: RunConfig, gpus: int) -> int:
+    """How many runs share one GPU: ``FEDREPRO_RUNS_PER_GPU`` if set, else one at the paper profile
+    (a full-size model fills the card) and otherwise the cores over the runs' threads, spread over
+    the GPUs. A laptop-profile run launches small kernels: its own Python work, not the card, limits
+    it, so one run leaves a GPU mostly idle and several processes time-share it (or run side by side
+    under CUDA MPS, where its daemon runs)."""
+    n = positive_env(ENV_RUNS_PER_GPU)
+    if n is not None:
+        return n
+    return 1 if base.profile == "paper" else max(1, cpu_cores() // base.threads // max(1, gpus))
+
+
+def default_workers(base: RunConfig) -> int:
+    """How many runs :func:`run_grid` trains at once: ``FEDREPRO_WORKERS`` if set; else 1 at the
+    smoke profile (a run takes about a second: starting processes would cost more than it saves);
+    on CUDA, :func:`runs_per_gpu` times the GPUs, at most the cores over the run's ``threads``; on
+    a CPU, the cores over the run's ``threads`` (small models leave cores idle: two 1-thread runs
+    train about 1.6x the images per second of one 2-thread run on a 2-core machine); 1 on other
+    devices (MPS). Worker processes are spawned, so a script calling this needs the usual
+    ``if __name__ == "__main__":`` guard (notebooks do not)."""
+    n = positive_env(ENV_WORKERS)
+    if n is not None:
+        return n
+    if base.profile == "smoke":
+        return 1
+    from ..fl.device import resolve_device, visible_gpus  # defers torch: a CPU-only plan never loads it
+
+    cores = max(1, cpu_cores() // base.threads)
+    gpus = visible_gpus(base.device)
+    if gpus:
+        return max(1, min(cores, runs_per_gpu(base, len(gpus)) * len(gpus)))
+    return cores if resolve_device(base.device).type == "cpu" else 1
+
+
+def gpus_of(tasks: Sequence[Task]) -> list[str]:
+    """The GPUs the pool's runs train on (:func:`fedrepro.fl.device.visible_gpus` of the first run's
+    device); torch is loaded only when a run may train off the CPU."""
+    devices = {t.cfg.device for t in tasks if t.cfg is not None and t.analysis is None}
+    if not devices - {"cpu"}:
+        return []
+    from ..fl.device import visible_gpus
+
+    return visible_gpus(min(devices - {"cpu"}))
+
+
+def start_worker(parent: int, started, gpus: Sequence[str]) -> None:
+    """A pool worker's start: it dies with ``parent``, and with several GPUs it takes the next one
+    in turn (``started`` counts the workers started so far), so that the workers spread over the
+    cards; the variable is read when the worker first touches CUDA."""
+    die_with_parent(parent)
+    if len(gpus) > 1:
+        with started.get_lock():
+            i = started.value
+            started.value += 1
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[i % len(gpus)]
 
 
 @EXECUTORS.register("local")

@@ -1,6 +1,7 @@
 """Device choice: CUDA when present, else Apple MPS, else CPU. Never hard-coded."""
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -47,6 +48,19 @@ def resolve_device(name: str = "auto") -> torch.device:
         raise ConfigError(f"invalid device={name!r}: this machine has no such device; valid on this machine: "
                           f"{_available()}")
     return dev
+
+
+def visible_gpus(name: str = "auto") -> list[str]:
+    """The GPUs that runs of ``device=name`` may train on, each as ``CUDA_VISIBLE_DEVICES`` names it
+    for a child process (this process's own ``CUDA_VISIBLE_DEVICES`` entries when it is set, else the
+    card indices); empty when such runs train off CUDA. A run on ``cuda:N`` trains on that card only."""
+    dev = resolve_device(name)
+    if dev.type != "cuda":
+        return []
+    seen = os.environ.get("CUDA_VISIBLE_DEVICES")
+    names = ([v.strip() for v in seen.split(",") if v.strip()] if seen
+             else [str(i) for i in range(torch.cuda.device_count())])
+    return names if dev.index is None else [names[dev.index]]
 
 
 @contextmanager
