@@ -36,6 +36,8 @@ def time_steps(cfg, clients_n: int) -> dict:
 
     torch.set_num_threads(cfg.threads)
     device = resolve_device(cfg.device)  # the card where there is one, as the run itself would train
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)  # this model's peak, not the process's
 
     def synced() -> float:  # a GPU step ends when its kernels do, not when Python returns
         if device.type == "cuda":
@@ -57,8 +59,18 @@ def time_steps(cfg, clients_n: int) -> dict:
     return {"step_s": statistics.median(times[1:] or times), "steps_timed": len(times[1:]), "first_s": times[0],
             "setup_s": setup_s, "method": cfg.method.name, "batch_size": cfg.train.batch_size,
             "dataset": cfg.data.dataset, "image_size": int(ds.image_size), "threads": cfg.threads,
+            "model_input": model_input(method, ds),
             "device": device_name(device),
             "peak_gpu_mib": round(torch.cuda.max_memory_allocated(device) / 2**20) if device.type == "cuda" else None}
+
+
+def model_input(method, ds) -> int:
+    """The side of the images the model computes on: a CLIP's own input size (it resizes every image
+    itself), else the data's."""
+    for m in (getattr(method, "model", None), getattr(method, "clip", None)):
+        if m is not None and isinstance(getattr(m, "image_size", None), int):
+            return int(m.image_size)
+    return int(ds.image_size)
 
 
 def device_name(device) -> str:
@@ -72,22 +84,30 @@ def device_name(device) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", required=True, help="a data root with the paper datasets' shapes")
+    ap.add_argument("--data", default="rehearsal:", help="a data root with the paper datasets' shapes (default: "
+                    "the rehearsal data mode, which reads no files)")
     ap.add_argument("--clients", type=int, default=3, help="client steps per model (the first is left out)")
     ap.add_argument("--only", default=None, help="only models whose label contains this text")
     ap.add_argument("--json", default=None, help="write the step times here")
     ap.add_argument("--out", default=None, help="the cost file (default: the output root's)")
     args = ap.parse_args()
 
-    from fedrepro.app.rehearsal import cost_path, cost_table, model_label, weights_env, write_cost
+    from fedrepro.app.rehearsal import cost_path, rehearsal_env
+    from fedrepro.env.settings import REHEARSAL_ROOT
+
+    out = Path(args.out) if args.out else cost_path()  # the output root's, as the rehearsal pass writes it
+    # The rehearsal's own settings: its data budget (the paper's partitions need it), its weights.
+    with rehearsal_env(None if args.data == REHEARSAL_ROOT else args.data):
+        cost(args, out)
+
+
+def cost(args, out: Path) -> None:
+    """Time each full-size model's client step, then cost the paper-profile plan with the times."""
+    from fedrepro.app.rehearsal import cost_table, model_label, write_cost
     from fedrepro.app.reproduce import numbered_notebooks
-    from fedrepro.config import ENV_REHEARSE
     from fedrepro.env.host import cpu_cores, cpu_model, repo_root
-    from fedrepro.env.settings import output_root
     from fedrepro.papers.plan import plan
 
-    os.environ.update({ENV_REHEARSE: "1", "FEDREPRO_DATA": args.data,
-                       **weights_env(str(output_root() / "rehearsal" / "weights"))})
     t0 = time.perf_counter()
     nb_root = repo_root() / "notebooks"
     the_plan = plan(numbered_notebooks(repo_root()), nb_root, "paper")
@@ -127,7 +147,6 @@ def main() -> None:
               "load": os.getloadavg()}
     if args.json:
         Path(args.json).write_text(json.dumps({**report, "notebooks": table}, indent=1) + "\n")
-    out = Path(args.out) if args.out else cost_path()
     write_cost(out, found, table, {"cores": cpu_cores()})
     for row in table:
         print(f"{row['notebook']}: {row['runs']} runs, {row['client_steps']:,} client steps, "
