@@ -60,7 +60,7 @@ def time_steps(cfg, clients_n: int) -> dict:
             "setup_s": setup_s, "method": cfg.method.name, "batch_size": cfg.train.batch_size,
             "dataset": cfg.data.dataset, "image_size": int(ds.image_size), "threads": cfg.threads,
             "model_input": model_input(method, ds),
-            "device": device_name(device),
+            "device": device_name(device), "on_gpu": device.type == "cuda",
             "peak_gpu_mib": round(torch.cuda.max_memory_allocated(device) / 2**20) if device.type == "cuda" else None}
 
 
@@ -90,6 +90,8 @@ def main() -> None:
     ap.add_argument("--only", default=None, help="only models whose label contains this text")
     ap.add_argument("--json", default=None, help="write the step times here")
     ap.add_argument("--out", default=None, help="the cost file (default: the output root's)")
+    ap.add_argument("--gpu-json", default=None, help="take the GPU column's step times from this file (a --json "
+                    "this bench wrote on a GPU, or bench/gpu_h100.json) instead of the cost file's")
     args = ap.parse_args()
 
     from fedrepro.app.rehearsal import cost_path, rehearsal_env
@@ -141,16 +143,27 @@ def cost(args, out: Path) -> None:
                                                   indent=1) + "\n")
         print(f"{label}: {result['step_s']:.2f} s a client step ({result['method']}, batch {result['batch_size']}, "
               f"{result['image_size']} px)", flush=True)
-    table = cost_table(the_plan.readers, the_plan.runs, found)
+    # A GPU's times fill the GPU column and keep the cost file's CPU times; a CPU's the other way.
+    before = json.loads(out.read_text()) if out.is_file() else {}
+    if any(r.get("on_gpu") for r in found.values()):
+        cpu_steps, gpu = before.get("step_times") or {}, {"device": next(iter(found.values()))["device"],
+                                                         "step_times": found}
+    else:
+        cpu_steps, gpu = found or before.get("step_times") or {}, before.get("gpu")
+    if args.gpu_json:
+        given = json.loads(Path(args.gpu_json).read_text())
+        gpu = {"device": given["device"], "step_times": given["step_times"]}
+    table = cost_table(the_plan.readers, the_plan.runs, cpu_steps, gpu)
     report = {"cpu": cpu_model(), "cores": cpu_cores(), "plan_s": round(plan_s, 1), "step_times": found,
               "device": sorted({r["device"] for r in found.values()}),
               "load": os.getloadavg()}
     if args.json:
         Path(args.json).write_text(json.dumps({**report, "notebooks": table}, indent=1) + "\n")
-    write_cost(out, found, table, {"cores": cpu_cores()})
+    write_cost(out, cpu_steps, table, {"cores": cpu_cores()}, gpu)
     for row in table:
         print(f"{row['notebook']}: {row['runs']} runs, {row['client_steps']:,} client steps, "
-              f"{row['cpu_hours']} CPU-hours ({row['unknown']} not costed)")
+              f"{row['cpu_hours']} CPU-hours ({row['unknown']} not costed), {row['gpu_hours']} GPU-hours "
+              f"({row['gpu_unknown']} not costed)")
     print(f"cost written to {out}")
 
 

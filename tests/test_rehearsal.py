@@ -131,6 +131,32 @@ def test_client_steps_multiply_out_the_papers_schedule(rehearsing):
     assert "| `fedpft/x.ipynb` | 2 |" in lines and "1 runs not costed" in lines and "not measured" in lines
 
 
+def test_gpu_step_times_give_a_gpu_column_that_a_cpu_rehearsal_keeps(rehearsing, tmp_path):
+    cfg = setup("fedpft", "paper")
+    label = rehearsal.model_label(cfg)
+    cpu, gpu = {label: {"step_s": 0.5, "runs": 1}}, {"device": "a card", "step_times": {label: {"step_s": 0.01}}}
+    table = rehearsal.cost_table({"fedpft/x.ipynb": [cfg.hash()]}, {cfg.hash(): cfg}, cpu, gpu)
+    assert table[0]["gpu_hours"] == round(rehearsal.client_steps(cfg) * 0.01 / 3600, 2) and not table[0]["gpu_unknown"]
+    path = rehearsal.cost_path(tmp_path)
+    rehearsal.write_cost(path, cpu, table, {"cores": 2}, gpu)
+    assert rehearsal.gpu_section(path) == gpu  # what a later rehearsal on a CPU passes on
+    lines = "\n".join(rehearsal.cost_lines(rehearsal.load_cost(tmp_path), lambda nb: True))
+    assert "GPU-hours on a card" in lines and f"| {table[0]['gpu_hours']:,.1f} |" in lines
+    rehearsal.write_cost(path, cpu, rehearsal.cost_table({}, {}, cpu), {"cores": 2})
+    assert rehearsal.gpu_section(path) is None
+
+
+def test_a_datasets_training_size_comes_from_its_real_shape(rehearsing):
+    """A split that names no per-client size is costed from the real dataset's training images for
+    the run's domains and classes (DomainNet, Office-Caltech10: not in TRAIN_SIZES)."""
+    from fedrepro.data import rehearsal_shape
+
+    cfg = setup("fedotp", "paper", "feature_shift:domainnet")
+    assert not cfg.data.partition_args.get("train_per_client") and not cfg.data.partition_args.get("shots")
+    full = rehearsal_shape(cfg.data.dataset, **cfg.data.dataset_args).full_train
+    assert rehearsal.train_per_client(cfg) == full // cfg.data.num_clients > 0
+
+
 def test_a_step_is_the_last_rounds_training_time_over_its_clients(tmp_path):
     rows = [{"round": 1, "n_sampled": 10, "time_train_s": 9.0}, {"round": 2, "n_sampled": 10, "time_train_s": 3.0}]
     (tmp_path / "rounds.jsonl").write_text("\n".join(json.dumps(r) for r in rows))

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
 from ..config import ENV_REHEARSE, RunConfig
+from ..errors import ConfigError
 from ..env.jsonfiles import NUMBER, read_json_file
 from ..env.settings import (ENV_DATA_ROOT, ENV_FIGURES, ENV_OUTPUT, ENV_REHEARSAL_BUDGET, ENV_RUNS,
                             ENV_VIT_B16_WEIGHTS, REHEARSAL_ROOT, configure, output_path, output_root)
@@ -159,15 +160,23 @@ def step_times(runs: Iterable[RunConfig]) -> dict[str, dict]:
 
 def train_per_client(cfg: RunConfig) -> int | None:
     """A client's training images in the paper run ``cfg`` stands for: ``train_per_client``, else
-    shots × classes per client (few-shot splits), else the dataset's training split over the clients
-    (:data:`TRAIN_SIZES`); None where none of these is known."""
+    shots × classes per client (few-shot splits), else the real dataset's training images (for
+    ``cfg``'s domains and classes, :func:`fedrepro.data.rehearsal_shape`) over the clients; None
+    where none of these is known."""
     args = cfg.data.partition_args
     if args.get("train_per_client"):
         return int(args["train_per_client"])
     if args.get("shots") and args.get("classes_per_client"):
         return int(args["shots"]) * int(args["classes_per_client"])
     size = TRAIN_SIZES.get(cfg.data.dataset)
-    return None if size is None else size // cfg.data.num_clients
+    if size is None:
+        from ..data import rehearsal_shape  # defers torch, which the scheduling process never loads
+
+        try:
+            size = rehearsal_shape(cfg.data.dataset, **cfg.data.dataset_args).full_train
+        except ConfigError:  # a dataset the rehearsal data mode does not serve
+            return None
+    return size // cfg.data.num_clients or None
 
 
 def client_steps(cfg: RunConfig) -> int | None:
@@ -193,23 +202,37 @@ def predicted_seconds(cfg: RunConfig, steps: Mapping[str, Mapping]) -> float | N
     return None if step is None or n is None else n * float(step["step_s"])
 
 
-def cost_table(readers: Mapping[str, list[str]], runs: Mapping[str, RunConfig], steps: Mapping[str, Mapping]) -> list:
+def cost_table(readers: Mapping[str, list[str]], runs: Mapping[str, RunConfig], steps: Mapping[str, Mapping],
+               gpu: Mapping | None = None) -> list:
     """Per notebook (``readers``: notebook -> the hashes of its runs, as the plan has them): its
-    runs, their client steps at the paper's schedule, the models, and the predicted CPU-hours on
-    this CPU (``None`` with ``unknown`` > 0 where some run's steps or model time is not known)."""
+    runs, their client steps at the paper's schedule, the models, and the predicted hours on this
+    CPU (``cpu_hours``, with ``unknown`` the runs whose steps or model time are not known) and, where
+    ``gpu`` (:func:`gpu_section`) holds step times measured on a GPU, on that GPU (``gpu_hours``,
+    ``gpu_unknown``)."""
     rows = []
+    gpu_steps = (gpu or {}).get("step_times") or {}
     for notebook, hashes in readers.items():
         cfgs = [runs[h] for h in dict.fromkeys(hashes) if h in runs]
         if not cfgs:
             continue
-        seconds = [predicted_seconds(c, steps) for c in cfgs]
-        known = [s for s in seconds if s is not None]
-        rows.append({"notebook": notebook, "runs": len(cfgs),
-                     "client_steps": sum(client_steps(c) or 0 for c in cfgs),
-                     "models": sorted({model_label(c) for c in cfgs}),
-                     "cpu_hours": round(sum(known) / 3600, 2) if known else None,
-                     "unknown": len(seconds) - len(known), "gpu_hours": None})
+        row = {"notebook": notebook, "runs": len(cfgs), "client_steps": sum(client_steps(c) or 0 for c in cfgs),
+               "models": sorted({model_label(c) for c in cfgs})}
+        for key, unknown, times in (("cpu_hours", "unknown", steps), ("gpu_hours", "gpu_unknown", gpu_steps)):
+            seconds = [predicted_seconds(c, times) for c in cfgs]
+            known = [s for s in seconds if s is not None]
+            row[key] = round(sum(known) / 3600, 2) if known else None
+            row[unknown] = len(seconds) - len(known)
+        rows.append(row)
     return rows
+
+
+def gpu_section(path: Path) -> dict | None:
+    """The GPU step times a cost file at ``path`` holds (``{"device": card, "step_times": ...}``),
+    so that a rehearsal on a CPU keeps what a GPU measured; None where it holds none."""
+    if not path.is_file():
+        return None
+    gpu = read_json_file(path, "rehearsal cost file", "run the rehearsal again", COST_FIELDS).get("gpu")
+    return gpu if isinstance(gpu, dict) and isinstance(gpu.get("step_times"), dict) else None
 
 
 def cost_path(root: Path | None = None) -> Path:
@@ -218,13 +241,16 @@ def cost_path(root: Path | None = None) -> Path:
     return output_path("notebooks", "paper", root) / "rehearsal_cost.json"
 
 
-def write_cost(path: Path, steps: Mapping[str, Mapping], table: list, report: Mapping) -> None:
+def write_cost(path: Path, steps: Mapping[str, Mapping], table: list, report: Mapping,
+               gpu: Mapping | None = None) -> None:
+    """The cost file: the CPU's step times, the GPU's (``gpu``, :func:`gpu_section`; None: not
+    measured) and each notebook's predicted hours on both (:func:`cost_table`)."""
     from ..runs.store import atomic_write_json
 
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(path, {"cpu": cpu_model(), "cores": report.get("cores"), "wall_s": report.get("wall_s"),
-                             "commit": report.get("commit"), "gpu": "not measured", "step_times": dict(steps),
-                             "notebooks": table})
+                             "commit": report.get("commit"), "gpu": dict(gpu) if gpu else None,
+                             "step_times": dict(steps), "notebooks": table})
 
 
 COST_FIELDS = {"cpu": str, "step_times": dict, "notebooks": list}
@@ -249,18 +275,28 @@ def cost_lines(cost: Mapping | None, keep) -> list[str]:
                 "predicted.", ""]
     rows = [r for r in cost["notebooks"] if keep(r["notebook"])]
     steps = ", ".join(f"{m} {v['step_s']:.2f} s ({v['runs']} runs)" for m, v in cost["step_times"].items())
+    gpu = cost.get("gpu") if isinstance(cost.get("gpu"), dict) else None
+    gpu_steps = ", ".join(f"{m} {v['step_s']:.3f} s" for m, v in (gpu or {}).get("step_times", {}).items())
+    card = (gpu or {}).get("device", "a GPU")
     lines += [f"Predicted training time of each notebook at the paper profile: its runs' client steps at the paper's "
               f"schedule (rounds × clients a round × local epochs × mini-batches) times the time of one client step "
               f"on its model, measured by the rehearsal on {cost['cpu']} ({cost.get('cores')} cores; where other "
-              f"jobs shared them, the times are upper bounds): {steps or 'none measured'}. GPU: not measured.", "",
-              "| notebook | runs | client steps | models | CPU-hours on this CPU | GPU-hours |",
+              f"jobs shared them, the times are upper bounds): {steps or 'none measured'}. "
+              + (f"GPU: one run at a time on {card}, at the steps measured there ({gpu_steps})." if gpu
+                 else "GPU: not measured."), "",
+              f"| notebook | runs | client steps | models | CPU-hours on this CPU | GPU-hours on {card} |",
               "|---|---|---|---|---|---|"]
+
+    def hours(r: Mapping, key: str, unknown: str) -> str:
+        text = "not measured" if r.get(key) is None else f"{r[key]:,.1f}"
+        return text + (f" ({r[unknown]} runs not costed)" if r.get(unknown) and r.get(key) is not None else "")
+
     for r in rows:
-        hours = "not measured" if r.get("cpu_hours") is None else f"{r['cpu_hours']:,.1f}"
-        if r.get("unknown"):
-            hours += f" ({r['unknown']} runs not costed)"
         lines.append(f"| `{r['notebook']}` | {r['runs']} | {r.get('client_steps', 0):,} | "
-                     f"{', '.join(r.get('models', []))} | {hours} | not measured |")
-    total = sum(r["cpu_hours"] or 0 for r in rows)
-    lines += [f"| **all {len(rows)}** | | | | {total:,.1f} | not measured |", ""]
+                     f"{', '.join(r.get('models', []))} | {hours(r, 'cpu_hours', 'unknown')} | "
+                     f"{hours(r, 'gpu_hours', 'gpu_unknown')} |")
+    cpu_total = sum(r.get("cpu_hours") or 0 for r in rows)
+    gpu_total = sum(r.get("gpu_hours") or 0 for r in rows)
+    gpu_text = f"{gpu_total:,.1f}" if gpu else "not measured"
+    lines += [f"| **all {len(rows)}** | | | | {cpu_total:,.1f} | {gpu_text} |", ""]
     return lines

@@ -45,7 +45,7 @@ from ..execute.local import estimate_cost, run_pool
 from ..execute.local import Task
 from ..execute.progress import PassProgress
 from ..config import REHEARSAL_CLIENTS, REHEARSAL_ROUNDS
-from .rehearsal import cost_path, cost_table, rehearsal_env, step_times, write_cost
+from .rehearsal import cost_path, cost_table, gpu_section, rehearsal_env, step_times, write_cost
 
 if TYPE_CHECKING:
     from ..papers.plan import Plan
@@ -220,8 +220,16 @@ def _planned(profile: str, only: str | None, workers: int | None,
         workers = default_workers(runs[0]) if runs else 1
         if profile == "smoke" and workers == 1 and runs:  # the pool pays off even for second-long runs here
             workers = max(1, cpu_cores() // max(c.threads for c in runs))
+    from ..fl.device import visible_gpus
     from ..runs.train import ENV_STALE, on_stale_policy
 
+    if profile != "paper" and runs and visible_gpus(runs[0].device):
+        # Measured on an H100 beside its 16 cores (docs/speed.md, "A GPU"): the stand-in models are
+        # too small for a card, whose kernel launches and time-slicing between processes cost more
+        # than the arithmetic they save.
+        print(f"[reproduce] the {profile} profile's runs train on the GPU, where they are slower than on CPU cores "
+              "(an H100 trained 15 runs in 2 min, its machine's 16 cores 108); CUDA_VISIBLE_DEVICES= trains them "
+              "on the cores", flush=True)
     pending = unfinished(runs)
     stale = _stale_runs(runs, pending)
     policy = on_stale_policy()
@@ -309,24 +317,26 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     return report
 
 
-def _cost_of_plan(profile: str, only: str | None, runs_dir: str) -> tuple[dict, list]:
+def _cost_of_plan(profile: str, only: str | None, runs_dir: str, gpu: dict | None) -> tuple[dict, list]:
     """The rehearsal's time per client step on each model and each notebook's predicted cost
-    (:mod:`fedrepro.app.rehearsal`), from its plan, in a process of its own (as :func:`_planned`)."""
+    (:mod:`fedrepro.app.rehearsal`; ``gpu``: step times a GPU measured), from its plan, in a process
+    of its own (as :func:`_planned`)."""
     notebooks, the_plan, *_ = _planned(profile, only, 1, runs_dir)
     steps = step_times(the_plan.runs.values())
-    return steps, cost_table(the_plan.readers, the_plan.runs, steps)
+    return steps, cost_table(the_plan.readers, the_plan.runs, steps, gpu)
 
 
 def _rehearsal_cost(report: dict, profile: str, only: str | None, cost_file: Path) -> None:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
+    gpu = gpu_section(cost_file) or gpu_section(cost_path())  # what a GPU measured before stays
     with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as planner:
-        steps, table = planner.submit(_cost_of_plan, profile, only, str(output_path("runs"))).result()
+        steps, table = planner.submit(_cost_of_plan, profile, only, str(output_path("runs")), gpu).result()
     report["rehearsal"] = {"step_times": steps, "cost": table, "cost_file": str(cost_file)}
     # Beside the rehearsal's own pages too (fedrepro results --profile paper under its output root).
     for path in dict.fromkeys((cost_file, cost_path())):
-        write_cost(path, steps, table, report)
+        write_cost(path, steps, table, report, gpu)
     from ..runs.store import atomic_write_bytes
 
     atomic_write_bytes(output_path("notebooks", profile) / "timings.json", json.dumps(report, indent=2).encode())

@@ -206,6 +206,7 @@ class Served:
     test_per_class: tuple[int, ...]
     fraction: float
     seed: int
+    full_train: int = 0  # the real dataset's training images for these options, before the fraction
 
     @property
     def num_images(self) -> int:
@@ -268,6 +269,8 @@ def served(name: str, defaults: Mapping[str, Any], **options: Any) -> Served:
         test_fraction = check_value("test_fraction", opts.get("test_fraction", 0.2), float, ge=0, lt=1)
     full = len(classes) * (sum(per_class) + sum(test_per_class or ())) * row.channels * size**2
     fraction = min(1.0, budget_bytes() / full)
+    full_train = len(classes) * (sum(per_class) if test_per_class is not None
+                                 else sum(n - round(n * test_fraction) for n in per_class))
     train, test = [], []
     for i, n in enumerate(per_class):
         if test_per_class is not None:
@@ -281,7 +284,7 @@ def served(name: str, defaults: Mapping[str, Any], **options: Any) -> Served:
             n_test = min(int(round(total * test_fraction)), total - 1)
             train.append(total - n_test)
             test.append(n_test)
-    return Served(row, name, size, classes, domains, tuple(train), tuple(test), fraction, seed)
+    return Served(row, name, size, classes, domains, tuple(train), tuple(test), fraction, seed, full_train)
 
 
 def budget_bytes() -> int:
