@@ -55,13 +55,23 @@ def descendants() -> set[int]:
         return set()
 
 
+def resource_tracker(p: psutil.Process) -> bool:
+    """Whether ``p`` is multiprocessing's resource tracker. It is left to end by itself when this
+    process exits (its pipe closes): killed first, it is started again, and the new one prints a
+    KeyError traceback for every semaphore the workers then release."""
+    try:
+        return any("multiprocessing.resource_tracker" in arg for arg in p.cmdline())
+    except psutil.Error:
+        return False
+
+
 def end_children(grace: float = GRACE_S, keep: set[int] = frozenset()) -> int:
     """SIGTERM every descendant of this process but those in ``keep`` (pids, e.g. :func:`descendants`
     before a pool started), then SIGKILL those still there after ``grace`` seconds; returns how many
     there were. The whole tree is listed first: a kernel whose papermill parent ends first is no
     longer this process's descendant."""
     try:
-        tree = [p for p in psutil.Process().children(recursive=True) if p.pid not in keep]
+        tree = [p for p in psutil.Process().children(recursive=True) if p.pid not in keep and not resource_tracker(p)]
     except psutil.Error:
         return 0
     for p in tree:
