@@ -237,12 +237,18 @@ def _cluster(r):
 
 def _claim(id_, source, statement, check, likely_cause="", arms=(), max_seeds=DEFAULT_MAX_SEEDS):
     register_claim(Claim(id=f"fedotp.{id_}", paper="fedotp", source=source, statement=statement, check=check,
-                         likely_cause=likely_cause, arms=arms, max_seeds=max_seeds))
+                         likely_cause=likely_cause, arms=arms, max_seeds=MEASURED_MAX_SEEDS.get(id_, max_seeds)))
 
 
 # Claims added since the last laptop pass have no measured spread yet: two looks (3, then 5 seeds) until a
 # pass measures it (bench/seed_needs.py reads the last pass's pages).
 NEW_MAX_SEEDS = 5
+# Where a pass measured the spread: the most seeds at which the claim's mean and spread would decide,
+# one stage more for margin (bench/seed_needs.py on the pages of the laptop pass of 2026-11-27, kept in
+# bench/seed_needs_pass42.json). The INCONCLUSIVE claims that would not decide by 12 seeds keep theirs.
+MEASURED_MAX_SEEDS = {"beats_pfedprompt_pathological": 12, "beats_promptfl_fedprox_pathological": 12,
+                      "beats_promptfl_ft_pathological": 12, "coop_beats_fedotp_pathological": 8,
+                      "beats_promptfl_low_alpha": 8, "beats_promptfl_fedprox_feature_label_shift": 12}
 
 
 def _rows(a: str, b: str, where: dict | None = None, **kw) -> arms.Rows:
