@@ -27,3 +27,30 @@ def test_the_notebook_plans_every_table_it_cuts(package, name, notebook):
     needs = package.NOTEBOOKS[notebook]
     assert all(isinstance(n, Need) for n in needs)
     assert {n.table for n in needs} == tables
+
+
+def test_a_claim_that_may_read_more_seeds_is_read_by_notebooks_whose_tables_can_grow():
+    """The sequential stages grow tables (fedrepro.papers.plan.seed_stage): a claim declaring more than
+    the default seeds, evaluated in a notebook that reads no table, could never get them."""
+    import json
+    from pathlib import Path
+
+    from fedrepro.claims.core import DEFAULT_MAX_SEEDS
+    from fedrepro.papers import paper as paper_package
+    from fedrepro.papers.verdicts import registered
+
+    root = Path(__file__).resolve().parents[2] / "notebooks"
+    reg = registered()
+    sequential = [reg.get(n) for n in reg.names() if reg.get(n).max_seeds > DEFAULT_MAX_SEEDS]
+    assert sequential
+    stuck = []
+    for path in sorted(root.glob("*/[0-9]*.ipynb")):
+        paper = path.parent.name
+        if paper == "backbones":
+            continue
+        code = "".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
+        needs = paper_package(paper).NOTEBOOKS.get(path.stem, [])
+        for c in sequential:
+            if f'"{c.id}"' in code and not any(n.table is not None for n in needs):
+                stuck.append(f"{c.id} (max_seeds {c.max_seeds}) in {paper}/{path.name}")
+    assert not stuck, stuck
