@@ -289,12 +289,12 @@ def cost_lines(cost: Mapping | None, keep) -> list[str]:
 
     def hours(r: Mapping, key: str, unknown: str) -> str:
         text = "not measured" if r.get(key) is None else f"{r[key]:,.1f}"
-        return text + (f" ({r[unknown]} runs not costed)" if r.get(unknown) and r.get(key) is not None else "")
+        return text + (f" ({r[unknown]} runs not costed)" if r.get(unknown) else "")
 
     for r in rows:
         lines.append(f"| `{r['notebook']}` | {r['runs']} | {r.get('client_steps', 0):,} | "
                      f"{', '.join(r.get('models', []))} | {hours(r, 'cpu_hours', 'unknown')} | "
-                     f"{hours(r, 'gpu_hours', 'gpu_unknown')} |")
+                     f"{hours(r, 'gpu_hours', 'gpu_unknown') if gpu else 'not measured'} |")
     cpu_total = sum(r.get("cpu_hours") or 0 for r in rows)
     gpu_total = sum(r.get("gpu_hours") or 0 for r in rows)
     gpu_text = f"{gpu_total:,.1f}" if gpu else "not measured"

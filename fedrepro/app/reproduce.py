@@ -41,7 +41,7 @@ from ..runs.fingerprint import STALE, UNKNOWN, staleness
 from ..execute.local import default_workers
 from ..execute.local import unfinished
 from ..execute import make_executor
-from ..execute.local import estimate_cost, run_pool
+from ..execute.local import estimate_cost, gpus_of, run_pool
 from ..execute.local import Task
 from ..execute.progress import PassProgress
 from ..config import REHEARSAL_CLIENTS, REHEARSAL_ROUNDS
@@ -201,11 +201,12 @@ MAX_SEARCH_STAGES = 3
 
 
 def _planned(profile: str, only: str | None, workers: int | None,
-             runs_dir: str) -> tuple[list[Path], Plan, int, set[str], dict]:
+             runs_dir: str) -> tuple[list[Path], Plan, int, set[str], dict, list[str]]:
     """The selected notebooks, their plan, the pool's slots, the runs still to train (stale ones
-    included, unless ``FEDREPRO_STALE=keep``) and the stale and unknown ones. Called in a process of
-    its own: planning imports every paper (and torch), which the scheduling process would otherwise
-    hold for the whole reproduction."""
+    included, unless ``FEDREPRO_STALE=keep``), the stale and unknown ones, and the GPUs the runs
+    train on (:func:`fedrepro.execute.local.gpus_of`; the pool's workers take them in turn). Called
+    in a process of its own: planning imports every paper (and torch), which the scheduling process
+    would otherwise hold for the whole reproduction."""
     root = repo_root()
     nb_root = root / "notebooks"
     notebooks = [p for p in numbered_notebooks(root) if selected(p.relative_to(nb_root), only)]
@@ -220,16 +221,9 @@ def _planned(profile: str, only: str | None, workers: int | None,
         workers = default_workers(runs[0]) if runs else 1
         if profile == "smoke" and workers == 1 and runs:  # the pool pays off even for second-long runs here
             workers = max(1, cpu_cores() // max(c.threads for c in runs))
-    from ..fl.device import visible_gpus
     from ..runs.train import ENV_STALE, on_stale_policy
 
-    if profile != "paper" and runs and visible_gpus(runs[0].device):
-        # Measured on an H100 beside its 16 cores (docs/speed.md, "A GPU"): the stand-in models are
-        # too small for a card, whose kernel launches and time-slicing between processes cost more
-        # than the arithmetic they save.
-        print(f"[reproduce] the {profile} profile's runs train on the GPU, where they are slower than on CPU cores "
-              "(an H100 trained 15 runs in 2 min, its machine's 16 cores 108); CUDA_VISIBLE_DEVICES= trains them "
-              "on the cores", flush=True)
+    gpus = gpus_of(runs)
     pending = unfinished(runs)
     stale = _stale_runs(runs, pending)
     policy = on_stale_policy()
@@ -239,7 +233,7 @@ def _planned(profile: str, only: str | None, workers: int | None,
                             f"{ENV_STALE}=keep reuses them")
     if policy == "retrain":
         pending |= set(stale["stale"])
-    return notebooks, the_plan, workers, pending, stale
+    return notebooks, the_plan, workers, pending, stale, gpus
 
 
 # Stages of sequential claims after the first pass (fedrepro.claims.core.STAGES: 3 -> 5 -> 8 -> 12).
@@ -366,7 +360,7 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
                                  initargs=(os.getpid(),)) as planner:
             return planner.submit(_planned, profile, only, workers, runs_dir).result()
 
-    notebooks, the_plan, workers, pending_hashes, stale = planned(workers)
+    notebooks, the_plan, workers, pending_hashes, stale, gpus = planned(workers)
     # Keyed by the hashes the planner computed: hashing here would import torch (plan_tasks).
     runs, analyses = the_plan.runs, the_plan.analyses
     # Every run this pass trains, once, by hash: a later stage's plan lists again what an earlier
@@ -381,6 +375,13 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
           + (f"; {_count(len(the_plan.incomplete), 'notebook')} wait for learning-rate searches: "
              f"{', '.join(the_plan.incomplete)}" if the_plan.incomplete else ""),
           flush=True)
+    if gpus and profile != "paper":
+        # Measured on an H100 beside its 16 cores (docs/speed.md, "A GPU"): the stand-in models are
+        # too small for a card, whose kernel launches and time-slicing between processes cost more
+        # than the arithmetic they save.
+        print(f"[reproduce] the {profile} profile's runs train on the GPU, where they are slower than on CPU cores "
+              "(an H100 trained 15 runs in 2 min, its machine's 16 cores 108); CUDA_VISIBLE_DEVICES= trains them "
+              "on the cores", flush=True)
     if stale["stale"]:
         print(f"[reproduce] {len(stale['stale'])} stored runs were trained by other code than today's: "
               + ("they are trained anew" if stale["stale"][0] in pending_hashes else "kept (FEDREPRO_STALE=keep)"),
@@ -427,14 +428,15 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
             # everything else trains while the notebooks render.
             waiting = {h for nb in the_plan.incomplete for h in the_plan.readers.get(nb, [])}
             first = run_pool({h: c for h, c in runs.items() if h in waiting}, (), workers=workers,
-                             progress=progress, pending=pending_hashes & waiting, executor=executor, bar=bar)
+                             progress=progress, pending=pending_hashes & waiting, executor=executor, bar=bar,
+                             gpus=gpus)
             if first.failed:
                 lines = "\n".join(f"  {k}: {v}" for k, v in list(first.failed.items())[:20])
                 raise FedreproError(f"{len(first.failed)} tasks failed before the learning-rate searches finished "
                                     f"(what finished is stored; run again to retry the rest):\n{lines}")
             searched.update(first.done)
             searched_memory.update(first.memory)
-            notebooks, the_plan, workers, pending_hashes, stale = planned(workers)
+            notebooks, the_plan, workers, pending_hashes, stale, gpus = planned(workers)
             runs, analyses = the_plan.runs, the_plan.analyses
             pending.update((h, c) for h, c in runs.items() if h in pending_hashes)
         else:
@@ -444,7 +446,7 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
                                 pending_hashes) if render else []
         pool = run_pool(runs, analyses, workers=workers, progress=progress, calls=renders,
                         calls_at_once=renders_at_once(profile, workers),
-                        pending=pending_hashes, executor=executor, analyze=analyze, bar=bar)
+                        pending=pending_hashes, executor=executor, analyze=analyze, bar=bar, gpus=gpus)
         pool.done, pool.memory = {**searched, **pool.done}, {**searched_memory, **pool.memory}
         for _ in range(MAX_SEED_STAGES if render else 0):
             if pool.failed:
@@ -456,7 +458,7 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
                 staged = planner.submit(_seed_stage, profile, only, workers, runs_dir, str(output_root())).result()
             if staged is None:
                 break
-            again, (notebooks, the_plan, workers, stage_pending, stale) = staged
+            again, (notebooks, the_plan, workers, stage_pending, stale, gpus) = staged
             runs, analyses = the_plan.runs, the_plan.analyses
             pending.update((h, c) for h, c in runs.items() if h in stage_pending)
             pending_hashes |= stage_pending
@@ -465,7 +467,7 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
                              calls_at_once=renders_at_once(profile, workers),
                              calls=_render_tasks(rerender, nb_root, out_dir, trace_dir, profile, kernel, the_plan,
                                                  stage_pending),
-                             pending=stage_pending, executor=executor, analyze=analyze, bar=bar)
+                             pending=stage_pending, executor=executor, analyze=analyze, bar=bar, gpus=gpus)
             pool.done, pool.memory = {**pool.done, **stage.done}, {**pool.memory, **stage.memory}
             pool.failed = {**pool.failed, **stage.failed}
     wall = time.perf_counter() - t_start

@@ -20,7 +20,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import ClassVar
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from ..env import allocator, settings
 from ..config import RunConfig
@@ -216,7 +216,7 @@ def _remote_seconds(fut):
 def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
              progress: bool = True, calls: Sequence[Task] = (), calls_at_once: int | None = None,
              pending: set[str] | None = None, executor=None, analyze: Analyze | None = None,
-             bar: PassProgress | None = None) -> PoolReport:
+             bar: PassProgress | None = None, gpus: Sequence[str] | None = None) -> PoolReport:
     """Train ``runs`` that are not finished, compute ``analyses`` (``(name, run config)``) and make
     ``calls`` (tasks with ``call`` and ``deps``), ``workers`` at a time and at most
     ``calls_at_once`` calls at a time (each notebook render starts a kernel as large as a worker);
@@ -227,7 +227,11 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
     (they read the store, which stays on this machine).
 
     ``bar``: the pass's progress bar, when this pool is one stage of a longer pass (its tasks grow
-    the bar's total); without it the pool draws its own."""
+    the bar's total); without it the pool draws its own.
+
+    ``gpus``: the cards the workers take in turn (:func:`start_worker`), as a planner in another
+    process found them; None: :func:`gpus_of` the runs, which loads torch here unless every run is
+    on the CPU."""
     import contextlib
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
@@ -300,11 +304,12 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
 
     before = descendants()  # what this pool did not start is not its to end
     ctx = mp.get_context("spawn")  # forking a process whose OpenMP pool runs can deadlock
-    gpus = gpus_of(tasks)
+    if gpus is None:
+        gpus = gpus_of(t.cfg for t in tasks if t.cfg is not None and t.analysis is None)
     # A worker dies with this process (lifetime.die_with_parent): a killed driver leaves no run training on.
     with allocator.for_children(), settings.for_children(), ProcessPoolExecutor(
             workers, mp_context=ctx, initializer=start_worker,
-            initargs=(os.getpid(), ctx.Value("i", 0), gpus)) as procs, \
+            initargs=(os.getpid(), ctx.Value("i", 0), list(gpus))) as procs, \
             ThreadPoolExecutor(workers) as threads, \
             (ex.session(progress=False) if ex.remote else contextlib.nullcontext()) as remote:
         try:
@@ -404,15 +409,16 @@ def default_workers(base: RunConfig) -> int:
     return cores if resolve_device(base.device).type == "cpu" else 1
 
 
-def gpus_of(tasks: Sequence[Task]) -> list[str]:
-    """The GPUs the pool's runs train on (:func:`fedrepro.fl.device.visible_gpus` of the first run's
-    device); torch is loaded only when a run may train off the CPU."""
-    devices = {t.cfg.device for t in tasks if t.cfg is not None and t.analysis is None}
-    if not devices - {"cpu"}:
+def gpus_of(cfgs: Iterable[RunConfig]) -> list[str]:
+    """The GPUs runs ``cfgs`` train on (:func:`fedrepro.fl.device.visible_gpus` of their device
+    other than ``cpu``, the first by name where they differ); torch is loaded only when a run may
+    train off the CPU."""
+    devices = {c.device for c in cfgs} - {"cpu"}
+    if not devices:
         return []
     from ..fl.device import visible_gpus
 
-    return visible_gpus(min(devices - {"cpu"}))
+    return visible_gpus(min(devices))
 
 
 def start_worker(parent: int, started, gpus: Sequence[str]) -> None:
