@@ -69,8 +69,12 @@ test: setup browser lint test-unit test-notebooks ## set up, then lint, then run
 lint: $(STAMP) ## ruff, with the rules in pyproject.toml
 	$(PY) -m ruff check fedrepro tests bench
 
+# pytest's worker processes (pytest-xdist, one test file each at a time): the cores, at most 4, which
+# keeps the suite's memory near 4 torch processes. Two workers took pytest from 18.0 to 13.6 min on the
+# quiet 2-core VM (README). nbval stays one process: two notebooks at once took it from 6.2 to 8.9 min.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 test-unit: $(STAMP)
-	$(PY) -m pytest -q --durations=25 tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25 tests
 
 test-notebooks: $(STAMP)
 	$(SMOKE_ENV) $(VENV)/bin/fedrepro reproduce --profile smoke --no-render

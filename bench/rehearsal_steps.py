@@ -105,7 +105,8 @@ def main() -> None:
 
 def cost(args, out: Path) -> None:
     """Time each full-size model's client step, then cost the paper-profile plan with the times."""
-    from fedrepro.app.rehearsal import cost_table, model_label, write_cost
+    from fedrepro.app.rehearsal import (cost_table, gpu_section, model_label, read_cost, read_gpu_steps,
+                                        write_cost)
     from fedrepro.app.reproduce import numbered_notebooks
     from fedrepro.env.host import cpu_cores, cpu_model, repo_root
     from fedrepro.papers.plan import plan
@@ -144,15 +145,14 @@ def cost(args, out: Path) -> None:
         print(f"{label}: {result['step_s']:.2f} s a client step ({result['method']}, batch {result['batch_size']}, "
               f"{result['image_size']} px)", flush=True)
     # A GPU's times fill the GPU column and keep the cost file's CPU times; a CPU's the other way.
-    before = json.loads(out.read_text()) if out.is_file() else {}
+    before = read_cost(out) or {}
     if any(r.get("on_gpu") for r in found.values()):
         cpu_steps, gpu = before.get("step_times") or {}, {"device": next(iter(found.values()))["device"],
                                                          "step_times": found}
     else:
-        cpu_steps, gpu = found or before.get("step_times") or {}, before.get("gpu")
+        cpu_steps, gpu = found or before.get("step_times") or {}, gpu_section(out)
     if args.gpu_json:
-        given = json.loads(Path(args.gpu_json).read_text())
-        gpu = {"device": given["device"], "step_times": given["step_times"]}
+        gpu = read_gpu_steps(Path(args.gpu_json))
     table = cost_table(the_plan.readers, the_plan.runs, cpu_steps, gpu)
     report = {"cpu": cpu_model(), "cores": cpu_cores(), "plan_s": round(plan_s, 1), "step_times": found,
               "device": sorted({r["device"] for r in found.values()}),

@@ -241,8 +241,18 @@ class RunConfig:
 
     def hash(self) -> str:
         """Hash of everything that determines the result (not the device or output folder)."""
+        # Normalising looks up each named model, method and dataset's argument types, which imports
+        # their registries and torch with them. The result is kept with the config (and pickled with
+        # it), keyed by the fields as they are, so the scheduling process of fedrepro reproduce reads
+        # the hash of a config the planner sent without loading torch, and a changed field recomputes.
+        raw = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        memo = self.__dict__.get("_hash_memo")
+        if memo is not None and memo[0] == raw:
+            return memo[1]
         blob = json.dumps(self.hashed_dict(), sort_keys=True, separators=(",", ":"), default=str)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        digest = hashlib.sha256(blob.encode()).hexdigest()[:16]
+        self.__dict__["_hash_memo"] = (raw, digest)
+        return digest
 
     def replace(self, **overrides: Any) -> "RunConfig":
         """A validated copy with overrides (nested dicts or dotted keys) applied."""

@@ -1,6 +1,7 @@
 """The reproduction plan, the pool, the trace, and one config giving one result from every launcher."""
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -141,6 +142,31 @@ def test_the_scheduling_process_imports_no_torch():
             "fedrepro.papers.plan, fedrepro.env.host; "
             "assert 'torch' not in sys.modules, 'torch imported'; fedrepro.run; assert 'torch' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_a_pool_handed_its_gpus_trains_auto_device_runs_without_torch_in_the_scheduler(tiny, tmp_path):
+    # fedrepro reproduce hands run_pool the cards its planner found (run_pool(gpus=)); without them
+    # run_pool would look for cards itself, loading torch in the scheduling process for device=auto.
+    # The config arrives as the planner sends it: hashed (which loads the registries, and torch with
+    # them) and pickled with its hash.
+    cfg = tiny(device="auto")
+    cfg.hash()
+    code = ("import pickle, sys; from fedrepro.execute.local import gpus_of, run_pool; "
+            f"cfg = pickle.loads({pickle.dumps(cfg)!r}); assert 'torch' not in sys.modules; "
+            "report = run_pool([cfg], workers=1, progress=False, gpus=[]); "
+            "assert not report.failed, report.failed; assert 'torch' not in sys.modules, 'torch imported'; "
+            "gpus_of([cfg]); assert 'torch' in sys.modules")  # the check can fail: finding cards loads torch
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+    assert len(list((tmp_path / "runs").glob("*/summary.json"))) == 1
+
+
+def test_a_config_keeps_its_hash_through_pickling_and_recomputes_it_when_a_field_changes(tiny):
+    cfg = tiny()
+    h = cfg.hash()
+    back = pickle.loads(pickle.dumps(cfg))
+    assert back == cfg and back.hash() == h and back.to_dict() == cfg.to_dict()
+    back.seed = 7  # a config is not frozen: the kept hash must not outlive a change
+    assert back.hash() == tiny(seed=7).hash() != h
 
 
 def test_pool_reports_a_failed_task_and_keeps_the_rest(tiny):

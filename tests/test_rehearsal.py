@@ -14,7 +14,7 @@ from fedrepro.app.reproduce import reproduce, selected
 from fedrepro.claims.core import REHEARSAL, Claim, exceeds
 from fedrepro.config import (ENV_REHEARSE, REHEARSAL_CLIENTS, REHEARSAL_ROUNDS, REHEARSAL_TEST_IMAGES,
                              default_seeds, make_config)
-from fedrepro.errors import ConfigError
+from fedrepro.errors import ConfigError, CorruptCacheError
 from fedrepro.fl.client_data import ClientData
 from fedrepro.papers import setup, table_seeds
 
@@ -144,6 +144,19 @@ def test_gpu_step_times_give_a_gpu_column_that_a_cpu_rehearsal_keeps(rehearsing,
     assert "GPU-hours on a card" in lines and f"| {table[0]['gpu_hours']:,.1f} |" in lines
     rehearsal.write_cost(path, cpu, rehearsal.cost_table({}, {}, cpu), {"cores": 2})
     assert rehearsal.gpu_section(path) is None
+
+
+def test_the_committed_gpu_step_times_read_as_a_gpu_section_and_a_bad_file_is_named(tmp_path):
+    from fedrepro.env.host import repo_root
+
+    gpu = rehearsal.read_gpu_steps(repo_root() / "bench" / "gpu_h100.json")
+    assert "H100" in gpu["device"] and all(float(t["step_s"]) > 0 for t in gpu["step_times"].values())
+    bad = tmp_path / "steps.json"
+    bad.write_text(json.dumps({"device": "a card"}))  # no step_times
+    with pytest.raises(CorruptCacheError, match="step_times") as err:
+        rehearsal.read_gpu_steps(bad)
+    assert str(bad) in str(err.value) and "\n" not in str(err.value)
+    assert rehearsal.read_cost(tmp_path / "none.json") is None
 
 
 def test_a_datasets_training_size_comes_from_its_real_shape(rehearsing):

@@ -37,7 +37,7 @@ from ..errors import ConfigError
 from ..env.jsonfiles import NUMBER, read_json_file
 from ..env.settings import (ENV_DATA_ROOT, ENV_FIGURES, ENV_OUTPUT, ENV_REHEARSAL_BUDGET, ENV_RUNS,
                             ENV_VIT_B16_WEIGHTS, REHEARSAL_ROOT, configure, output_path, output_root)
-from ..env.host import cpu_model
+from ..env.host import cpu_model, environ_set
 from ..pretrain.rehearsal_weights import write_rehearsal_weights
 
 # The output root's folder the rehearsal writes under (its runs, notebooks, claims, weights).
@@ -74,25 +74,6 @@ def model_label(cfg: RunConfig) -> str:
     return label
 
 
-@contextlib.contextmanager
-def _environ(values: Mapping[str, str | None]) -> Iterator[None]:
-    """While open, each variable is its value (None: unset); on exit each is what it was."""
-    before = {k: os.environ.get(k) for k in values}
-    for k, v in values.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    try:
-        yield
-    finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def weights_env(folder: str) -> dict[str, str]:
     """Write the random full-size weights under ``folder`` (once) and return the settings that point
     the user-facing weights paths at them. Run in a process of its own by :func:`rehearsal_env`."""
@@ -120,7 +101,7 @@ def rehearsal_env(data_root: str | None = None) -> Iterator[Path]:
     env = {ENV_REHEARSE: "1", ENV_DATA_ROOT: data_root or REHEARSAL_ROOT, ENV_OUTPUT: str(root),
            ENV_RUNS: None, ENV_FIGURES: None,
            ENV_REHEARSAL_BUDGET: os.environ.get(ENV_REHEARSAL_BUDGET, str(REHEARSAL_DATA_MIB)), **weights}
-    with _environ(env):
+    with environ_set(env):
         configure(output_root=root)
         try:
             yield root
@@ -257,13 +238,28 @@ COST_FIELDS = {"cpu": str, "step_times": dict, "notebooks": list}
 COST_ROW_FIELDS = {"notebook": str, "runs": NUMBER}
 
 
-def load_cost(root: Path | None = None) -> dict | None:
-    """The last rehearsal's cost table (:func:`cost_path`); None when no rehearsal has run."""
-    path = cost_path(root)
+def read_cost(path: Path) -> dict | None:
+    """The cost file at ``path``, checked (:data:`COST_FIELDS`); None where there is none."""
     if not path.is_file():
         return None
     return read_json_file(path, "rehearsal cost file", "run `fedrepro reproduce --profile paper --rehearse` again",
                           COST_FIELDS, ("notebooks", COST_ROW_FIELDS))
+
+
+def load_cost(root: Path | None = None) -> dict | None:
+    """The last rehearsal's cost table (:func:`cost_path`); None when no rehearsal has run."""
+    return read_cost(cost_path(root))
+
+
+GPU_STEP_FIELDS = {"device": str, "step_times": dict}
+
+
+def read_gpu_steps(path: Path) -> dict:
+    """Step times a GPU measured (a ``bench/rehearsal_steps.py --json`` written on a GPU, e.g.
+    ``bench/gpu_h100.json``), as a cost file's GPU section: ``{"device", "step_times"}``."""
+    given = read_json_file(path, "GPU step times", "give a --json that bench/rehearsal_steps.py wrote on a GPU",
+                           GPU_STEP_FIELDS)
+    return {"device": given["device"], "step_times": given["step_times"]}
 
 
 def cost_lines(cost: Mapping | None, keep) -> list[str]:

@@ -7,7 +7,7 @@ import os
 import platform
 import subprocess
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 
 # The folder that holds the fedrepro package (the repository, in a checkout).
@@ -63,16 +63,25 @@ def git_commit(root: Path, dirty_paths: tuple[str, ...] = ()) -> str | None:
 
 
 @contextlib.contextmanager
-def environ_kept(name: str, value: str | None = None) -> Iterator[None]:
-    """While open, ``$name`` is ``value`` (left as it is when ``value`` is None); on exit it is what it
-    was before, unset if it was unset, whatever happened to it in between."""
-    before = os.environ.get(name)
-    if value is not None:
-        os.environ[name] = value
+def environ_set(values: Mapping[str, str | None]) -> Iterator[None]:
+    """While open, each variable in ``values`` is its value (None: unset); on exit each is what it was
+    before, unset if it was unset, whatever happened to it in between."""
+    def put(vals: Mapping[str, str | None]) -> None:
+        for k, v in vals.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    before = {k: os.environ.get(k) for k in values}
+    put(values)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = before
+        put(before)
+
+
+def environ_kept(name: str, value: str | None = None) -> contextlib.AbstractContextManager[None]:
+    """While open, ``$name`` is ``value`` (left as it is when ``value`` is None); on exit it is what it
+    was before, unset if it was unset, whatever happened to it in between."""
+    return environ_set({name: os.environ.get(name) if value is None else value})

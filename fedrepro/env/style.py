@@ -109,7 +109,9 @@ OUR_READING = " (our reading)"
 
 # How figures and tables write a dataset's id.
 DATASET_LABELS = {"fashion_mnist": "Fashion-MNIST", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100",
-                  "tiny_imagenet": "Tiny-ImageNet", "domainnet": "DomainNet", "mnist": "MNIST"}
+                  "tiny_imagenet": "Tiny-ImageNet", "domainnet": "DomainNet", "mnist": "MNIST",
+                  "fashion_mnist_federated": "Fashion-MNIST (the stand-in's unseen half)",
+                  "fashion_mnist_domains": "Fashion-MNIST styles", "inaturalist": "iNaturalist"}
 
 
 def method_key(label: object) -> str | None:

@@ -25,6 +25,6 @@ LEFT_OPEN: tuple[Open, ...] = (
          "Acc is the minimum of the mean client accuracy over the last 250 of 500 rounds, as the paper defines it, "
          "but our engine scores every client each round rather than only the round's participants, so its minimum "
          "is likely closer to the mean than the paper's. Tables 8 and 9's iNaturalist cells are rows of this table "
-         "(no table of their own, as for DomainNet), and no notebook shows or plans the iNaturalist tables yet.",
+         "(no table of their own, as for DomainNet); notebook 08 shows both iNaturalist tables.",
          ("paper",)),
 )

@@ -14,4 +14,7 @@ NOTEBOOKS: dict[str, list[Need]] = {
     "05_cost": [Need("label_pathological")],
     "06_privacy": [Need("dp")],
     "07_inside_ccmp": [Need("label_pathological")],
+    # The paper profile's iNaturalist tables; at the small profiles they are notebooks 01's and 03's
+    # runs again (pep_fedpt.setup.CHANGES), so the notebook trains nothing of its own there.
+    "08_inaturalist": [Need("inaturalist"), Need("heldout_inaturalist")],
 }
