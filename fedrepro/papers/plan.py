@@ -25,7 +25,12 @@ class Need:
     """Runs a notebook reads: one table of its paper (``table``, with ``TableDef.configs``
     keywords in ``kwargs``) or runs built another way (``runs``: profile -> configs), and the
     analyses (names in :data:`fedrepro.analysis.grid.CACHED`) it computes on those of them that
-    ``where`` accepts. ``profiles``: the profiles at which the notebook reads them."""
+    ``where`` accepts. ``profiles``: the profiles at which the notebook reads them.
+
+    ``stage`` (runs built another way only): the name (``"<paper>/<name>"``) under which the
+    sequential claims' stages record more seeds for these runs (:func:`seed_stage`); ``runs`` must
+    then build its claim seeds with :func:`fedrepro.papers.claim_seeds` under that name. None: the
+    runs keep the seeds ``runs`` gives them."""
 
     table: str | None = None
     kwargs: Mapping[str, Any] = field(default_factory=dict)
@@ -33,10 +38,13 @@ class Need:
     analyses: tuple[str, ...] = ()
     where: Callable[[RunConfig], bool] | None = None
     profiles: tuple[str, ...] = PROFILES
+    stage: str | None = None
 
     def __post_init__(self) -> None:
         if (self.table is None) == (self.runs is None):
             raise ConfigError("Need: give exactly one of table= (a table name) or runs= (profile -> configs)")
+        if self.stage is not None and (self.runs is None or not isinstance(self.stage, str) or "/" not in self.stage):
+            raise ConfigError(f"Need(stage={self.stage!r}): a stage name '<paper>/<name>' goes with runs=, not table=")
 
     def configs(self, paper: str, profile: str) -> list[RunConfig]:
         if profile not in self.profiles:
@@ -150,7 +158,8 @@ def seed_stage(notebooks: Iterable[Path], nb_root: Path, profile: str,
     (:func:`~fedrepro.claims.core.next_stage`) asks for its next stage's seeds on the tables of its
     notebook whose runs it read (every table of the notebook with claim rows where its record names
     no run: a check on a derived table). Runs built another way than by a table (``Need(runs=...)``)
-    are not extended: their notebooks choose their own seeds."""
+    are extended under their ``stage`` name where they have one and the claim read them; without one
+    their notebooks choose their own seeds."""
     from ..claims.core import DEFAULT_MAX_SEEDS, next_stage  # defers pandas, as Plan.add does
     from ..execute.tuning import TuningPending
 
@@ -173,6 +182,10 @@ def seed_stage(notebooks: Iterable[Path], nb_root: Path, profile: str,
         tables = paper_package(paper).TABLES
         chosen = []
         for need in needs:
+            if need.stage is not None and read and profile in need.profiles:
+                if {c.hash() for c in need.configs(paper, profile)} & read:
+                    chosen.append(need.stage)
+                continue
             if need.table is None or profile not in need.profiles:
                 continue
             table = tables[need.table]

@@ -101,3 +101,24 @@ def test_the_plan_extends_the_tables_an_inconclusive_claim_read(monkeypatch, tmp
     after = table.configs("smoke", tuned=False)
     assert {c.seed for c in after} == before | {1, 2, 3, 4}
     assert claim_seeds("smoke", "other/table") == [0]
+
+
+def test_the_plan_extends_runs_a_notebook_builds_under_their_stage(monkeypatch, tmp_path):
+    from fedrepro.env.host import repo_root
+    from fedrepro.papers import record_seed_stage
+    from fedrepro.papers.plan import Need, seed_stage
+    from fedrepro.papers.pfedcspc.notebooks import ALIGN_STAGE, alignment_runs
+
+    monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path))
+    nb_root = Path(repo_root()) / "notebooks"
+    nb = nb_root / "pfedcspc" / "06_tsne.ipynb"
+    read = [c.hash() for c in alignment_runs("laptop").values()]
+    record = {"claim_id": "pfedcspc.features_align", "notebook": "pfedcspc_06_tsne", "verdict": "INCONCLUSIVE",
+              "seeds": [0, 1, 2], "max_seeds": 8, "runs": read}
+    assert seed_stage([nb], nb_root, "laptop", {"x": record}) == ({ALIGN_STAGE: 5}, ["pfedcspc/06_tsne.ipynb"])
+    # A claim that read other runs of the notebook does not grow these.
+    assert seed_stage([nb], nb_root, "laptop", {"x": {**record, "runs": ["0123456789abcdef"]}}) == ({}, [])
+    record_seed_stage("laptop", ALIGN_STAGE, 5)
+    assert sorted({seed for (_, seed) in alignment_runs("laptop")}) == [0, 1, 2, 3, 4]
+    with pytest.raises(ConfigError, match="stage"):
+        Need("label_pathological", stage="pep_fedpt/x")

@@ -30,8 +30,9 @@ def test_the_notebook_plans_every_table_it_cuts(package, name, notebook):
 
 
 def test_a_claim_that_may_read_more_seeds_is_read_by_notebooks_whose_tables_can_grow():
-    """The sequential stages grow tables (fedrepro.papers.plan.seed_stage): a claim declaring more than
-    the default seeds, evaluated in a notebook that reads no table, could never get them."""
+    """The sequential stages grow tables and staged runs (fedrepro.papers.plan.seed_stage): a claim
+    declaring more than the default seeds, evaluated in a notebook that reads neither, could never get
+    them."""
     import json
     from pathlib import Path
 
@@ -51,6 +52,6 @@ def test_a_claim_that_may_read_more_seeds_is_read_by_notebooks_whose_tables_can_
         code = "".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
         needs = paper_package(paper).NOTEBOOKS.get(path.stem, [])
         for c in sequential:
-            if f'"{c.id}"' in code and not any(n.table is not None for n in needs):
+            if f'"{c.id}"' in code and not any(n.table is not None or n.stage is not None for n in needs):
                 stuck.append(f"{c.id} (max_seeds {c.max_seeds}) in {paper}/{path.name}")
     assert not stuck, stuck

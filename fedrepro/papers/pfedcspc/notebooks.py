@@ -2,9 +2,9 @@
 read single runs rather than a table."""
 from __future__ import annotations
 
-from ...config import RunConfig, default_seeds
+from ...config import RunConfig
 from ..plan import Need
-from .. import setup
+from .. import claim_seeds, setup
 
 
 def tsne_runs(profile: str, seed: int = 0) -> dict[str, RunConfig]:
@@ -17,12 +17,15 @@ def tsne_runs(profile: str, seed: int = 0) -> dict[str, RunConfig]:
 
 
 ALIGN_MODELS = ("FedAvg", "pFedCSPC")
+# The name under which the sequential stages of the ``features_align`` claim record its seeds.
+ALIGN_STAGE = "pfedcspc/alignment"
 
 
 def alignment_runs(profile: str, seeds=None) -> dict[tuple[str, int], RunConfig]:
-    """The ``features_align`` claim's runs: FedAvg and pFedCSPC at each claim seed, keyed by
-    ``(model, seed)`` (the same configs as notebook 01's claim rows, so trained once)."""
-    seeds = default_seeds(profile) if seeds is None else seeds
+    """The ``features_align`` claim's runs: FedAvg and pFedCSPC at each claim seed (None: the
+    profile's, continued to the count its sequential stages recorded under :data:`ALIGN_STAGE`),
+    keyed by ``(model, seed)``."""
+    seeds = claim_seeds(profile, ALIGN_STAGE) if seeds is None else seeds
     return {(name, int(s)): tsne_runs(profile, int(s))[name] for s in seeds for name in ALIGN_MODELS}
 
 
@@ -72,7 +75,8 @@ NOTEBOOKS: dict[str, list[Need]] = {
     "03_orthogonality": [Need("orthogonality")],
     "04_rounds_to_target": [Need("rounds_default"), Need("rounds_beta0.1")],
     "05_sensitivity": [Need("sensitivity")],
-    "06_tsne": [Need(runs=lambda p: tsne_runs(p).values()), Need(runs=lambda p: alignment_runs(p).values()),
+    "06_tsne": [Need(runs=lambda p: tsne_runs(p).values()),
+                Need(runs=lambda p: alignment_runs(p).values(), stage=ALIGN_STAGE),
                 Need(runs=lambda p: calibration_runs(p).values())],
     "07_pmi": [Need("pmi_tau_p_validation"), Need("pmi_tau_p")],
     "08_gradcam": [Need(runs=lambda p: gradcam_runs(p).values())],
