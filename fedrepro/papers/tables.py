@@ -441,8 +441,13 @@ def halving_replay(tables: Mapping[str, TableDef], profile: str, halving: float 
     stage before, so each stage is judged on its own. Columns: ``table``, ``row``, ``stage`` (the
     searched key), ``full``, ``halving``, ``changed``, ``saved_s``; ``note`` where a stage could not be
     replayed."""
+    read: dict[str, pd.DataFrame] = {}  # the replay and the saved seconds read the same runs
+
     def rounds_of(c: RunConfig) -> pd.DataFrame:
-        return RunStore(c.runs_dir).load(c).rounds
+        h = c.hash()
+        if h not in read:
+            read[h] = RunStore(c.runs_dir).load(c).rounds
+        return read[h]
 
     rows, seen = [], set()
     for tid, table in tables.items():
