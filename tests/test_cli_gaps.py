@@ -46,6 +46,15 @@ def test_a_stored_run_is_not_reused_on_a_device_the_machine_lacks(tiny):
         run(cfg.replace(device="cuda"))
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_dry_run_refuses_a_device_the_machine_lacks_as_the_run_would(capsys):
+    from fedrepro.app.cli import main
+
+    assert main(["run", "--profile", "smoke", "--set", "device=cuda", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "device='cuda'" in err and "valid on this machine" in err and len(err.strip().splitlines()) == 1
+
+
 def test_reproduce_takes_dry_run_as_run_does():
     out = subprocess.run([sys.executable, "-m", "fedrepro", "reproduce", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "--plan, --dry-run" in out.stdout

@@ -262,6 +262,9 @@ def _main(argv: list[str] | None = None) -> int:
                 sets[key] = value
         cfg = make_config(args.profile, overrides=sets, yaml_path=args.config)
         if args.dry_run:
+            from ..fl.device import resolve_device
+
+            resolve_device(cfg.device)  # a device the machine lacks is refused here too, as `run` refuses it
             print(_dry_run_text(cfg))
             return 0
         options = {k: v for k, v in (("nodes", args.nodes), ("cpus", args.cpus), ("ray_address", args.ray_address))
