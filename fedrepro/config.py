@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from .env.settings import env_flag
 from .errors import ConfigError
 from .params import check_fields, declared_types, hp, is_float_for_int, normalise, normalise_values
 from .registry import did_you_mean
@@ -92,8 +93,8 @@ REHEARSED_FIELDS = ("rounds", "local_epochs", "participation")
 
 
 def rehearsing() -> bool:
-    """Whether paper-profile configs are built as rehearsals ($FEDREPRO_REHEARSE set, not "0")."""
-    return os.environ.get(ENV_REHEARSE, "") not in ("", "0")
+    """Whether paper-profile configs are built as rehearsals ($FEDREPRO_REHEARSE a yes value)."""
+    return env_flag(ENV_REHEARSE)
 
 
 @dataclass

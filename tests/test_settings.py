@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from fedrepro.config import rehearsing
+from fedrepro.data.root import download_allowed
 from fedrepro.env import settings
 from fedrepro.errors import ConfigError
 from fedrepro.env.settings import configure, output_path, output_root
+from fedrepro.runs.prefix import sharing
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -141,3 +144,23 @@ def test_the_results_pages_follow_the_root(tmp_path, monkeypatch):
     pages = write_pages("smoke")
     assert pages["index"] == tmp_path / "docs" / "results" / "smoke" / "index.md"
     assert pages["tour"].read_text().startswith("# tour: results at the smoke profile")
+
+
+@pytest.mark.parametrize("name, read", [
+    ("FEDREPRO_REHEARSE", rehearsing), ("FEDREPRO_SHARE_PREFIX", sharing), ("FEDREPRO_DOWNLOAD", download_allowed),
+])
+def test_every_yes_no_variable_reads_the_same_words_and_refuses_others(monkeypatch, name, read):
+    from fedrepro.env.settings import FLAG_FALSE, FLAG_TRUE
+
+    for word in FLAG_TRUE | {"TRUE", " Yes "}:
+        monkeypatch.setenv(name, word)
+        assert read() is True, word
+    for word in FLAG_FALSE | {"False", "OFF"}:
+        monkeypatch.setenv(name, word)
+        assert read() is False, word
+    monkeypatch.delenv(name)
+    assert read() is False
+    monkeypatch.setenv(name, "flase")  # once read as yes: anything but "" and "0" was
+    with pytest.raises(ConfigError, match=f"{name}='flase'.*valid: 1/0, true/false") as err:
+        read()
+    assert "\n" not in str(err.value)

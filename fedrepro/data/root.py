@@ -9,14 +9,12 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from ..env.settings import ENV_DATA_ROOT, REHEARSAL_ROOT
+from ..env.settings import ENV_DATA_ROOT, REHEARSAL_ROOT, env_flag
 from ..errors import ConfigError, DataNotFoundError
 
 ENV_DOWNLOAD = "FEDREPRO_DOWNLOAD"
 DEFAULT_DATA_ROOT = Path("~/.cache/fedrepro/data")
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"", "0", "false", "no", "off"}
 
 
 def data_root(root: str | os.PathLike[str] | None = None) -> Path:
@@ -46,14 +44,7 @@ def download_allowed(download: bool | None = None) -> bool:
         if not isinstance(download, bool):
             raise ConfigError(f"download must be True, False or None, got {download!r}")
         return download
-    raw = os.environ.get(ENV_DOWNLOAD, "").strip().lower()
-    if raw in _TRUE:
-        return True
-    if raw in _FALSE:
-        return False
-    raise ConfigError(
-        f"environment variable {ENV_DOWNLOAD}={raw!r} is not a boolean; use 1/0, true/false, yes/no or on/off"
-    )
+    return env_flag(ENV_DOWNLOAD)
 
 
 def data_not_found(

@@ -66,6 +66,23 @@ SETTINGS = Settings()
 _KEEP = object()  # configure()'s "leave this setting as it is"
 
 
+# The values a yes/no environment variable may take (lower case, stripped); unset or empty is no.
+FLAG_TRUE = frozenset({"1", "true", "yes", "on"})
+FLAG_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+
+def env_flag(name: str) -> bool:
+    """The yes/no environment variable ``name``: a one-line error naming it for any other value, so a
+    misspelt ``false`` never reads as yes."""
+    raw = os.environ.get(name, "").strip().lower()
+    if raw in FLAG_TRUE:
+        return True
+    if raw in FLAG_FALSE:
+        return False
+    raise ConfigError(f"environment variable {name}={os.environ[name]!r} is not a yes/no value; "
+                      "valid: 1/0, true/false, yes/no, on/off, or unset")
+
+
 def configure(output_root: str | os.PathLike[str] | None = _KEEP,  # type: ignore[assignment]
               *, tensorboard: str | os.PathLike[str] | None = _KEEP) -> Settings:  # type: ignore[assignment]
     """Set the output root and/or the TensorBoard log folder for this process; a setting not given

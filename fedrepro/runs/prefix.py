@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import ast
 import inspect
-import os
 import sys
 from functools import lru_cache
 from typing import Callable
 
 from ..config import RunConfig
+from ..env.settings import env_flag
 from ..fl.engine import SimState
 from .store import RunResult, RunStore, read_jsonl
 
@@ -36,8 +36,8 @@ ENV_SHARE = "FEDREPRO_SHARE_PREFIX"
 
 
 def sharing() -> bool:
-    """Whether runs start from a stored prefix (``FEDREPRO_SHARE_PREFIX`` set to anything but 0)."""
-    return os.environ.get(ENV_SHARE, "0").strip() not in ("", "0")
+    """Whether runs start from a stored prefix (``FEDREPRO_SHARE_PREFIX`` a yes value)."""
+    return env_flag(ENV_SHARE)
 
 
 @lru_cache(maxsize=None)
