@@ -223,8 +223,9 @@ class RunConfig:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
-    def hashed_dict(self) -> dict:
-        d = normalised_dict(self.to_dict())
+    def hashed_dict(self, fields: dict | None = None) -> dict:
+        """What :meth:`hash` digests (``fields``: this config's :meth:`to_dict`, when the caller has it)."""
+        d = normalised_dict(self.to_dict() if fields is None else fields)  # a copy: ``fields`` stays as given
         for k in _UNHASHED:
             d.pop(k)
         if not d["rehearsal"]:
@@ -246,11 +247,12 @@ class RunConfig:
         # their registries and torch with them. The result is kept with the config (and pickled with
         # it), keyed by the fields as they are, so the scheduling process of fedrepro reproduce reads
         # the hash of a config the planner sent without loading torch, and a changed field recomputes.
-        raw = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        fields = self.to_dict()
+        raw = json.dumps(fields, sort_keys=True, default=str)
         memo = self.__dict__.get("_hash_memo")
         if memo is not None and memo[0] == raw:
             return memo[1]
-        blob = json.dumps(self.hashed_dict(), sort_keys=True, separators=(",", ":"), default=str)
+        blob = json.dumps(self.hashed_dict(fields), sort_keys=True, separators=(",", ":"), default=str)
         digest = hashlib.sha256(blob.encode()).hexdigest()[:16]
         self.__dict__["_hash_memo"] = (raw, digest)
         return digest
