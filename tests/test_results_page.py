@@ -11,7 +11,7 @@ import pytest
 from fedrepro.papers.verdicts import registered
 from fedrepro.claims import save_claims
 from fedrepro.app.cli import main
-from fedrepro.errors import ConfigError
+from fedrepro.errors import ConfigError, CorruptCacheError
 from fedrepro.app.results_page import NO_CAUSE, notebook_paper, write_pages
 
 CLAIMS = registered()  # every paper's claims
@@ -214,3 +214,65 @@ def test_a_claims_effect_is_said_in_its_words_beside_its_interval_and_its_seeds(
     assert (f"| **PASS** | {words}; interval: +7.67 rounds [+4.16, +11.2], required > +0 rounds | "
             "5: [0, 1, 2, 3, 4] (sequential: up to 8) | pfedcspc/04_rounds_to_target |") in page
     assert f"- effect, in the claim's words: {words}" in page
+
+
+def _second_pass(stored, notebooks, commit, claims):
+    """A later pass on a fresh machine that rendered only ``notebooks``: the first pass's claims files
+    are gone (only the pages and their kept records are, as in a checkout), its own are recorded."""
+    for f in (stored / "output" / "laptop" / "claims").glob("*.json"):
+        f.unlink()
+    for name, rows in claims.items():
+        save_claims(pd.DataFrame(rows), name, "laptop")
+    report = {**TIMINGS, "commit": commit, "wall_s": 600.0, "runs_trained": 3, "runs_planned": 3,
+              "notebooks": [{"notebook": nb, "render_s": 5.0, "runs_read": 3, "train_s_of_its_runs": 50.0}
+                            for nb in notebooks]}
+    (stored / "output" / "laptop" / "notebooks" / "timings.json").write_text(json.dumps(report))
+
+
+def test_a_pass_of_some_notebooks_keeps_the_others_records_and_names_each_part(stored):
+    write_pages("laptop", stored)
+    kept = stored / "docs" / "results" / "laptop" / "claims"
+    assert {f.name for f in kept.glob("*.json")} == {"00_tour.json", "fedotp_01_label_shift.json",
+                                                     "fedotp_02_dirichlet.json", "backbones_01_vit_standin.json"}
+    _second_pass(stored, ["fedotp/02_dirichlet.ipynb"], "bead123",
+                 {"fedotp_02_dirichlet": [_row("fedotp.beats_promptfl_low_alpha", "PASS")]})
+    pages = write_pages("laptop", stored)
+    index, tour, fedotp = (pages[p].read_text() for p in ("index", "tour", "fedotp"))
+    # The tour's FAIL and fedotp/01's verdicts come from the first pass's records, fedotp/02's from this one.
+    assert "| [tour](tour.md) | 2 | 1 | 0 | 1 |" in index
+    assert "**PASS**" in fedotp.split("`fedotp.beats_promptfl_low_alpha`")[1].split("\n")[0]
+    assert "**INCONCLUSIVE**" in fedotp.split("[`fedotp.gamma_inverted_u`]")[1].split("\n")[0]
+    assert "These pages combine 2 passes" in index
+    assert "**Part at commit `f00ba12`**" in index and "**Part at commit `bead123`**" in index
+    assert "**Part at commit `bead123`**: `fedotp/02_dirichlet`." in fedotp
+    assert "combine" not in tour and "commit `f00ba12`" in tour  # the tour's page rests on one pass
+    # Every notebook's times, from the pass that rendered it.
+    assert "| `fedotp/01_label_shift.ipynb` | 15.0 | 63 | 94 |" in fedotp
+    assert "| `fedotp/02_dirichlet.ipynb` | 5.0 | 3 | 50 |" in fedotp
+    # A third pass that renders the tour again replaces its record, and only its record.
+    _second_pass(stored, ["00_tour.ipynb"], "cafe456",
+                 {"00_tour": [_row("tour.local_beats_fedavg_skewed", "PASS"),
+                              _row("tour.fedavg_beats_local_iid", "PASS")]})
+    pages = write_pages("laptop", stored)
+    assert "| [tour](tour.md) | 2 | 2 | 0 | 0 |" in pages["index"].read_text()
+    assert "These pages combine 3 passes" in pages["index"].read_text()
+    assert "**PASS**" in pages["fedotp"].read_text().split("`fedotp.beats_promptfl_low_alpha`")[1].split("\n")[0]
+
+
+def test_a_kept_record_of_a_notebook_that_no_longer_exists_is_dropped(stored):
+    write_pages("laptop", stored)
+    kept = stored / "docs" / "results" / "laptop" / "claims"
+    gone = json.loads((kept / "00_tour.json").read_text())
+    (kept / "fedotp_77_removed.json").write_text(json.dumps({**gone, "path": "fedotp/77_removed",
+                                                             "notebook": "fedotp_77_removed"}))
+    _second_pass(stored, ["fedotp/02_dirichlet.ipynb"], "bead123",
+                 {"fedotp_02_dirichlet": [_row("fedotp.beats_promptfl_low_alpha", "PASS")]})
+    write_pages("laptop", stored)
+    assert not (kept / "fedotp_77_removed.json").exists() and (kept / "00_tour.json").exists()
+
+
+def test_a_damaged_kept_record_is_a_one_line_error_naming_it(stored):
+    write_pages("laptop", stored)
+    (stored / "docs" / "results" / "laptop" / "claims" / "00_tour.json").write_text("{not json")
+    with pytest.raises(CorruptCacheError, match="00_tour.json is not valid JSON"):
+        write_pages("laptop", stored)

@@ -54,6 +54,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import rehearsing
+from ..env.host import git_commit, repo_root
 from ..env.jsonfiles import read_json_file
 from ..params import check_value
 from ..registry import Registry
@@ -587,10 +588,12 @@ def claims_dir(profile: str, root=None):
 
 
 def save_claims(table: pd.DataFrame, notebook: str, profile: str):
-    """Record a notebook's evaluated claims (JSON) so that the summary notebook can collect them."""
+    """Record a notebook's evaluated claims (JSON) so that the summary notebook can collect them, with
+    the commit of the code that checked them (``-dirty`` when the package or notebooks differ from it)."""
     path = claims_dir(profile) / f"{notebook}.json"
     rows = table.to_dict(orient="records")
-    atomic_write_json(path, {"notebook": notebook, "profile": profile, "claims": rows})
+    commit = git_commit(repo_root(), ("fedrepro", "notebooks")) or "unknown"
+    atomic_write_json(path, {"notebook": notebook, "profile": profile, "commit": commit, "claims": rows})
     return path
 
 
@@ -602,9 +605,8 @@ CLAIMS_FILE_FIX = ("delete it and render its notebook again (`fedrepro reproduce
 
 def recorded_claims(folder) -> dict[str, dict]:
     """The claims the notebooks recorded in ``folder`` (:func:`save_claims`), by claim id, each with
-    the notebook that checked it; empty when the folder does not exist."""
-    from pathlib import Path
-
+    the notebook that checked it and its commit (None in a record written before records named it);
+    empty when the folder does not exist."""
     folder = Path(folder)
     checked = {}
     for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
@@ -613,7 +615,7 @@ def recorded_claims(folder) -> dict[str, dict]:
         fix = CLAIMS_FILE_FIX.format(profile=folder.parent.name, notebook=own.group(0) if own else f.stem)
         record = read_json_file(f, "claims file", fix, {"notebook": str, "claims": list}, ("claims", CLAIM_ROW_FIELDS))
         for row in record["claims"]:
-            checked[row["claim_id"]] = {**row, "notebook": record["notebook"]}
+            checked[row["claim_id"]] = {**row, "notebook": record["notebook"], "commit": record.get("commit")}
     return checked
 
 

@@ -60,9 +60,9 @@ def collect_claims(profile: str, root=None) -> pd.DataFrame:
         rows.append(checked.get(name, {"claim_id": c.id, "paper": c.paper, "source": c.source,
                                        "statement": c.statement, "evidence": "no notebook has checked it yet",
                                        "verdict": "NOT RUN", "interval": "", "notebook": None, "runs": [],
-                                       "seeds": [], "max_seeds": c.max_seeds, "effect": ""}))
+                                       "seeds": [], "max_seeds": c.max_seeds, "effect": "", "commit": None}))
     cols = ["paper", "claim_id", "source", "statement", "verdict", "interval", "evidence", "notebook", "runs", "seeds",
-            "max_seeds", "effect"]
+            "max_seeds", "effect", "commit"]
     return pd.DataFrame(rows, columns=cols)
 
 
