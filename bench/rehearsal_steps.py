@@ -150,7 +150,7 @@ def cost(args, out: Path) -> None:
         cpu_steps, gpu = before.get("step_times") or {}, {"device": next(iter(found.values()))["device"],
                                                          "step_times": found}
     else:
-        cpu_steps, gpu = found or before.get("step_times") or {}, gpu_section(out)
+        cpu_steps, gpu = found or before.get("step_times") or {}, gpu_section(before)
     if args.gpu_json:
         gpu = read_gpu_steps(Path(args.gpu_json))
     table = cost_table(the_plan.readers, the_plan.runs, cpu_steps, gpu)

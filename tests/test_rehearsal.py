@@ -139,11 +139,12 @@ def test_gpu_step_times_give_a_gpu_column_that_a_cpu_rehearsal_keeps(rehearsing,
     assert table[0]["gpu_hours"] == round(rehearsal.client_steps(cfg) * 0.01 / 3600, 2) and not table[0]["gpu_unknown"]
     path = rehearsal.cost_path(tmp_path)
     rehearsal.write_cost(path, cpu, table, {"cores": 2}, gpu)
-    assert rehearsal.gpu_section(path) == gpu  # what a later rehearsal on a CPU passes on
+    assert rehearsal.gpu_section(rehearsal.read_cost(path)) == gpu  # what a later rehearsal on a CPU passes on
     lines = "\n".join(rehearsal.cost_lines(rehearsal.load_cost(tmp_path), lambda nb: True))
     assert "GPU-hours on a card" in lines and f"| {table[0]['gpu_hours']:,.1f} |" in lines
     rehearsal.write_cost(path, cpu, rehearsal.cost_table({}, {}, cpu), {"cores": 2})
-    assert rehearsal.gpu_section(path) is None
+    assert rehearsal.gpu_section(rehearsal.read_cost(path)) is None
+    assert rehearsal.gpu_section(rehearsal.read_cost(tmp_path / "none.json")) is None  # no cost file
 
 
 def test_the_committed_gpu_step_times_read_as_a_gpu_section_and_a_bad_file_is_named(tmp_path):

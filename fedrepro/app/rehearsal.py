@@ -207,12 +207,11 @@ def cost_table(readers: Mapping[str, list[str]], runs: Mapping[str, RunConfig], 
     return rows
 
 
-def gpu_section(path: Path) -> dict | None:
-    """The GPU step times a cost file at ``path`` holds (``{"device": card, "step_times": ...}``),
-    so that a rehearsal on a CPU keeps what a GPU measured; None where it holds none."""
-    if not path.is_file():
-        return None
-    gpu = read_json_file(path, "rehearsal cost file", "run the rehearsal again", COST_FIELDS).get("gpu")
+def gpu_section(cost: Mapping | None) -> dict | None:
+    """The GPU step times a cost file holds (``cost``, as :func:`read_cost` read it:
+    ``{"device": card, "step_times": ...}``), so that a rehearsal on a CPU keeps what a GPU measured;
+    None where it holds none, or where there is no cost file."""
+    gpu = (cost or {}).get("gpu")
     return gpu if isinstance(gpu, dict) and isinstance(gpu.get("step_times"), dict) else None
 
 

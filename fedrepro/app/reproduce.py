@@ -45,7 +45,7 @@ from ..execute.local import estimate_cost, gpus_of, run_pool
 from ..execute.local import Task
 from ..execute.progress import PassProgress
 from ..config import REHEARSAL_CLIENTS, REHEARSAL_ROUNDS
-from .rehearsal import cost_path, cost_table, gpu_section, rehearsal_env, step_times, write_cost
+from .rehearsal import cost_path, cost_table, gpu_section, read_cost, rehearsal_env, step_times, write_cost
 
 if TYPE_CHECKING:
     from ..papers.plan import Plan
@@ -324,7 +324,7 @@ def _rehearsal_cost(report: dict, profile: str, only: str | None, cost_file: Pat
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    gpu = gpu_section(cost_file) or gpu_section(cost_path())  # what a GPU measured before stays
+    gpu = gpu_section(read_cost(cost_file)) or gpu_section(read_cost(cost_path()))  # what a GPU measured stays
     with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as planner:
         steps, table = planner.submit(_cost_of_plan, profile, only, str(output_path("runs")), gpu).result()
     report["rehearsal"] = {"step_times": steps, "cost": table, "cost_file": str(cost_file)}
