@@ -276,3 +276,27 @@ def test_a_damaged_kept_record_is_a_one_line_error_naming_it(stored):
     (stored / "docs" / "results" / "laptop" / "claims" / "00_tour.json").write_text("{not json")
     with pytest.raises(CorruptCacheError, match="00_tour.json is not valid JSON"):
         write_pages("laptop", stored)
+
+
+def test_two_passes_on_one_output_root_keep_each_notebooks_pass_and_a_newer_render_wins(stored):
+    import os
+
+    write_pages("laptop", stored)
+    claims = stored / "output" / "laptop" / "claims"
+    # A second pass on the same output root: the first pass's claims files are still there.
+    save_claims(pd.DataFrame([_row("fedotp.beats_promptfl_low_alpha", "PASS")]), "fedotp_02_dirichlet", "laptop")
+    report = {**TIMINGS, "commit": "bead123", "wall_s": 600.0, "runs_trained": 3, "runs_planned": 3,
+              "notebooks": [{"notebook": "fedotp/02_dirichlet.ipynb", "render_s": 5.0, "runs_read": 3,
+                             "train_s_of_its_runs": 50.0}]}
+    (stored / "output" / "laptop" / "notebooks" / "timings.json").write_text(json.dumps(report))
+    for f in claims.glob("*.json"):  # the first pass's files as it left them, before its pages
+        if f.stem != "fedotp_02_dirichlet":
+            os.utime(f, (1_000_000_000, 1_000_000_000))
+    fedotp = write_pages("laptop", stored)["fedotp"].read_text()
+    assert "| `fedotp/01_label_shift.ipynb` | 15.0 | 63 | 94 |" in fedotp  # its pass's times, kept
+    assert "**Part at commit `f00ba12`**" in fedotp and "**Part at commit `bead123`**" in fedotp
+    # fedotp/01 rendered again (in JupyterLab, say) after the pages: its newer record wins, without times.
+    save_claims(pd.DataFrame([_row("fedotp.beats_promptfl_pathological", "FAIL")]), "fedotp_01_label_shift", "laptop")
+    fedotp = write_pages("laptop", stored)["fedotp"].read_text()
+    assert "**FAIL**" in fedotp.split("[`fedotp.beats_promptfl_pathological`]")[1].split("\n")[0]
+    assert "fedotp/01_label_shift.ipynb` | 15.0" not in fedotp

@@ -415,42 +415,50 @@ def kept_records(folder: Path) -> dict[str, dict]:
 def _combined(claims, report: dict | None, commit: str | None, kept: dict[str, dict]):
     """The claims and the report the pages show: this pass's (``claims`` as recorded under the output
     root, ``report`` its timings) and, for each notebook it did not render, that notebook's kept record
-    from the pass that last did (``kept``), provided the notebook still exists. Returns the claims, with
-    the commit each row comes from, the combined report (``notebooks``: every notebook's timing row;
-    ``parts``: one per pass, with its commit, report and notebooks) and the records to keep."""
+    from the pass that last did (``kept``), provided the notebook still exists. A notebook recorded
+    under the output root but not in this pass's report (an earlier pass there) keeps its kept record
+    unless its own is newer. Returns the claims, with the commit each row comes from, the combined
+    report (``notebooks``: every notebook's timing row; ``parts``: one per pass, with its commit, report
+    and notebooks) and the records to keep."""
     ran = {_key(nb["notebook"]): nb for nb in (report or {}).get("notebooks", [])}
     this = commit or (report or {}).get("commit")
+    here = this or _commit(None, None)
     fresh = claims["notebook"].notna()
     keys = claims["notebook"].where(fresh, "").map(lambda n: _key(n) if n else "")
-    here = this or _commit(None, None)
+    times = claims[fresh].groupby(keys[fresh])["recorded"].max().to_dict()
+
+    def newer_kept(key: str) -> bool:
+        kept_at, mine = (kept.get(key) or {}).get("recorded"), times.get(key)
+        return key not in ran and bool(kept_at) and (not isinstance(mine, str) or kept_at >= mine)
 
     def row_commit(key: str, recorded) -> str:  # the pass's commit, else the one its record names
         return this if key in ran and this else (recorded if isinstance(recorded, str) and recorded else here)
 
     claims = claims.assign(commit=[row_commit(k, c) if f else None for k, c, f in zip(keys, claims["commit"], fresh)])
-    recorded = set(keys[fresh]) | set(ran)
+    recorded = {k for k in set(keys[fresh]) if not newer_kept(k)} | set(ran)
     carried = {k: r for k, r in kept.items()
                if k not in recorded and (repo_root() / "notebooks" / f"{k}.ipynb").is_file()}
     by_claim = {row["claim_id"]: {**row, "notebook": r.get("notebook"), "commit": r.get("commit")}
                 for r in carried.values() for row in r["claims"]}
-    rows = [by_claim.get(c["claim_id"], c) if c["verdict"] == "NOT RUN" else c for c in claims.to_dict("records")]
+    rows = [by_claim.get(c["claim_id"], c) if c["verdict"] == "NOT RUN" or k in carried else c
+            for c, k in zip(claims.to_dict("records"), keys)]
     claims = pd.DataFrame(rows, columns=list(claims.columns))
     summary = {k: v for k, v in (report or {}).items() if k != "notebooks"} or None
     if summary is not None:
         summary["n_notebooks"] = len(ran)
     records = {}
     for key in sorted(recorded | set(carried)):
-        old = carried.get(key)
         mine = claims[claims["notebook"].map(lambda n, k=key: isinstance(n, str) and _key(n) == k)]
-        records[key] = old if old is not None else {
+        records[key] = carried.get(key) or {
             "path": key, "notebook": mine["notebook"].iloc[0] if len(mine) else key,
-            "commit": mine["commit"].iloc[0] if len(mine) else here,
+            "commit": mine["commit"].iloc[0] if len(mine) else here, "recorded": times.get(key),
             "timing": ran.get(key), "pass": summary if key in ran else None,
-            "claims": json.loads(mine.drop(columns=["notebook", "commit"]).to_json(orient="records"))}
+            "claims": json.loads(mine.drop(columns=["notebook", "commit", "recorded"]).to_json(orient="records"))}
     parts: dict[str, dict] = {}
     for key, r in records.items():
-        part = parts.setdefault(r["commit"], {"commit": r["commit"], "report": r.get("pass"), "notebooks": []})
-        part["report"] = part["report"] or r.get("pass")
+        # One part per pass: its commit and its report (two passes of one commit are two parts).
+        part = parts.setdefault(json.dumps([r["commit"], r.get("pass")], sort_keys=True),
+                                {"commit": r["commit"], "report": r.get("pass"), "notebooks": []})
         part["notebooks"].append(key)
     timing = [r["timing"] for r in records.values() if r.get("timing")]
     order = {nb["notebook"]: i for i, nb in enumerate((report or {}).get("notebooks", []))}

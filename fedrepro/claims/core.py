@@ -47,6 +47,7 @@ import re
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -605,8 +606,8 @@ CLAIMS_FILE_FIX = ("delete it and render its notebook again (`fedrepro reproduce
 
 def recorded_claims(folder) -> dict[str, dict]:
     """The claims the notebooks recorded in ``folder`` (:func:`save_claims`), by claim id, each with
-    the notebook that checked it and its commit (None in a record written before records named it);
-    empty when the folder does not exist."""
+    the notebook that checked it, its commit (None in a record written before records named it) and
+    when it was recorded (``recorded``: the file's time, UTC); empty when the folder does not exist."""
     folder = Path(folder)
     checked = {}
     for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
@@ -614,8 +615,10 @@ def recorded_claims(folder) -> dict[str, dict]:
         own = re.search(r"\d\d_.*", f.stem)
         fix = CLAIMS_FILE_FIX.format(profile=folder.parent.name, notebook=own.group(0) if own else f.stem)
         record = read_json_file(f, "claims file", fix, {"notebook": str, "claims": list}, ("claims", CLAIM_ROW_FIELDS))
+        recorded = datetime.fromtimestamp(f.stat().st_mtime, timezone.utc).isoformat(timespec="microseconds")
         for row in record["claims"]:
-            checked[row["claim_id"]] = {**row, "notebook": record["notebook"], "commit": record.get("commit")}
+            checked[row["claim_id"]] = {**row, "notebook": record["notebook"], "commit": record.get("commit"),
+                                        "recorded": recorded}
     return checked
 
 

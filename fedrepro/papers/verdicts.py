@@ -60,9 +60,10 @@ def collect_claims(profile: str, root=None) -> pd.DataFrame:
         rows.append(checked.get(name, {"claim_id": c.id, "paper": c.paper, "source": c.source,
                                        "statement": c.statement, "evidence": "no notebook has checked it yet",
                                        "verdict": "NOT RUN", "interval": "", "notebook": None, "runs": [],
-                                       "seeds": [], "max_seeds": c.max_seeds, "effect": "", "commit": None}))
+                                       "seeds": [], "max_seeds": c.max_seeds, "effect": "", "commit": None,
+                                       "recorded": None}))
     cols = ["paper", "claim_id", "source", "statement", "verdict", "interval", "evidence", "notebook", "runs", "seeds",
-            "max_seeds", "effect", "commit"]
+            "max_seeds", "effect", "commit", "recorded"]
     return pd.DataFrame(rows, columns=cols)
 
 
