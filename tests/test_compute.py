@@ -2,6 +2,7 @@
 and the savings the speed levers would bring, computed from the plan alone."""
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -67,13 +68,12 @@ def test_halving_saves_the_short_rates_rounds_and_all_but_the_best_thirds_full_r
     assert halving_saving(planned, cal, 0.25, 2) == pytest.approx(full - short - full * math.ceil(3 / 2) / 3)
 
 
-def test_a_claims_notebook_is_read_off_the_results_pages_when_none_recorded(tmp_path, monkeypatch):
+def test_a_claims_notebook_is_read_off_the_kept_records_when_none_recorded(tmp_path, monkeypatch):
     monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path / "out"))
     pages = tmp_path / "pages"
-    pages.mkdir()
-    (pages / "pfedcspc.md").write_text(
-        "| claim | source | verdict | effect | notebook |\n|---|---|---|---|---|\n"
-        "| [`pfedcspc.fewer_rounds`](#pfedcspcfewer_rounds) | Table VII | **PASS** | +7.67 rounds [+4.16, +11.2], "
-        "required > +0.00 rounds | pfedcspc/04_rounds_to_target |\n")
+    (pages / "claims").mkdir(parents=True)
+    (pages / "claims" / "pfedcspc_04_rounds_to_target.json").write_text(json.dumps(
+        {"path": "pfedcspc/04_rounds_to_target", "notebook": "pfedcspc_04_rounds_to_target", "commit": "ae54bdb",
+         "claims": [{"claim_id": "pfedcspc.fewer_rounds", "paper": "pfedcspc", "verdict": "PASS"}]}))
     assert claim_notebooks("laptop", pages) == {"pfedcspc.fewer_rounds": "pfedcspc/04_rounds_to_target.ipynb"}
     assert claim_notebooks("laptop", tmp_path / "none") == {}

@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from ..claims.core import CLAIMS, DEFAULT_MAX_SEEDS, claims_dir, recorded_claims, stages
+from ..claims.core import CLAIMS, DEFAULT_MAX_SEEDS, KEPT, claims_dir, kept_records, recorded_claims, stages
 from ..config import RunConfig
 from ..env.host import repo_root
 from ..env.jsonfiles import read_json_file
@@ -170,15 +169,13 @@ def paper_of(notebook: str) -> str:
 
 def claim_notebooks(profile: str, pages: Path | None = None) -> dict[str, str]:
     """Claim id -> the notebook (path under ``notebooks/``, with ``.ipynb``) that checks it: from the
-    claims the notebooks recorded at ``profile``, else from the committed results pages ``pages``."""
+    claims the notebooks recorded at ``profile``, else from the records kept beside the committed
+    results pages ``pages`` (:func:`fedrepro.claims.core.kept_records`)."""
     recorded = recorded_claims(claims_dir(profile))
     if recorded:
         return {cid: notebook_path(r["notebook"]) + ".ipynb" for cid, r in recorded.items()}
-    out = {}
-    for page in sorted(Path(pages).glob("*.md")) if pages is not None and Path(pages).is_dir() else []:
-        for m in re.finditer(r"^\| \[`([^`]+)`\]\(#[^)]*\) \|.*\| ([^|]+?) \|$", page.read_text(), re.M):
-            out[m[1]] = m[2].strip() + ".ipynb"
-    return out
+    kept = kept_records(Path(pages) / KEPT) if pages is not None else {}
+    return {row["claim_id"]: r["path"] + ".ipynb" for r in kept.values() for row in r["claims"]}
 
 
 def seed_stage_runs(notebooks: Iterable[Path], nb_root: Path, profile: str, checked_in: Mapping[str, str],

@@ -23,7 +23,7 @@ from .reproduce import reused_runs
 from .rehearsal import cost_lines, load_cost
 from ..env.settings import output_path
 from ..papers import PAPERS
-from ..claims.core import CLAIM_ROW_FIELDS, REHEARSAL, shown_verdicts
+from ..claims.core import KEPT, REHEARSAL, kept_records, shown_verdicts
 from ..papers import paper as paper_module
 from ..claims import CLAIMS
 from ..claims import INTERVAL
@@ -34,8 +34,6 @@ from ..claims import claims_dir
 from ..runs.store import atomic_write_bytes, atomic_write_json
 
 NO_CAUSE = "no cause recorded"
-# The folder beside the pages that keeps each notebook's last record (claims, commit, times).
-KEPT = "claims"
 
 
 def _cell(text) -> str:
@@ -398,18 +396,6 @@ def _key(notebook: str) -> str:
     """A notebook's path under ``notebooks/`` without ``.ipynb``, from a claims record's name
     (``fedotp_01_label_shift``) or a report's (``fedotp/01_label_shift.ipynb``)."""
     return _notebook_label(notebook.removesuffix(".ipynb"))
-
-
-def kept_records(folder: Path) -> dict[str, dict]:
-    """The notebooks' records kept beside the pages (:func:`write_pages` writes them to
-    ``<pages>/claims/``), by notebook path; empty where there are none."""
-    kept = {}
-    for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        record = read_json_file(f, "kept notebook record", "delete it: the pages then show its notebook's claims as "
-                                "NOT RUN until a pass renders that notebook again", {"path": str, "claims": list},
-                                ("claims", CLAIM_ROW_FIELDS))
-        kept[record["path"]] = record
-    return kept
 
 
 def _combined(claims, report: dict | None, commit: str | None, kept: dict[str, dict]):

@@ -622,6 +622,22 @@ def recorded_claims(folder) -> dict[str, dict]:
     return checked
 
 
+# The folder beside the results pages that keeps each notebook's last record (claims, commit, times).
+KEPT = "claims"
+
+
+def kept_records(folder: Path) -> dict[str, dict]:
+    """The notebooks' records kept beside the pages (:func:`fedrepro.app.results_page.write_pages`
+    writes them to ``<pages>/claims/``), by notebook path; empty where there are none."""
+    kept = {}
+    for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        record = read_json_file(f, "kept notebook record", "delete it: the pages then show its notebook's claims as "
+                                "NOT RUN until a pass renders that notebook again", {"path": str, "claims": list},
+                                ("claims", CLAIM_ROW_FIELDS))
+        kept[record["path"]] = record
+    return kept
+
+
 def claims_table_style(table: pd.DataFrame):
     """A pandas Styler that colours verdicts, for notebooks."""
     colours = {"PASS": "background-color: #d4f4dd", "FAIL": "background-color: #f8d7da",
