@@ -158,8 +158,8 @@ def seed_stage(notebooks: Iterable[Path], nb_root: Path, profile: str,
     (:func:`~fedrepro.claims.core.next_stage`) asks for its next stage's seeds on the tables of its
     notebook whose runs it read (every table of the notebook with claim rows where its record names
     no run: a check on a derived table). Runs built another way than by a table (``Need(runs=...)``)
-    are extended under their ``stage`` name where they have one and the claim read them; without one
-    their notebooks choose their own seeds."""
+    are extended under their ``stage`` name where they have one and the claim read them (or its
+    record names no run); without one their notebooks choose their own seeds."""
     from ..claims.core import DEFAULT_MAX_SEEDS, next_stage  # defers pandas, as Plan.add does
     from ..execute.tuning import TuningPending
 
@@ -182,8 +182,10 @@ def seed_stage(notebooks: Iterable[Path], nb_root: Path, profile: str,
         tables = paper_package(paper).TABLES
         chosen = []
         for need in needs:
-            if need.stage is not None and read and profile in need.profiles:
-                if {c.hash() for c in need.configs(paper, profile)} & read:
+            if need.stage is not None:
+                # As for tables below: a record that names no run (a check on values derived from
+                # the runs) grows every stage of its notebook.
+                if profile in need.profiles and (not read or {c.hash() for c in need.configs(paper, profile)} & read):
                     chosen.append(need.stage)
                 continue
             if need.table is None or profile not in need.profiles:

@@ -116,6 +116,9 @@ def test_the_plan_extends_runs_a_notebook_builds_under_their_stage(monkeypatch, 
     record = {"claim_id": "pfedcspc.features_align", "notebook": "pfedcspc_06_tsne", "verdict": "INCONCLUSIVE",
               "seeds": [0, 1, 2], "max_seeds": 8, "runs": read}
     assert seed_stage([nb], nb_root, "laptop", {"x": record}) == ({ALIGN_STAGE: 5}, ["pfedcspc/06_tsne.ipynb"])
+    # A record that names no run (a check on values derived from the runs) grows them too.
+    assert seed_stage([nb], nb_root, "laptop", {"x": {**record, "runs": []}}) == (
+        {ALIGN_STAGE: 5}, ["pfedcspc/06_tsne.ipynb"])
     # A claim that read other runs of the notebook does not grow these.
     assert seed_stage([nb], nb_root, "laptop", {"x": {**record, "runs": ["0123456789abcdef"]}}) == ({}, [])
     record_seed_stage("laptop", ALIGN_STAGE, 5)
