@@ -434,7 +434,7 @@ def _combined(claims, report: dict | None, commit: str | None, kept: dict[str, d
         summary["n_notebooks"] = len(ran)
     records = {}
     for key in sorted(recorded | set(carried)):
-        mine = claims[claims["notebook"].map(lambda n, k=key: isinstance(n, str) and _key(n) == k)]
+        mine = claims[(keys == key).to_numpy()]  # a notebook this pass recorded keeps its rows' places
         records[key] = carried.get(key) or {
             "path": key, "notebook": mine["notebook"].iloc[0] if len(mine) else key,
             "commit": mine["commit"].iloc[0] if len(mine) else here, "recorded": times.get(key),
@@ -498,9 +498,10 @@ def write_pages(profile: str, root: Path | None = None, *, timings: Path | None 
         atomic_write_bytes(path, text.encode())
         written[name] = path
     (out / KEPT).mkdir(exist_ok=True)
+    files = {f"{key.replace('/', '_')}.json": record for key, record in records.items()}  # as save_claims names them
     for path in (out / KEPT).glob("*.json"):
-        if path.stem not in {k.replace("/", "_") for k in records}:
+        if path.name not in files:
             path.unlink()
-    for key, record in records.items():
-        atomic_write_json(out / KEPT / f"{key.replace('/', '_')}.json", {"profile": profile, **record})
+    for name, record in files.items():
+        atomic_write_json(out / KEPT / name, {"profile": profile, **record})
     return written
