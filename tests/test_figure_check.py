@@ -362,6 +362,27 @@ def test_outlier_rule_on_bars_judges_a_tall_bar_not_a_low_one():
     assert [p.rule for p in check(fig2, rules=["outlier"])] == ["outlier"]
 
 
+def test_cap_tall_bar_caps_the_axis_names_the_bar_and_leaves_even_bars_alone():
+    from fedrepro.app.figures import cap_tall_bar
+
+    ratios = pd.Series([1.0, 4.2, 1.05, 1.02, 1.1, 1.04], index=["fedavg", "fedpft", "fedper", "fedbn", "fedrod",
+                                                                 "fedcac"])
+    fig, ax = plt.subplots()
+    ax.bar(range(6), ratios, 0.4, label="ours")
+    ax.bar([i + 0.4 for i in range(6)], [1.0, 1.03, 1.1, 1.05, 1.2, 1.3], 0.4, label="paper")
+    ax.legend()
+    assert [p.rule for p in check(fig, rules=["outlier"])] == ["outlier"]
+    cap_tall_bar(ax, ratios, unit="×")
+    assert check(fig, rules=["outlier"]) == []
+    assert ax.get_ylim()[1] < 4.2
+    assert [t.get_text() for t in ax.texts] == ["off the scale (outlier): fedpft at 4.20×"]
+    fig2, ax2 = plt.subplots()
+    ax2.bar(range(6), [1.0, 1.3, 1.05, 1.02, 1.1, 1.04], label="ours")
+    ylim = ax2.get_ylim()
+    cap_tall_bar(ax2, pd.Series([1.0, 1.3, 1.05, 1.02, 1.1, 1.04]))
+    assert len(ax2.texts) == 0 and ax2.get_ylim() == ylim
+
+
 def test_tables_show_pfedprompt_as_our_reading_and_leave_other_rows_alone():
     from fedrepro.papers import fedotp
 

@@ -344,6 +344,28 @@ def _zoom_to_bulk(ax, xs: pd.Series, ys: pd.Series, pad: float = 0.08) -> None:
             va="bottom", ha="left", color="#333333")
 
 
+def cap_tall_bar(ax, heights: pd.Series, unit: str = "") -> None:
+    """Where one bar of ``heights`` (a label per bar) alone stretches the y axis by figure_check's
+    rule, with every bar on ``ax`` rising from 0, cap the axis just above the other bars and name
+    the tall bar's value in a note. One-round timings at the smoke profile are dominated by fixed
+    costs, so one method's ratio can stand far above the rest; the note keeps it readable."""
+    from matplotlib.container import BarContainer
+
+    v = pd.Series(heights, dtype=float).dropna()
+    # Both ends of every bar, as figure_check judges them.
+    values = [e for c in ax.containers if isinstance(c, BarContainer) for p in c.patches if p.get_visible()
+              for e in (p.get_y(), p.get_y() + p.get_height()) if pd.notna(e)]
+    if v.empty or len(values) < 4 or figure_check.stretch(values) < figure_check.OUTLIER_FACTOR:
+        return
+    tall = v.idxmax()
+    rest = max([t for t in values if t < v[tall]] or [v[tall]])
+    if v[tall] < max(values) or rest <= 0:
+        return  # the stretching bar is not one of ``heights``
+    ax.set_ylim(top=1.3 * rest)
+    ax.text(0.02, 0.97, f"off the scale (outlier): {style.display_label(tall)} at {v[tall]:.2f}{unit}",
+            transform=ax.transAxes, fontsize=8, va="top", ha="left", color="#333333")
+
+
 def plot_verdicts(verdicts: pd.DataFrame, ax=None, title: str | None = None):
     """A claims × rounds grid of verdicts (:func:`fedrepro.papers.verdicts.verdicts_by_round`):
     green PASS, amber INCONCLUSIVE, red FAIL, grey NOT RUN, blue REHEARSAL."""
