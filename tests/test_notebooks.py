@@ -39,3 +39,17 @@ def test_every_numbered_notebook_is_listed_in_the_readme():
     readme = (ROOT / "README.md").read_text()
     for path in numbered_notebooks(ROOT):
         assert str(path.relative_to(ROOT)) in readme, f"{path} is not listed in README.md"
+
+
+@pytest.mark.parametrize("path", numbered_notebooks(ROOT), ids=lambda p: str(p.relative_to(ROOT)))
+def test_records_its_claims_under_the_name_the_pages_and_the_plan_look_for(path):
+    import re
+
+    from fedrepro.claims.core import record_name
+
+    source = "".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"])
+    names = re.findall(r"save_claims\([^,]+,\s*\"([^\"]+)\"", source)
+    want = record_name(path.relative_to(ROOT / "notebooks"))
+    # A notebook saved under another name would keep its claims off its kept record, and the plan
+    # could not grow its sequential claims' seeds.
+    assert all(n == want for n in names), f"{path.name}: save_claims under {names}, expected {want!r}"

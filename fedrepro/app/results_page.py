@@ -23,7 +23,7 @@ from .reproduce import reused_runs
 from .rehearsal import cost_lines, load_cost
 from ..env.settings import output_path
 from ..papers import PAPERS
-from ..claims.core import KEPT, REHEARSAL, kept_records, shown_verdicts
+from ..claims.core import KEPT, REHEARSAL, kept_records, record_name, shown_verdicts
 from ..papers import paper as paper_module
 from ..claims import CLAIMS
 from ..claims import INTERVAL
@@ -498,7 +498,7 @@ def write_pages(profile: str, root: Path | None = None, *, timings: Path | None 
         atomic_write_bytes(path, text.encode())
         written[name] = path
     (out / KEPT).mkdir(exist_ok=True)
-    files = {f"{key.replace('/', '_')}.json": record for key, record in records.items()}  # as save_claims names them
+    files = {f"{record_name(key)}.json": record for key, record in records.items()}
     for path in (out / KEPT).glob("*.json"):
         if path.name not in files:
             path.unlink()

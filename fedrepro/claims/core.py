@@ -626,6 +626,13 @@ def recorded_claims(folder) -> dict[str, dict]:
 KEPT = "claims"
 
 
+def record_name(notebook: str) -> str:
+    """The name a notebook records its claims under (:func:`save_claims`) and its kept record is
+    written under: its path below ``notebooks/``, without ``.ipynb``, with "/" as "_"
+    (``"fedotp/01_label_shift.ipynb"`` -> ``"fedotp_01_label_shift"``)."""
+    return str(notebook).removesuffix(".ipynb").replace("/", "_")
+
+
 def kept_records(folder: Path) -> dict[str, dict]:
     """The notebooks' records kept beside the pages (:func:`fedrepro.app.results_page.write_pages`
     writes them to ``<pages>/claims/``), by notebook path; empty where there are none."""

@@ -160,11 +160,10 @@ def seed_stage(notebooks: Iterable[Path], nb_root: Path, profile: str,
     no run: a check on a derived table). Runs built another way than by a table (``Need(runs=...)``)
     are extended under their ``stage`` name where they have one and the claim read them (or its
     record names no run); without one their notebooks choose their own seeds."""
-    from ..claims.core import DEFAULT_MAX_SEEDS, next_stage  # defers pandas, as Plan.add does
+    from ..claims.core import DEFAULT_MAX_SEEDS, next_stage, record_name  # defers pandas, as Plan.add does
     from ..execute.tuning import TuningPending
 
-    # A notebook saves its claims under its path with "/" as "_" (fedrepro.claims.core.save_claims).
-    saved = {str(p.relative_to(nb_root)).removesuffix(".ipynb").replace("/", "_"): p for p in notebooks}
+    saved = {record_name(p.relative_to(nb_root)): p for p in notebooks}
     grow: dict[str, int] = {}
     again: list[str] = []
     for record in recorded.values():
