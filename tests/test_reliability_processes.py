@@ -52,7 +52,9 @@ def _roles(procs: list[psutil.Process]) -> set[str]:
     return roles
 
 
-def _wait_for(out: Path, role: str, proc: subprocess.Popen, timeout: float = 120) -> None:
+def _wait_for(out: Path, role: str, proc: subprocess.Popen, timeout: float = 300) -> None:
+    # As long as the resumed pass below may take: on a machine busy with other work the first kernel
+    # can take minutes to start.
     end = time.monotonic() + timeout
     while time.monotonic() < end and proc.poll() is None:
         if role in _roles(_ours(out)):

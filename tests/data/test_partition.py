@@ -395,7 +395,8 @@ def test_npz_corrupt_raises(tmp_path):
 # ------------------------------------------------------------------------------------------
 def test_impossible_dirichlet_fails_fast():
     y_tr, y_te = labels(60, 10, 0), labels(20, 10, 1)
-    t = time.perf_counter()
+    # CPU time of this process, not wall time: a busy machine's other work must not fail the test.
+    t = time.process_time()
     with pytest.raises(PartitionError, match="min_size"):
         make_partition("dirichlet", y_tr, y_te, 50, rng(0), alpha=0.5, min_size=10)
     # Feasible on paper but practically never satisfied: the retry budget must end it.
@@ -403,14 +404,14 @@ def test_impossible_dirichlet_fails_fast():
     with pytest.raises(PartitionError, match="max_retries=50"):
         make_partition("dirichlet", y_tr, y_te, 10, rng(0), alpha=0.01, min_size=19,
                        max_retries=50)
-    assert time.perf_counter() - t < 2.0
+    assert time.process_time() - t < 2.0
 
 
 def test_dirichlet_60k_100_clients_is_fast():
     y_tr, y_te = labels(60_000, 10, 0), labels(10_000, 10, 1)
-    t = time.perf_counter()
+    t = time.process_time()  # CPU time: see test_impossible_dirichlet_fails_fast
     p = make_partition("dirichlet", y_tr, y_te, 100, rng(0), alpha=0.1)
-    assert time.perf_counter() - t < 1.0
+    assert time.process_time() - t < 1.0
     assert_exact_cover(p.train, y_tr.size)
 
 

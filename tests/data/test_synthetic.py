@@ -39,9 +39,11 @@ def test_class_patterns_do_not_depend_on_split_sizes() -> None:
 
 def test_fast() -> None:
     load_dataset("synthetic")  # warm-up (first-call allocations)
-    t = time.perf_counter()
+    # CPU time of this process (every torch thread counts), not wall time: a busy machine's other
+    # work must not fail the test.
+    t = time.process_time()
     load_dataset("synthetic", channels=3)
-    assert time.perf_counter() - t < 0.5
+    assert time.process_time() - t < 0.5 * torch.get_num_threads()
 
 
 def nearest_centroid_accuracy(**kw: object) -> float:
