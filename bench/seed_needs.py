@@ -16,6 +16,15 @@ last stage; none when it would not decide by the last stage. The prediction is a
 assumes the three seeds' mean and SD are the truth, which they are not.
 
     .venv/bin/python bench/seed_needs.py [--pages docs/results/laptop] [--json bench/seed_needs.json]
+
+``--min-max M`` asks instead what a uniform rule would do, every claim declaring ``max_seeds`` of at
+least M (declared for all claims before a pass, so that no claim's maximum is raised because it came
+out undecided): each claim that today stops at 3 seeds is looked at again at 3 seeds at
+:func:`look_level` (M), its seeded tests rebuilt from the page as above, and played forward to M.
+It lists the verdicts that change at the first look, the predicted verdicts at the end, and the extra
+seeds, under the same caveat.
+
+    .venv/bin/python bench/seed_needs.py --min-max 5 --json bench/seed_needs_min5.json
 """
 from __future__ import annotations
 
@@ -126,10 +135,40 @@ def page_claims(folder: Path) -> dict[str, dict]:
     return claims
 
 
+def uniform_rule(pages: dict[str, dict], min_max: int) -> dict:
+    """What every claim declaring ``max_seeds`` >= ``min_max`` would do to the claims read at 3 seeds."""
+    level = look_level(min_max)
+    rows = []
+    for cid, c in pages.items():
+        declared = CLAIMS.get(cid).max_seeds if cid in CLAIMS else None
+        tests = tests_of(c["evidence"])
+        if declared is None or declared >= min_max or not tests or any(t["n"] != DEFAULT_MAX_SEEDS for t in tests):
+            continue  # already sequential to min_max, gone, exact only, or not read at 3 seeds
+        first = combined([as_test(t, t["n"], level) for t in tests])
+        end = decides(tests, min_max)
+        rows.append({"claim": cid, "paper": c["paper"], "verdict": c["verdict"], "first_look": first,
+                     "predicted": end[1] if end else "INCONCLUSIVE", "decides_at": end[0] if end else None,
+                     "extra_seeds": (end[0] if end else min_max) - DEFAULT_MAX_SEEDS})
+    changed = [r for r in rows if r["first_look"] != r["verdict"]]
+    flipped = [r for r in rows if r["verdict"] != "INCONCLUSIVE" and r["predicted"] not in (r["verdict"],)]
+    summary = {"min_max_seeds": min_max, "look_level": round(level, 4), "claims_read_at_3": len(rows),
+               "first_look_changes": {f"{r['verdict']} -> {r['first_look']}": sum(
+                   1 for x in changed if (x["verdict"], x["first_look"]) == (r["verdict"], r["first_look"]))
+                   for r in changed},
+               "decided_today": sum(r["verdict"] != "INCONCLUSIVE" for r in rows),
+               "predicted_decided": sum(r["predicted"] != "INCONCLUSIVE" for r in rows),
+               "decided_today_predicted_otherwise": [r["claim"] for r in flipped],
+               "inconclusive_today_predicted_decided": [r["claim"] for r in rows if r["verdict"] == "INCONCLUSIVE"
+                                                        and r["predicted"] != "INCONCLUSIVE"],
+               "extra_seeds_per_table_claim": sum(r["extra_seeds"] for r in rows)}
+    return {"summary": summary, "claims": rows}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pages", default=str(ROOT / "docs/results/laptop"))
     ap.add_argument("--json", default=str(ROOT / "bench/seed_needs.json"))
+    ap.add_argument("--min-max", type=int, default=None, help="what-if: every claim's max_seeds at least this")
     args = ap.parse_args()
 
     import fedrepro.papers  # noqa: F401  (registers every paper's claims)
@@ -138,6 +177,14 @@ def main() -> None:
     for name in PAPERS:
         paper(name)
     pages = page_claims(Path(args.pages))
+    if args.min_max is not None:
+        out = uniform_rule(pages, args.min_max)
+        Path(args.json).write_text(json.dumps(out, indent=1, default=str) + "\n")
+        for r in out["claims"]:
+            if r["first_look"] != r["verdict"] or r["predicted"] != r["verdict"]:
+                print(f"{r['claim']:46s} {r['verdict']:12s} first look {r['first_look']:12s} → {r['predicted']}")
+        print(json.dumps(out["summary"], indent=1))
+        return
     rows = []
     for cid, c in pages.items():
         row = {"claim": cid, "paper": c["paper"], "verdict": c["verdict"], "exists_today": cid in CLAIMS,
