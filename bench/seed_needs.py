@@ -160,7 +160,7 @@ def uniform_rule(pages: dict[str, dict], min_max: int) -> dict:
                "decided_today_predicted_otherwise": [r["claim"] for r in flipped],
                "inconclusive_today_predicted_decided": [r["claim"] for r in rows if r["verdict"] == "INCONCLUSIVE"
                                                         and r["predicted"] != "INCONCLUSIVE"],
-               "extra_seeds_per_table_claim": sum(r["extra_seeds"] for r in rows)}
+               "extra_seeds_summed_over_claims": sum(r["extra_seeds"] for r in rows)}
     return {"summary": summary, "claims": rows}
 
 
