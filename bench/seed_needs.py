@@ -32,6 +32,7 @@ import argparse
 import json
 import math
 import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -149,15 +150,13 @@ def uniform_rule(pages: dict[str, dict], min_max: int) -> dict:
         rows.append({"claim": cid, "paper": c["paper"], "verdict": c["verdict"], "first_look": first,
                      "predicted": end[1] if end else "INCONCLUSIVE", "decides_at": end[0] if end else None,
                      "extra_seeds": (end[0] if end else min_max) - DEFAULT_MAX_SEEDS})
-    changed = [r for r in rows if r["first_look"] != r["verdict"]]
-    flipped = [r for r in rows if r["verdict"] != "INCONCLUSIVE" and r["predicted"] not in (r["verdict"],)]
     summary = {"min_max_seeds": min_max, "look_level": round(level, 4), "claims_read_at_3": len(rows),
-               "first_look_changes": {f"{r['verdict']} -> {r['first_look']}": sum(
-                   1 for x in changed if (x["verdict"], x["first_look"]) == (r["verdict"], r["first_look"]))
-                   for r in changed},
+               "first_look_changes": dict(Counter(f"{r['verdict']} -> {r['first_look']}" for r in rows
+                                                  if r["first_look"] != r["verdict"])),
                "decided_today": sum(r["verdict"] != "INCONCLUSIVE" for r in rows),
                "predicted_decided": sum(r["predicted"] != "INCONCLUSIVE" for r in rows),
-               "decided_today_predicted_otherwise": [r["claim"] for r in flipped],
+               "decided_today_predicted_otherwise": [r["claim"] for r in rows if r["verdict"] != "INCONCLUSIVE"
+                                                     and r["predicted"] != r["verdict"]],
                "inconclusive_today_predicted_decided": [r["claim"] for r in rows if r["verdict"] == "INCONCLUSIVE"
                                                         and r["predicted"] != "INCONCLUSIVE"],
                "extra_seeds_summed_over_claims": sum(r["extra_seeds"] for r in rows)}
