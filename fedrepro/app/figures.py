@@ -352,9 +352,7 @@ def cap_tall_bar(ax, heights: pd.Series, unit: str = "") -> None:
     from matplotlib.container import BarContainer
 
     v = pd.Series(heights, dtype=float).dropna()
-    # Both ends of every bar, as figure_check judges them.
-    values = [e for c in ax.containers if isinstance(c, BarContainer) for p in c.patches if p.get_visible()
-              for e in (p.get_y(), p.get_y() + p.get_height()) if pd.notna(e)]
+    values = [e for c in ax.containers if isinstance(c, BarContainer) for e in figure_check.bar_ends(c) if pd.notna(e)]
     if v.empty or len(values) < 4 or figure_check.stretch(values) < figure_check.OUTLIER_FACTOR:
         return
     tall = v.idxmax()

@@ -146,6 +146,15 @@ def _over_white(rgba) -> tuple:
     return (1 - a + a * r, 1 - a + a * g, 1 - a + a * b)
 
 
+def bar_ends(container) -> list[float]:
+    """Both ends of each visible bar of a BarContainer, along its value axis, as the outlier rule
+    reads them: a bar's base (0) is on the axis anyway, so a low bar stretches nothing, and a bar far
+    above the rest does."""
+    vertical = container.orientation == "vertical"
+    return [v for p in container.patches if p.get_visible()
+            for v in ((p.get_y(), p.get_y() + p.get_height()) if vertical else (p.get_x(), p.get_x() + p.get_width()))]
+
+
 def _items(ax) -> list[_Item]:
     """What the axes draws that a legend should name."""
     import numpy as np
@@ -189,10 +198,7 @@ def _items(ax) -> list[_Item]:
         colour = _over_white(ref.get_facecolor())
         pos = [p.get_x() + p.get_width() / 2 for p in patches] if c.orientation == "vertical" \
             else [p.get_y() + p.get_height() / 2 for p in patches]
-        # Both ends of each bar: a bar's base (0) is on the axis anyway, so a low bar stretches
-        # nothing, and a bar far above the rest does.
-        ends = [v for p in patches for v in ((p.get_y(), p.get_y() + p.get_height()) if c.orientation == "vertical"
-                                             else (p.get_x(), p.get_x() + p.get_width()))]
+        ends = bar_ends(c)
         xs, ys = (pos, ends) if c.orientation == "vertical" else (ends, pos)
         out.append(_Item("bars", c, label, alias, colour, _finite(xs), _finite(ys), False))
     for coll in ax.collections:
