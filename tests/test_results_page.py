@@ -10,6 +10,7 @@ import pytest
 
 from fedrepro.papers.verdicts import registered
 from fedrepro.claims import save_claims
+from fedrepro.claims.core import breakable_id
 from fedrepro.app.cli import main
 from fedrepro.errors import ConfigError, CorruptCacheError
 from fedrepro.app.results_page import NO_CAUSE, notebook_paper, write_pages
@@ -58,16 +59,16 @@ def test_each_paper_gets_a_page_with_its_claims_reasons_and_timings(stored):
     assert "commit `f00ba12`" in tour and "30.0 min" in tour and "Some CPU" in tour
     assert "5 runs trained of 5 planned, 30.0 min" in tour  # a pass from an empty store
     assert "| training time of its runs (s) |" in tour
-    assert ("| [`tour.local_beats_fedavg_skewed`](#tourlocal_beats_fedavg_skewed) | "
+    assert (f"| [{breakable_id('tour.local_beats_fedavg_skewed')}](#tourlocal_beats_fedavg_skewed) | "
             f"{CLAIMS.get('tour.local_beats_fedavg_skewed').source} | **FAIL** | "
             "-1.00 pts [-2.00, -0.10], required > +5.00 pts |  | 00_tour |") in tour
     assert "Local \\| FedAvg" not in tour.split("## Evidence")[0]  # statements are in the evidence part
-    assert f"| `tour.local_beats_fedavg_skewed` | FAIL | {NO_CAUSE} |" in tour
-    assert "`tour.fedavg_beats_local_iid` | PASS" not in tour  # a passed claim needs no reason
+    assert f"| {breakable_id('tour.local_beats_fedavg_skewed')} | FAIL | {NO_CAUSE} |" in tour
+    assert f"{breakable_id('tour.fedavg_beats_local_iid')} | PASS" not in tour  # a passed claim needs no reason
     assert "- evidence: evidence of tour.local_beats_fedavg_skewed" in tour
     assert "| `00_tour.ipynb` | 7.0 | 27 | 247 |" in tour and "fedotp/01" not in tour.split("## Timings")[1]
     fedotp = pages["fedotp"].read_text()
-    assert "| `fedotp.gamma_inverted_u` | INCONCLUSIVE | the interval straddles the bound" in fedotp
+    assert f"| {breakable_id('fedotp.gamma_inverted_u')} | INCONCLUSIVE | the interval straddles the bound" in fedotp
     assert "| fedotp/01_label_shift |" in fedotp  # the claims record's notebook name, as its path
     assert "| **all 2** | 22.0 | | 213 |" in fedotp
     # A claim no notebook checked is NOT RUN, and the reason says so.
@@ -75,7 +76,7 @@ def test_each_paper_gets_a_page_with_its_claims_reasons_and_timings(stored):
     assert f"2 NOT RUN of {n_otp} claims".replace("2 NOT RUN", f"{n_otp - 2} NOT RUN") in fedotp
     assert "no notebook has checked it yet" in fedotp
     for name in CLAIMS.names():
-        assert f"`{name}`" in pages[CLAIMS.get(name).paper].read_text()
+        assert breakable_id(name) in pages[CLAIMS.get(name).paper].read_text()
 
 
 def test_a_recorded_cause_is_used(stored, monkeypatch):
@@ -83,7 +84,7 @@ def test_a_recorded_cause_is_used(stored, monkeypatch):
     monkeypatch.setattr(CLAIMS, "get", lambda name, _get=CLAIMS.get: dataclasses.replace(
         claim, likely_cause="too few rounds") if name == claim.id else _get(name))
     tour = write_pages("laptop", stored)["tour"].read_text()
-    assert "| `tour.local_beats_fedavg_skewed` | FAIL | likely cause: too few rounds |" in tour
+    assert f"| {breakable_id('tour.local_beats_fedavg_skewed')} | FAIL | likely cause: too few rounds |" in tour
     assert f"FAIL | {NO_CAUSE}" not in tour and f"reason: {NO_CAUSE}" not in tour
 
 
@@ -98,9 +99,10 @@ def test_the_index_counts_verdicts_per_paper_and_links_each_page(stored):
     assert "## Notebooks of no paper" in index and "`backbones/01_vit_standin.ipynb` | 19.3" in index
     assert "Student's t" in index
     # Every claim on one line under its paper: which findings hold, at a glance.
-    assert ("| [`tour.local_beats_fedavg_skewed`](tour.md#tourlocal_beats_fedavg_skewed) | Local \\| FedAvg | "
+    skewed = breakable_id("tour.local_beats_fedavg_skewed")
+    assert (f"| [{skewed}](tour.md#tourlocal_beats_fedavg_skewed) | Local \\| FedAvg | "
             "**FAIL** | -1.00 pts [-2.00, -0.10], required > +5.00 pts |") in index
-    assert sum(ln.startswith("| [`") and "| **NOT RUN** |" in ln for ln in index.splitlines()) == n - 4
+    assert sum(ln.startswith("| [<code>") and "| **NOT RUN** |" in ln for ln in index.splitlines()) == n - 4
 
 
 def test_without_claims_nothing_is_written(tmp_path, monkeypatch):
@@ -180,8 +182,8 @@ def test_a_paper_page_lists_its_tables_with_the_claims_that_read_them_and_what_i
     coverage = fedotp.split("## Coverage of the paper's tables")[1].split("\n## ")[0]
     t1 = next(line for line in coverage.splitlines() if line.startswith("| T1 |"))
     assert "| T1 | yes |" in t1
-    assert "[`fedotp.beats_promptfl_pathological`](#fedotpbeats_promptfl_pathological) (PASS)" in t1
-    assert "`fedotp.beats_pfedprompt_pathological`" in t1 and "(NOT RUN)" in t1
+    assert f"[{breakable_id('fedotp.beats_promptfl_pathological')}](#fedotpbeats_promptfl_pathological) (PASS)" in t1
+    assert breakable_id("fedotp.beats_pfedprompt_pathological") in t1 and "(NOT RUN)" in t1
     ta2 = next(line for line in coverage.splitlines() if line.startswith("| TA2 |"))
     assert "| TA2 | no | — | zeroshot_clip: feature shift alone" in ta2 and "coop: feature shift" in ta2
     assert "## Coverage of the paper's tables" not in write_pages("laptop", stored)["tour"].read_text()
@@ -240,8 +242,8 @@ def test_a_pass_of_some_notebooks_keeps_the_others_records_and_names_each_part(s
     index, tour, fedotp = (pages[p].read_text() for p in ("index", "tour", "fedotp"))
     # The tour's FAIL and fedotp/01's verdicts come from the first pass's records, fedotp/02's from this one.
     assert "| [tour](tour.md) | 2 | 1 | 0 | 1 |" in index
-    assert "**PASS**" in fedotp.split("`fedotp.beats_promptfl_low_alpha`")[1].split("\n")[0]
-    assert "**INCONCLUSIVE**" in fedotp.split("[`fedotp.gamma_inverted_u`]")[1].split("\n")[0]
+    assert "**PASS**" in fedotp.split(breakable_id("fedotp.beats_promptfl_low_alpha"))[1].split("\n")[0]
+    assert "**INCONCLUSIVE**" in fedotp.split(f"[{breakable_id('fedotp.gamma_inverted_u')}]")[1].split("\n")[0]
     assert "These pages combine 2 passes" in index
     assert "**Part at commit `f00ba12`**" in index and "**Part at commit `bead123`**" in index
     assert "**Part at commit `bead123`**: `fedotp/02_dirichlet`." in fedotp
@@ -256,7 +258,8 @@ def test_a_pass_of_some_notebooks_keeps_the_others_records_and_names_each_part(s
     pages = write_pages("laptop", stored)
     assert "| [tour](tour.md) | 2 | 2 | 0 | 0 |" in pages["index"].read_text()
     assert "These pages combine 3 passes" in pages["index"].read_text()
-    assert "**PASS**" in pages["fedotp"].read_text().split("`fedotp.beats_promptfl_low_alpha`")[1].split("\n")[0]
+    low_alpha = breakable_id("fedotp.beats_promptfl_low_alpha")
+    assert "**PASS**" in pages["fedotp"].read_text().split(low_alpha)[1].split("\n")[0]
 
 
 def test_a_kept_record_of_a_notebook_that_no_longer_exists_is_dropped(stored):
@@ -298,5 +301,20 @@ def test_two_passes_on_one_output_root_keep_each_notebooks_pass_and_a_newer_rend
     # fedotp/01 rendered again (in JupyterLab, say) after the pages: its newer record wins, without times.
     save_claims(pd.DataFrame([_row("fedotp.beats_promptfl_pathological", "FAIL")]), "fedotp_01_label_shift", "laptop")
     fedotp = write_pages("laptop", stored)["fedotp"].read_text()
-    assert "**FAIL**" in fedotp.split("[`fedotp.beats_promptfl_pathological`]")[1].split("\n")[0]
+    assert "**FAIL**" in fedotp.split(f"[{breakable_id('fedotp.beats_promptfl_pathological')}]")[1].split("\n")[0]
     assert "fedotp/01_label_shift.ipynb` | 15.0" not in fedotp
+
+
+def test_a_claim_id_wraps_only_after_a_dot_or_an_underscore():
+    """The pages and the notebooks' claims tables mark where an id may wrap, so a narrow column never
+    breaks one mid-word; the marks add no character, so the id reads and copies whole."""
+    import re
+
+    html = breakable_id("pfedcspc.ablation_adds_up")
+    assert html == "<code>pfedcspc.<wbr>ablation_<wbr>adds_<wbr>up</code>"
+    assert re.sub(r"<[^>]+>", "", html) == "pfedcspc.ablation_adds_up"
+    from fedrepro.claims.core import claims_table_style
+
+    row = {"claim_id": "tour.fedavg_beats_local", "source": "s", "statement": "t", "verdict": "PASS",
+           "interval": "[1, 2]", "evidence": "e"}
+    assert "tour.<wbr>fedavg_<wbr>beats_<wbr>local" in claims_table_style(pd.DataFrame([row])).to_html()

@@ -152,6 +152,7 @@ def test_site_in_chromium(smoke_site):
         assert r.clipped_code == 0, f"{r.url}: {r.clipped_code} code blocks run past their box"
         assert r.shrunk_images == [], f"{r.url}: figures drawn smaller than saved: {r.shrunk_images}"
         assert "smoke" in r.banner and "verdict" in r.banner, f"{r.url}: no smoke banner"
+        assert r.broken_ids == [], f"{r.url}: claim ids wrapped mid-word: {r.broken_ids}"
     index, tour, *_, paper_nb = reports
     assert tour.images >= 3  # the partitions, the accuracy bars, the curves, the per-client spread
     page = (smoke_site / "notebooks" / "00_tour.html").read_text()
@@ -162,6 +163,20 @@ def test_site_in_chromium(smoke_site):
         smoke_site / "notebooks" / "fedpft" / "13_partial_participation.html").read_text()
     assert "table.claims-table" in (smoke_site / "_static" / "fedrepro.css").read_text()
     assert "Copyright" in page and "the fedrepro contributors" in page
+
+
+def test_a_narrow_window_wraps_claim_ids_only_between_words(smoke_site):
+    """In an 800 px window the claims cards and the results tables wrap claim ids after a dot or
+    an underscore, never mid-word, and nothing runs past the window."""
+    from fedrepro.app.book.browser import open_pages
+
+    reports = open_pages([smoke_site / "papers" / "fedpft.html",
+                          smoke_site / "notebooks" / "fedpft" / "13_partial_participation.html"],
+                         ROOT / "output" / "smoke" / "screenshots_narrow", width=800)
+    for r in reports:
+        assert r.console_errors == [], r.url
+        assert r.broken_ids == [], f"{r.url}: claim ids wrapped mid-word: {r.broken_ids}"
+        assert r.cut_tables_px == [], f"{r.url}: claims tables cut by their box by {r.cut_tables_px} px"
 
 
 def test_only_a_smoke_site_carries_the_smoke_banner():

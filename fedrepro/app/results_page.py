@@ -23,7 +23,7 @@ from .reproduce import reused_runs
 from .rehearsal import cost_lines, load_cost
 from ..env.settings import output_path
 from ..papers import PAPERS
-from ..claims.core import KEPT, REHEARSAL, kept_records, record_name, shown_verdicts
+from ..claims.core import KEPT, REHEARSAL, breakable_id, kept_records, record_name, shown_verdicts
 from ..papers import paper as paper_module
 from ..claims import CLAIMS
 from ..claims import INTERVAL
@@ -243,7 +243,7 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
              "|---|---|---|---|---|---|"]
     for _, c in group.iterrows():
         verdict = f"**{c['verdict']}**" if c["verdict"] != "NOT RUN" else "NOT RUN"
-        lines.append(f"| [`{c['claim_id']}`](#{_anchor(c['claim_id'])}) | {_cell(c['source'])} | {verdict} | "
+        lines.append(f"| {_linked(c['claim_id'])} | {_cell(c['source'])} | {verdict} | "
                      f"{_cell(_effect(c))} | {_cell(_seeds(c))} | {_cell(_notebook_label(c['notebook']))} |")
     not_passed = group[group["verdict"] != "PASS"]
     lines += ["", "## Why a claim did not pass", ""]
@@ -256,7 +256,7 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
                   f"the stored runs (`fedrepro.papers.diagnose`): {RULES_IN_BRIEF}. Where neither exists the "
                   f"page says \"{NO_CAUSE}\".", "", "| claim | verdict | reason |", "|---|---|---|"]
         for _, c in not_passed.iterrows():
-            lines.append(f"| `{c['claim_id']}` | {c['verdict']} | {_cell(_reason(c))} |")
+            lines.append(f"| {breakable_id(c['claim_id'])} | {c['verdict']} | {_cell(_reason(c))} |")
     lines += ["", "## Evidence", ""]
     for _, c in group.iterrows():
         lines += [f"### {c['claim_id']}", "", f"{c['statement']} ({c['source']})", "",
@@ -300,7 +300,7 @@ def _coverage(paper: str, group) -> list[str]:
              f"(`fedrepro/papers/{paper}/coverage.py`).", "",
              "| table | main | claims | left out |", "|---|---|---|---|"]
     for row in coverage_rows(paper):
-        claims = "; ".join(f"[`{c}`](#{_anchor(c)}) ({verdict.get(c, 'NOT RUN')})" for c in row["claims"]) or "—"
+        claims = "; ".join(f"{_linked(c)} ({verdict.get(c, 'NOT RUN')})" for c in row["claims"]) or "—"
         left = "; ".join(f"{b}: {why}" for b, why in row["left_out"].items()) or "—"
         lines.append(f"| {row['table']} | {'yes' if row['main'] else 'no'} | {_cell(claims)} | {_cell(left)} |")
     return [*lines, ""]
@@ -348,6 +348,11 @@ def _against_paper(paper: str, profile: str, rows: list[dict] | None = None) -> 
     return ["## This profile against the paper", "", *lines] if lines else []
 
 
+def _linked(claim_id: str, page: str = "") -> str:
+    """The claim id, wrapping only between its words, linked to its evidence on ``page`` (this page by default)."""
+    return f"[{breakable_id(claim_id)}]({page}#{_anchor(claim_id)})"
+
+
 def _anchor(claim_id: str) -> str:
     """GitHub's anchor for the heading ``### <claim_id>``: lower case, dots dropped."""
     return "".join(ch for ch in claim_id.lower() if ch.isalnum() or ch in "-_")
@@ -362,7 +367,7 @@ def _every_claim(claims) -> list[str]:
                   "| claim | statement | verdict | effect in the claim's words; [interval], required |",
                   "|---|---|---|---|"]
         for _, c in claims[claims["paper"] == paper].iterrows():
-            lines.append(f"| [`{c['claim_id']}`]({paper}.md#{_anchor(c['claim_id'])}) | {_cell(c['statement'])} | "
+            lines.append(f"| {_linked(c['claim_id'], f'{paper}.md')} | {_cell(c['statement'])} | "
                          f"**{c['verdict']}** | {_cell(_effect(c))} |")
     return lines
 

@@ -645,12 +645,19 @@ def kept_records(folder: Path) -> dict[str, dict]:
     return kept
 
 
+def breakable_id(claim_id: str) -> str:
+    """``claim_id`` as HTML code that a narrow column may wrap after a dot or an underscore, and
+    nowhere else: a claim id broken mid-word reads as two words (``<wbr>`` adds no character, so a
+    copied id is the id)."""
+    return "<code>" + re.sub(r"([._])", r"\1<wbr>", claim_id) + "</code>"
+
+
 def claims_table_style(table: pd.DataFrame):
-    """A pandas Styler that colours verdicts, for notebooks."""
+    """A pandas Styler that colours verdicts and lets claim ids wrap only between words, for notebooks."""
     colours = {"PASS": "background-color: #d4f4dd", "FAIL": "background-color: #f8d7da",
                "INCONCLUSIVE": "background-color: #fff3cd", "NOT RUN": "background-color: #eeeeee",
                REHEARSAL: "background-color: #dde7f7"}
     cols = ["claim_id", "source", "statement", "verdict", "interval", "evidence"]
     # The class lets the teaching site keep the evidence column readable (fedrepro.app.book.builder.SITE_CSS).
     return (table[cols].style.map(lambda v: colours.get(v, ""), subset=["verdict"]).hide(axis="index")
-            .set_table_attributes('class="claims-table"'))
+            .format(breakable_id, subset=["claim_id"]).set_table_attributes('class="claims-table"'))

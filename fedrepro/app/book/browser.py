@@ -11,7 +11,7 @@ CHROMIUM = ("/usr/bin/chromium", "chromium", "chromium-browser")
 CHROMEDRIVER = ("/usr/bin/chromedriver", "chromedriver")
 
 # Every <img> with whether it loaded; every resource the page fetched; the headers of its tables.
-_PAGE_STATE = """
+_PAGE_STATE = r"""
 return {
   images: Array.from(document.images).map(i => ({src: i.currentSrc || i.src, ok: i.complete && i.naturalWidth > 0})),
   resources: performance.getEntriesByType('resource').map(r => r.name),
@@ -36,6 +36,20 @@ return {
       i => i.naturalWidth > 0 && i.getBoundingClientRect().width < 0.95 * i.naturalWidth).map(
       i => (i.currentSrc || i.src).split('/').pop()),
   banner: (document.querySelector('.announcement') || {textContent: ''}).textContent.trim(),
+  // Claim ids laid out over several lines with a break that does not follow a dot or an underscore.
+  broken_ids: Array.from(document.querySelectorAll('table.claims-table td:first-child, table code')).filter(
+      e => /^[a-z0-9_]+\.[a-z0-9_]+$/.test(e.textContent.trim())).filter(e => {
+    const text = e.textContent, walker = document.createTreeWalker(e, NodeFilter.SHOW_TEXT), tops = [];
+    for (let n = walker.nextNode(); n; n = walker.nextNode())
+      for (let i = 0; i < n.length; i++) {
+        const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 1);
+        const box = r.getClientRects()[0]; if (box) tops.push(box.top);
+      }
+    if (tops.length !== text.length) return false;
+    for (let i = 1; i < text.length; i++)
+      if (tops[i] > tops[i - 1] + 2 && !'._'.includes(text[i - 1])) return true;
+    return false;
+  }).map(e => e.textContent.trim()),
 };
 """
 
@@ -65,6 +79,7 @@ class PageReport:
     clipped_code: int = 0  # code blocks wider than their box
     shrunk_images: list[str] = field(default_factory=list)  # figures drawn smaller than saved
     banner: str = ""  # the announcement on top of every page (a smoke site's warning)
+    broken_ids: list[str] = field(default_factory=list)  # claim ids wrapped mid-word
 
     def has_claims_table(self) -> bool:
         """A table with a verdict column (a claims table) or the verdict counts (PASS, FAIL, ...)."""
@@ -114,7 +129,7 @@ def open_pages(pages: list[Path], shots: Path, width: int = 1280, max_height: in
                 table_headers=state["tables"], screenshot=shot, overflow_px=overflow,
                 cut_tables_px=[int(x) for x in state["cut_tables"]], content_px=int(state["content_px"]),
                 clipped_code=int(state["clipped_code"]), shrunk_images=list(state["shrunk_images"]),
-                banner=state["banner"]))
+                banner=state["banner"], broken_ids=list(state["broken_ids"])))
     finally:
         driver.quit()
     return reports

@@ -58,8 +58,10 @@ SPHINX_CONFIG = {
 # off to the right of a column a little over 700 px wide. The notebooks' claims tables (the class
 # that fedrepro.claims.claims_table_style sets) become one card per claim: id, statement and verdict
 # on the first line, source and interval on the second, the evidence across the whole card. The
-# landing and results pages' markdown tables wrap long tokens (a claim id, a config key) instead,
-# except in the third column, where those tables put the verdict.
+# landing and results pages' markdown tables wrap long tokens (a config key, a path) instead,
+# except in the third column, where those tables put the verdict. A claim id wraps only after a dot
+# or an underscore (fedrepro.claims.core.breakable_id marks those points), since an id broken
+# mid-word reads as two words; code keeps its words whole unless one alone is wider than the column.
 # On a wide window the content column grows (furo's is 46em, about half of a 1400 px window); a
 # figure keeps its saved size (its text is checked to be at least 8 pt at that size) and scrolls
 # inside its cell rather than shrinking; code wraps rather than running past the right edge.
@@ -74,11 +76,11 @@ div.highlight pre, div.cell_output pre { white-space: pre-wrap; overflow-wrap: a
 div.cell_output table td { vertical-align: top; }
 table.claims-table, table.claims-table tbody { display: block; width: 100%; }
 table.claims-table thead { display: none; }
-table.claims-table tr { display: grid; grid-template-columns: minmax(0, 2fr) minmax(0, 3fr) auto;
+table.claims-table tr { display: grid; grid-template-columns: minmax(min-content, 2fr) minmax(0, 3fr) auto;
   gap: 0.25em 1em; padding: 0.6em 0.2em; border-bottom: 1px solid #ccc; }
 table.claims-table td { display: block; overflow-wrap: anywhere; text-align: left; padding: 0.1em 0.3em; }
 table.claims-table td::before { display: block; font-size: 0.75em; color: #666; }
-table.claims-table td:nth-child(1) { grid-column: 1; grid-row: 1; font-family: monospace; }
+table.claims-table td:nth-child(1) { grid-column: 1; grid-row: 1; font-family: monospace; overflow-wrap: break-word; }
 table.claims-table td:nth-child(3) { grid-column: 2; grid-row: 1; }
 table.claims-table td:nth-child(4) { grid-column: 3; grid-row: 1; font-weight: bold; }
 table.claims-table td:nth-child(2) { grid-column: 1; grid-row: 2; font-size: 0.9em; }
@@ -92,7 +94,7 @@ table.claims-table td:nth-child(5)::before { content: "effect [90% interval], re
 table.claims-table td:nth-child(6)::before { content: "evidence"; }
 article table.docutils td { overflow-wrap: anywhere; }
 article table.docutils td:nth-child(3) { overflow-wrap: normal; }
-article table.docutils code { white-space: normal; overflow-wrap: anywhere; }
+article table.docutils code { white-space: normal; overflow-wrap: break-word; }
 """
 
 
