@@ -215,8 +215,9 @@ def test_clip_weights_may_name_a_folder_with_one_file_per_architecture(tmp_path,
 
 @pytest.mark.rehearsal
 def test_the_ci_subset_rehearses_end_to_end(tmp_path, monkeypatch):
-    """One notebook per paper at the paper profile on the full-size models, rendered; its claims are
-    REHEARSAL (or NOT RUN), never PASS or FAIL; the step times and the cost file are written."""
+    """The CI subset (FedPFT's and pFedCSPC's cheapest notebooks) at the paper profile on the full-size
+    models, rendered; its claims are REHEARSAL (or NOT RUN), never PASS or FAIL; the step times and
+    the cost file are written."""
     from fedrepro.claims.core import claims_dir, recorded_claims
     from tests.rehearsal_data import write_shaped_data
 
@@ -233,3 +234,43 @@ def test_the_ci_subset_rehearses_end_to_end(tmp_path, monkeypatch):
     assert report["rehearsal"]["step_times"]  # the runs' models, timed
     cost = rehearsal.load_cost(tmp_path / "out")
     assert {r["notebook"] for r in cost["notebooks"]} >= {"fedpft/15_time.ipynb", "pfedcspc/08_gradcam.ipynb"}
+
+
+def _rehearsal_steps_bench():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "bench" / "rehearsal_steps.py"
+    spec = importlib.util.spec_from_file_location("rehearsal_steps", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_rehearsal_pass_is_costed_run_by_run_and_each_run_once(monkeypatch):
+    """bench/rehearsal_steps.py --rehearsal-cost: (steps + fine-tuning steps) x step_s + setup_s per run."""
+    monkeypatch.delenv(ENV_REHEARSE, raising=False)
+    bench = _rehearsal_steps_bench()
+    # 6 candidates (8 clients, 2 held out) at half participation: 3 a round; rounds 2 and 3 evaluated.
+    cfg = make_config("smoke", train__rounds=3, train__participation=0.5, train__local_epochs=2,
+                      train__max_local_batches=2, train__eval_every=2, train__eval_finetune_epochs=1,
+                      train__global_eval=True, data__num_clients=8, data__holdout_clients=2,
+                      data__max_test_per_client=4)
+    assert bench.run_counts(cfg) == {"client_steps": 3 * 3 * 2 * 2, "finetune_steps": 2 * 8 * 1 * 2,
+                                     "test_images": 2 * 8 * 4 * 2}
+    steps = {rehearsal.model_label(cfg): {"step_s": 500.0, "setup_s": 7.0}}
+    one = (36 + 32) * 500.0 + 7.0
+    assert bench.run_seconds(cfg, steps) == one
+    assert bench.run_seconds(cfg, {}) is None  # its model not timed
+    with pytest.raises(ValueError, match="not a rehearsal config"):
+        bench.run_counts(cfg.replace(**{"train.max_local_batches": None}))
+    # Two notebooks share run a; b is a second run; c waits for a learning-rate search.
+    a, b, c = cfg, cfg.replace(seed=1), cfg.replace(seed=2)
+    cost = bench.pass_cost({"p/1.ipynb": ["a", "b"], "p/2.ipynb": ["a"], "00_tour.ipynb": ["b"]}, {"a": a, "b": b},
+                           steps, {"c": c}, workers=2)
+    assert [r["cpu_s"] for r in cost["notebooks"]] == [2 * one, one, one]
+    assert cost["papers"]["p"]["runs"] == 2 and cost["papers"]["tour"]["runs"] == 1
+    assert cost["total"]["runs"] == 3 and cost["total"]["client_steps"] == 3 * 36
+    assert cost["total"]["cpu_hours"] == round(3 * one / 3600, 2) and cost["after_searches"]["cpu_s"] == one
+    assert cost["total"]["wall_hours"] == round(1.5 * one / 3600, 2)  # 3 runs on 2 workers
+    assert bench.pass_cost({}, {"a": a}, steps, workers=2)["total"]["wall_hours"] == round(one / 3600, 2)  # one run
