@@ -16,6 +16,12 @@ and written where the results pages read it (``--out``, default the output root'
 
     PYTHONPATH=. python bench/rehearsal_steps.py --data /tmp/rehearsal-data --json bench/rehearsal_steps.json
 
+The cost table committed beside the code (``bench/paper_cost.json``, which every profile's results
+pages print): the paper profile's plan at a quiet CPU's and a GPU's measured steps, timing nothing::
+
+    PYTHONPATH=. python bench/rehearsal_steps.py --only none --cpu-json bench/rehearsal_steps_xeon.json \
+        --gpu-json bench/gpu_h100.json --out bench/paper_cost.json
+
 ``--rehearsal-cost STEPS``: time nothing; predict the wall time of the rehearsal pass itself (``make
 rehearse``) from the step times a ``--json`` of this bench holds (``bench/rehearsal_steps_xeon.json``),
 per notebook, per paper and in total (:func:`pass_cost`), and write it to ``--json``.
@@ -100,6 +106,8 @@ def main() -> None:
                     "pass itself from the step times in this file (a --json of this bench)")
     ap.add_argument("--workers", type=int, default=2, help="with --rehearsal-cost: the pool's workers (wall time)")
     ap.add_argument("--out", default=None, help="the cost file (default: the output root's)")
+    ap.add_argument("--cpu-json", default=None, help="take the CPU column's step times from this file (a --json "
+                    "this bench wrote on a quiet CPU, e.g. bench/rehearsal_steps_xeon.json) instead of timing them")
     ap.add_argument("--gpu-json", default=None, help="take the GPU column's step times from this file (a --json "
                     "this bench wrote on a GPU, or bench/gpu_h100.json) instead of the cost file's")
     args = ap.parse_args()
@@ -166,13 +174,19 @@ def cost(args, out: Path) -> None:
         cpu_steps, gpu = found or before.get("step_times") or {}, gpu_section(before)
     if args.gpu_json:
         gpu = read_gpu_steps(Path(args.gpu_json))
+    measured = {}
+    if args.cpu_json:  # a quiet machine's steps, measured before (e.g. bench/rehearsal_steps_xeon.json)
+        given = json.loads(Path(args.cpu_json).read_text())
+        cpu_steps = given["step_times"]
+        measured = {"cpu": given.get("cpu"), "cores": given.get("cores"),
+                    "source": f"bench/rehearsal_steps.py ({args.cpu_json})"}
     table = cost_table(the_plan.readers, the_plan.runs, cpu_steps, gpu)
     report = {"cpu": cpu_model(), "cores": cpu_cores(), "plan_s": round(plan_s, 1), "step_times": found,
               "device": sorted({r["device"] for r in found.values()}),
               "load": os.getloadavg()}
     if args.json:
         Path(args.json).write_text(json.dumps({**report, "notebooks": table}, indent=1) + "\n")
-    write_cost(out, cpu_steps, table, {"cores": cpu_cores()}, gpu)
+    write_cost(out, cpu_steps, table, {"cores": cpu_cores(), **measured}, gpu)
     for row in table:
         print(f"{row['notebook']}: {row['runs']} runs, {row['client_steps']:,} client steps, "
               f"{row['cpu_hours']} CPU-hours ({row['unknown']} not costed), {row['gpu_hours']} GPU-hours "

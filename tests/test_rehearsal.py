@@ -3,6 +3,7 @@ and the cost table (fedrepro/config.py, fedrepro/claims/core.py, fedrepro/app/re
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -189,8 +190,18 @@ def test_the_paper_profiles_pages_show_the_rehearsals_cost_and_rehearsal_verdict
     row = {"claim_id": c.id, "paper": c.paper, "source": c.source, "statement": c.statement, "verdict": REHEARSAL,
            "interval": "", "evidence": "rehearsal runs, the numbers mean nothing"}
     save_claims(pd.DataFrame([row]), "fedotp_01_label_shift", "paper")
+    save_claims(pd.DataFrame([{**row, "verdict": "INCONCLUSIVE"}]), "fedotp_01_label_shift", "laptop")
+    # Before any rehearsal: the committed table, on every profile's pages (GPU-hours on the H100).
+    for profile in ("paper", "laptop"):
+        page = write_pages(profile, tmp_path)["fedotp"].read_text()
+        assert "## Cost at paper scale" in page and "NVIDIA H100" in page
+        assert "measured by bench/rehearsal_steps.py (bench/rehearsal_steps_xeon.json)" in page
+        assert "| `fedotp/01_label_shift.ipynb` | 45 |" in page
     page = write_pages("paper", tmp_path)["fedotp"].read_text()
-    assert "1 REHEARSAL" in page and "No rehearsal has run" in page
+    assert "1 REHEARSAL" in page
+    monkeypatch.setattr(rehearsal, "COMMITTED_COST", Path("no_such_cost.json"))
+    assert "No rehearsal has run" in write_pages("paper", tmp_path)["fedotp"].read_text()
+    assert "## Cost at paper scale" not in write_pages("laptop", tmp_path)["fedotp"].read_text()
     steps = {"CLIP RN50": {"step_s": 2.0, "runs": 3}}
     table = [{"notebook": "fedotp/01_label_shift.ipynb", "runs": 45, "client_steps": 9000, "models": ["CLIP RN50"],
               "cpu_hours": 5.0, "unknown": 0, "gpu_hours": None},

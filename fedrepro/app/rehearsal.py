@@ -37,7 +37,7 @@ from ..errors import ConfigError
 from ..env.jsonfiles import NUMBER, read_json_file
 from ..env.settings import (ENV_DATA_ROOT, ENV_FIGURES, ENV_OUTPUT, ENV_REHEARSAL_BUDGET, ENV_RUNS,
                             ENV_VIT_B16_WEIGHTS, REHEARSAL_ROOT, configure, output_path, output_root)
-from ..env.host import cpu_model, environ_set
+from ..env.host import cpu_model, environ_set, repo_root
 from ..pretrain.rehearsal_weights import write_rehearsal_weights
 
 # The output root's folder the rehearsal writes under (its runs, notebooks, claims, weights).
@@ -228,8 +228,9 @@ def write_cost(path: Path, steps: Mapping[str, Mapping], table: list, report: Ma
     from ..runs.store import atomic_write_json
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(path, {"cpu": cpu_model(), "cores": report.get("cores"), "wall_s": report.get("wall_s"),
-                             "commit": report.get("commit"), "gpu": dict(gpu) if gpu else None,
+    atomic_write_json(path, {"cpu": report.get("cpu") or cpu_model(), "cores": report.get("cores"),
+                             "wall_s": report.get("wall_s"), "commit": report.get("commit"),
+                             "source": report.get("source"), "gpu": dict(gpu) if gpu else None,
                              "step_times": dict(steps), "notebooks": table})
 
 
@@ -248,6 +249,17 @@ def read_cost(path: Path) -> dict | None:
 def load_cost(root: Path | None = None) -> dict | None:
     """The last rehearsal's cost table (:func:`cost_path`); None when no rehearsal has run."""
     return read_cost(cost_path(root))
+
+
+# The cost table committed with the code (bench/rehearsal_steps.py --cpu-json --gpu-json --out): the
+# paper profile's plan costed at step times measured on a quiet CPU and on a GPU, so that every
+# profile's results pages can say what a notebook costs at paper scale before anyone rehearses.
+COMMITTED_COST = Path("bench") / "paper_cost.json"
+
+
+def committed_cost() -> dict | None:
+    """:data:`COMMITTED_COST` in the repository, checked; None where the package runs without it."""
+    return read_cost(repo_root() / COMMITTED_COST)
 
 
 GPU_STEP_FIELDS = {"device": str, "step_times": dict}
@@ -275,8 +287,12 @@ def cost_lines(cost: Mapping | None, keep) -> list[str]:
     card = (gpu or {}).get("device", "a GPU")
     lines += [f"Predicted training time of each notebook at the paper profile: its runs' client steps at the paper's "
               f"schedule (rounds × clients a round × local epochs × mini-batches) times the time of one client step "
-              f"on its model, measured by the rehearsal on {cost['cpu']} ({cost.get('cores')} cores; where other "
-              f"jobs shared them, the times are upper bounds): {steps or 'none measured'}. "
+              f"on its model, measured by {cost.get('source') or 'the rehearsal'} on {cost['cpu']} "
+              f"({cost.get('cores')} cores; where other jobs shared them, the times are upper bounds): "
+              f"{steps or 'none measured'}. "
+              + ("A CLIP step was timed on a client's first update, which also encodes the client's training split "
+                 "through the frozen image encoder once (`fedrepro.models.clip_cache`), so the CLIP rows are upper "
+                 "bounds. " if any(m.startswith("CLIP") for m in cost["step_times"]) else "")
               + (f"GPU: one run at a time on {card}, at the steps measured there ({gpu_steps})." if gpu
                  else "GPU: not measured."), "",
               f"| notebook | runs | client steps | models | CPU-hours on this CPU | GPU-hours on {card} |",

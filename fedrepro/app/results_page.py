@@ -20,7 +20,7 @@ from ..errors import ConfigError
 from ..env.host import commits_since, git_commit, repo_root
 from ..env.jsonfiles import NUMBER, read_json_file
 from .reproduce import reused_runs
-from .rehearsal import cost_lines, load_cost
+from .rehearsal import committed_cost, cost_lines, load_cost
 from ..env.settings import output_path
 from ..papers import PAPERS
 from ..claims.core import KEPT, REHEARSAL, breakable_id, kept_records, record_name, shown_verdicts
@@ -229,8 +229,9 @@ def _timings_table(rows: list[dict], timings: dict | None = None) -> list[str]:
 
 def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: str, cost: dict | None = None) -> str:
     """The Markdown page of one paper's claims at ``profile`` and its notebooks' timings; at the paper
-    profile also each notebook's predicted cost from the last rehearsal (``cost``,
-    :func:`fedrepro.app.rehearsal.load_cost`)."""
+    profile, and wherever ``cost`` is given, each notebook's predicted cost at paper scale (``cost``: the
+    last rehearsal's, :func:`fedrepro.app.rehearsal.load_cost`, or the committed one,
+    :func:`fedrepro.app.rehearsal.committed_cost`)."""
     group = claims[claims["paper"] == paper].sort_values(["notebook", "claim_id"], na_position="last")
     counts = group["verdict"].value_counts()
     lines = [f"# {paper}: results at the {profile} profile", "", f"{_title(paper)}.", "",
@@ -283,7 +284,7 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
                   *_timings_table(rows, timings)]
     else:
         lines.append("No timings for this paper's notebooks in this pass's report.")
-    if profile == "paper":
+    if profile == "paper" or cost is not None:
         lines += ["", *cost_lines(cost, lambda nb: notebook_paper(nb) == paper)]
     return "\n".join(lines) + "\n"
 
@@ -495,7 +496,8 @@ def write_pages(profile: str, root: Path | None = None, *, timings: Path | None 
     out = Path(out) if out is not None else output_path("results", profile, root, create=True)
     out.mkdir(parents=True, exist_ok=True)
     pages = {"index": index_page(profile, claims, combined, commit)}
-    cost = load_cost(root) if profile == "paper" else None
+    # A rehearsal's own cost table where the paper profile has one, else the committed one.
+    cost = (load_cost(root) if profile == "paper" else None) or committed_cost()
     pages.update({p: paper_page(p, profile, claims, _for_paper(combined, p), commit, cost) for p in _papers(claims)})
     written = {}
     for name, text in pages.items():
