@@ -285,3 +285,13 @@ def test_the_rehearsal_pass_is_costed_run_by_run_and_each_run_once(monkeypatch):
     assert cost["total"]["cpu_hours"] == round(3 * one / 3600, 2) and cost["after_searches"]["cpu_s"] == one
     assert cost["total"]["wall_hours"] == round(1.5 * one / 3600, 2)  # 3 runs on 2 workers
     assert bench.pass_cost({}, {"a": a}, steps, workers=2)["total"]["wall_hours"] == round(one / 3600, 2)  # one run
+
+
+def test_the_step_bench_times_a_client_met_again_apart_from_its_first_update(tmp_path):
+    """bench/rehearsal_steps.py times each client's first update and one client's second, so a method
+    that does per-client work once (a CLIP method's encoding) shows it as first_s above again_s."""
+    from support import tiny_config
+
+    result = _rehearsal_steps_bench().time_steps(tiny_config(tmp_path), 3)
+    assert result["steps_timed"] == 2 and result["again_s"] > 0 and result["first_s"] > 0
+    assert result["step_s"] > 0 and result["model_input"] == 8 and result["on_gpu"] in (False, True)
