@@ -134,8 +134,8 @@ def main() -> None:
 
 def cost(args, out: Path) -> None:
     """Time each full-size model's client step, then cost the paper-profile plan with the times."""
-    from fedrepro.app.rehearsal import (cost_table, gpu_section, model_label, read_cost, read_gpu_steps,
-                                        write_cost)
+    from fedrepro.app.rehearsal import (cost_table, gpu_section, model_label, paper_profile_runs, read_cost,
+                                        read_gpu_steps, write_cost)
     from fedrepro.app.reproduce import numbered_notebooks
     from fedrepro.env.host import cpu_cores, cpu_model, repo_root
     from fedrepro.papers.plan import plan
@@ -188,7 +188,8 @@ def cost(args, out: Path) -> None:
         cpu_steps = given["step_times"]
         measured = {"cpu": given.get("cpu"), "cores": given.get("cores"),
                     "source": f"bench/rehearsal_steps.py ({args.cpu_json})"}
-    table = cost_table(the_plan.readers, the_plan.runs, cpu_steps, gpu)
+    # Timed on the rehearsal's runs above; costed on the paper profile's own (every seed of each row).
+    table = cost_table(*paper_profile_runs(numbered_notebooks(repo_root()), nb_root), cpu_steps, gpu)
     report = {"cpu": cpu_model(), "cores": cpu_cores(), "plan_s": round(plan_s, 1), "step_times": found,
               "device": sorted({r["device"] for r in found.values()}),
               "load": os.getloadavg()}

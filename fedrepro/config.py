@@ -414,6 +414,11 @@ _NAME_ARGS = (("data", "dataset", "dataset_args"), ("data", "partition", "partit
 def _apply(base: dict, layer: Mapping[str, Any]) -> None:
     """Merge one override layer, first resetting the arguments of any name it changes."""
     layer = _expand_dotted(layer)
+    record, train = base.get("rehearsal"), layer.get("train")
+    if record and isinstance(train, Mapping) and "rehearsal" not in layer:
+        # A layer that sets the schedule of a rehearsed config sets the paper's value, even where it
+        # equals the cut's (FedOTP's E = 1 on CIFAR-100): rehearse_dict could not tell them apart.
+        record.setdefault("paper", {}).update({k: train[k] for k in REHEARSED_FIELDS if k in train})
     for section, name_key, args_key in _NAME_ARGS:
         sec = layer.get(section)
         if isinstance(sec, Mapping) and name_key in sec and sec[name_key] != base[section][name_key]:

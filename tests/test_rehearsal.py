@@ -196,7 +196,7 @@ def test_the_paper_profiles_pages_show_the_rehearsals_cost_and_rehearsal_verdict
         page = write_pages(profile, tmp_path)["fedotp"].read_text()
         assert "## Cost at paper scale" in page and "NVIDIA H100" in page
         assert "measured by bench/rehearsal_steps.py (bench/rehearsal_steps_xeon.json)" in page
-        assert "| `fedotp/01_label_shift.ipynb` | 45 |" in page
+        assert "| `fedotp/01_label_shift.ipynb` | 135 |" in page  # three seeds of 45 rows
     page = write_pages("paper", tmp_path)["fedotp"].read_text()
     assert "1 REHEARSAL" in page
     monkeypatch.setattr(rehearsal, "COMMITTED_COST", Path("no_such_cost.json"))
@@ -295,3 +295,48 @@ def test_the_step_bench_times_a_client_met_again_apart_from_its_first_update(tmp
     result = _rehearsal_steps_bench().time_steps(tiny_config(tmp_path), 3)
     assert result["steps_timed"] == 2 and result["again_s"] > 0 and result["first_s"] > 0
     assert result["step_s"] > 0 and result["model_input"] == 8 and result["on_gpu"] in (False, True)
+
+
+def test_the_committed_cost_table_costs_todays_paper_plan():
+    """bench/paper_cost.json, which every profile's pages print, has a row for each notebook that the
+    paper profile trains, with the runs today's plan gives it (every seed, the tuned rows beside their
+    searches): a changed setup must refresh it
+    (bench/rehearsal_steps.py --only none --cpu-json ... --gpu-json ... --out bench/paper_cost.json)."""
+    from fedrepro.app.reproduce import numbered_notebooks
+    from fedrepro.env.host import repo_root
+
+    readers, _ = rehearsal.paper_profile_runs(numbered_notebooks(repo_root()), repo_root() / "notebooks")
+    planned = {nb: len(h) for nb, h in readers.items() if h}
+    committed = {r["notebook"]: r["runs"] for r in rehearsal.committed_cost()["notebooks"]}
+    assert committed == planned
+
+
+def test_a_layer_that_sets_the_cut_value_records_it_as_the_papers(monkeypatch):
+    """FedOTP trains CIFAR-100 with E = 1, the value the cut sets too: the rehearsal still records the
+    paper's E = 1 (not the profile's default before the layer), so its cost multiplies out E = 1."""
+    from fedrepro.config import ENV_REHEARSE, make_config
+
+    monkeypatch.setenv(ENV_REHEARSE, "1")
+    base = make_config("paper")
+    assert base.rehearsal["paper"]["local_epochs"] != 1 or base.train.local_epochs == 1
+    cfg = base.replace(**{"train.local_epochs": 1, "train.rounds": 150})
+    assert cfg.rehearsal["paper"]["local_epochs"] == 1 and cfg.rehearsal["paper"]["rounds"] == 150
+    assert cfg.train.local_epochs == 1 and cfg.train.rounds == 2
+    # Rebuilding a cut config from its own dict (its record beside it) keeps the paper's values.
+    again = base.replace(**{"train.local_epochs": 7}).to_dict()
+    assert make_config("paper", overrides=again).rehearsal["paper"]["local_epochs"] == 7
+
+
+def test_the_cost_table_counts_every_seed_the_paper_profile_trains(monkeypatch):
+    """A rehearsal trains one seed of each row; the paper profile trains three, so the table costs
+    three runs for each rehearsed one (PEP-FedPT's privacy notebook: 2 rehearsal runs, 6 paper runs)."""
+    from fedrepro.config import ENV_REHEARSE
+    from fedrepro.env.host import repo_root
+    from fedrepro.papers.plan import plan
+
+    monkeypatch.setenv(ENV_REHEARSE, "1")
+    nb = repo_root() / "notebooks" / "pep_fedpt" / "06_privacy.ipynb"
+    cut = plan([nb], nb.parent.parent, "paper")
+    readers, runs = rehearsal.paper_profile_runs([nb], nb.parent.parent)
+    assert len(readers["pep_fedpt/06_privacy.ipynb"]) == 3 * len(cut.readers["pep_fedpt/06_privacy.ipynb"])
+    assert all(not c.rehearsal and c.train.rounds > 2 for c in runs.values())

@@ -183,6 +183,26 @@ def predicted_seconds(cfg: RunConfig, steps: Mapping[str, Mapping]) -> float | N
     return None if step is None or n is None else n * float(step["step_s"])
 
 
+def paper_profile_runs(notebooks: Iterable[Path], nb_root: Path) -> tuple[dict[str, list[str]], dict[str, RunConfig]]:
+    """What the paper profile trains for each of ``notebooks``, as :func:`cost_table` reads it
+    (notebook -> run hashes, hash -> config), made as the paper profile makes it even while a
+    rehearsal is set: every seed of each row (a rehearsal trains one), the paper's budgets, and for a
+    table that waits for a learning-rate search, the search's runs and the rows it tunes at their
+    setup's rates (one run each once tuned). A sequential claim's later seed stages are not in it."""
+    from ..papers.plan import plan  # defers the papers, which import torch
+
+    readers: dict[str, list[str]] = {}
+    runs: dict[str, RunConfig] = {}
+    with environ_set({ENV_REHEARSE: None}):
+        for path in notebooks:
+            one = plan([path], nb_root, "paper")
+            rel = str(path.relative_to(nb_root))
+            runs.update(one.runs)
+            runs.update(one.after_searches)
+            readers[rel] = [*one.readers[rel], *one.after_searches]
+    return readers, runs
+
+
 def cost_table(readers: Mapping[str, list[str]], runs: Mapping[str, RunConfig], steps: Mapping[str, Mapping],
                gpu: Mapping | None = None) -> list:
     """Per notebook (``readers``: notebook -> the hashes of its runs, as the plan has them): its

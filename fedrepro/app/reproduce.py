@@ -45,7 +45,8 @@ from ..execute.local import estimate_cost, gpus_of, run_pool
 from ..execute.local import Task
 from ..execute.progress import PassProgress
 from ..config import REHEARSAL_CLIENTS, REHEARSAL_ROUNDS
-from .rehearsal import cost_path, cost_table, gpu_section, read_cost, rehearsal_env, step_times, write_cost
+from .rehearsal import (cost_path, cost_table, gpu_section, paper_profile_runs, read_cost, rehearsal_env, step_times,
+                        write_cost)
 
 if TYPE_CHECKING:
     from ..papers.plan import Plan
@@ -317,7 +318,9 @@ def _cost_of_plan(profile: str, only: str | None, runs_dir: str, gpu: dict | Non
     of its own (as :func:`_planned`)."""
     notebooks, the_plan, *_ = _planned(profile, only, 1, runs_dir)
     steps = step_times(the_plan.runs.values())
-    return steps, cost_table(the_plan.readers, the_plan.runs, steps, gpu)
+    # The rehearsal's runs give the step times; the paper profile's own runs (every seed) the table.
+    readers, runs = paper_profile_runs(notebooks, repo_root() / "notebooks")
+    return steps, cost_table(readers, runs, steps, gpu)
 
 
 def _rehearsal_cost(report: dict, profile: str, only: str | None, cost_file: Path) -> None:
