@@ -38,6 +38,7 @@ from ..env.jsonfiles import NUMBER, read_json_file
 from ..env.settings import (ENV_DATA_ROOT, ENV_FIGURES, ENV_OUTPUT, ENV_REHEARSAL_BUDGET, ENV_RUNS,
                             ENV_VIT_B16_WEIGHTS, REHEARSAL_ROOT, configure, output_path, output_root)
 from ..env.host import cpu_model, environ_set, repo_root
+from ..papers.plan import plan
 from ..pretrain.rehearsal_weights import write_rehearsal_weights
 
 # The output root's folder the rehearsal writes under (its runs, notebooks, claims, weights).
@@ -189,8 +190,6 @@ def paper_profile_runs(notebooks: Iterable[Path], nb_root: Path) -> tuple[dict[s
     rehearsal is set: every seed of each row (a rehearsal trains one), the paper's budgets, and for a
     table that waits for a learning-rate search, the search's runs and the rows it tunes at their
     setup's rates (one run each once tuned). A sequential claim's later seed stages are not in it."""
-    from ..papers.plan import plan  # defers the papers, which import torch
-
     readers: dict[str, list[str]] = {}
     runs: dict[str, RunConfig] = {}
     with environ_set({ENV_REHEARSE: None}):
