@@ -131,6 +131,35 @@ def next_stage(verdict: str, n_read: int, max_seeds: int) -> int | None:
     return plan[plan.index(n_read) + 1]
 
 
+def interval_verdict(low: float, high: float, requires: str, bound: float) -> str:
+    """The verdict of an interval ``[low, high]`` against what a claim ``requires`` of its effect
+    (:class:`Test`): PASS when it clears ``bound`` whole, FAIL when it falls short whole, else
+    INCONCLUSIVE."""
+    if requires == ">":
+        return "PASS" if low > bound else "FAIL" if high <= bound else "INCONCLUSIVE"
+    if requires == "<":
+        return "PASS" if high < bound else "FAIL" if low >= bound else "INCONCLUSIVE"
+    b = abs(bound)
+    return "PASS" if -b <= low and high <= b else "FAIL" if low > b or high < -b else "INCONCLUSIVE"
+
+
+def shift_to_change(low: float, high: float, requires: str, bound: float) -> float:
+    """The smallest shift of the interval ``[low, high]`` (in its own units, either way) that changes
+    its :func:`interval_verdict`: how far a drift of the effect must carry it before it decides
+    differently. The verdict is constant between the bound's crossings of either end, so only those
+    crossings are candidates."""
+    b = abs(bound) if requires == "within" else bound
+    ends = (-b, b) if requires == "within" else (b,)
+    now = interval_verdict(low, high, requires, bound)
+    best = math.inf
+    for edge in ends:
+        for cross in (edge - low, edge - high):
+            for s in (cross - 1e-9, cross + 1e-9):
+                if interval_verdict(low + s, high + s, requires, bound) != now:
+                    best = min(best, abs(s))
+    return best
+
+
 @dataclass(frozen=True)
 class Test:
     """An effect measured once per seed, its t interval, and what the claim requires of it:
@@ -186,12 +215,7 @@ class Test:
     @property
     def verdict(self) -> str:
         _, low, high = self.interval
-        if self.requires == ">":
-            return "PASS" if low > self.bound else "FAIL" if high <= self.bound else "INCONCLUSIVE"
-        if self.requires == "<":
-            return "PASS" if high < self.bound else "FAIL" if low >= self.bound else "INCONCLUSIVE"
-        b = abs(self.bound)
-        return "PASS" if -b <= low and high <= b else "FAIL" if low > b or high < -b else "INCONCLUSIVE"
+        return interval_verdict(low, high, self.requires, self.bound)
 
     def __bool__(self) -> bool:
         raise TypeError("a Test has three verdicts; read .verdict (PASS, FAIL or INCONCLUSIVE)")
@@ -253,6 +277,23 @@ class Test:
             return f"{self.name}: {self.interval_text} (exact: no seed changes it) → {self.verdict}"
         per = ", ".join(self._num(v, 1) for v in self.values)
         return f"{self.name}: {self.interval_text} (per seed {per}; seeds {list(self.seeds)}) → {self.verdict}"
+
+
+# Test.interval_text of a bounded interval, at the end of a claim's interval (after the deciding
+# test's name when a claim has several): mean, low, high, requirement, bound, unit.
+_INTERVAL_TEXT = re.compile(r"([+-]\d+(?:\.\d+)?)( [^\s\[]+|[^\s\[]*) \[([+-]\d+(?:\.\d+)?), ([+-]\d+(?:\.\d+)?)\], "
+                            r"required (> |< |within ±)([+-]?\d+(?:\.\d+)?)\2$")
+
+
+def read_interval(text: str) -> tuple[float, float, str, float, str] | None:
+    """``(low, high, requires, bound, unit)`` of a recorded claim's interval as displayed
+    (:attr:`Test.interval_text`; unit " pts" for accuracy differences); None for an empty or
+    unbounded interval."""
+    m = _INTERVAL_TEXT.search(text or "")
+    if not m:
+        return None
+    _, unit, low, high, need, bound = m.groups()
+    return float(low), float(high), {"> ": ">", "< ": "<", "within ±": "within"}[need], float(bound), unit
 
 
 def exceeds(name: str, values, seeds, bound: float = 0.0, **display) -> Test:

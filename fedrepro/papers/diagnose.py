@@ -6,8 +6,12 @@ A verdict other than PASS has four common causes, and the store can tell them ap
   rule of :mod:`fedrepro.analysis.by_round`), or the claim's verdict changed in the last quarter of
   the rounds when the convergence notebooks cut the runs short. More rounds could change it either
   way. Moving runs whose verdict has held over the last half of the rounds are not budget (see
-  **not a budget artefact**). The runs are those the claim's check selected (recorded with its
-  verdict); for a check on rows that name no run (a derived table), all the runs its notebook read.
+  **not a budget artefact**), nor are runs that move too slowly to matter: where the claim's effect
+  is an accuracy difference, :func:`reach` bounds how far the moving runs could carry its mean over
+  :data:`REACH_WINDOWS` more windows at their last window's pace, and when that is less than the
+  shift that would change its verdict (:func:`needed_shift`), more rounds are not what it lacks.
+  The runs are those the claim's check selected (recorded with its verdict); for a check on rows
+  that name no run (a derived table), all the runs its notebook read.
 - **noise**: the verdict changed back and forth in the last quarter of the rounds (more than once):
   each round's scores straddle the bound, so more seeds, not more rounds, would steady an
   INCONCLUSIVE; a FAIL's seeds agree at the last round, so the round chosen as final decides it.
@@ -39,7 +43,7 @@ import pandas as pd
 from ..analysis.by_round import FLAT_TOLERANCE, FLAT_WINDOW, FLAT_Z, change_rounds, judge
 from ..runs.store import RunResult
 from ..runs.store import atomic_write_json
-from ..claims.core import claims_dir
+from ..claims.core import claims_dir, read_interval, shift_to_change
 from ..env import trace
 from ..env.settings import output_path
 from ..env.jsonfiles import NUMBER, read_json_file
@@ -47,14 +51,18 @@ from .verdicts import notebook_path
 
 LATE_SHARE = 0.25  # a verdict that changed in the last quarter of the rounds has not settled
 SETTLED_SHARE = 0.5  # one that held over the last half has, whether or not its runs still move
+# How far moving runs are extrapolated: two more flatness windows at their last window's pace. Our
+# choice: curves that flatten slow down, so two windows of the last one's pace over-reach.
+REACH_WINDOWS = 2
 # The rules of the module doc in one sentence, for the results pages.
 RULES_IN_BRIEF = (
     "**budget** when the runs it compares (or, for a check on a derived table, the runs its notebook read) were "
-    "still moving at their last rounds and its verdict had not held over the last half of the rounds, or it changed "
+    "still moving at their last rounds, fast enough that two more windows at that pace could carry its interval "
+    "across the bound, and its verdict had not held over the last half of the rounds, or it changed "
     "once in the last quarter, **noise** when it went back and forth there (more seeds, not more rounds, would "
-    "steady it), **seeds** when runs that are flat, or a verdict that has held over the last half of the rounds, "
-    "give per-seed effects on both sides of the bound (or one seed), **not a budget artefact** when a FAIL has "
-    "flat runs or a verdict that has held over the last half of the rounds")
+    "steady it), **seeds** when runs that are flat or too slow to matter, or a verdict that has held over the last "
+    "half of the rounds, give per-seed effects on both sides of the bound (or one seed), **not a budget artefact** "
+    "when a FAIL has such runs or such a verdict")
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,7 @@ class Movement:
     moving: int        # of those, runs that are not flat by the rule of fedrepro.analysis.by_round
     largest: float     # the largest |change| in accuracy (fraction), 0 when no run qualifies
     whose: str = "its notebook read"  # which runs: those the claim compares, or its notebook's
+    total: float = math.nan  # the sum of the moving runs' |change| (fraction); NaN when not summed
 
     def text(self) -> str:
         return (f"{self.moving} of {self.runs} runs {self.whose} still moved over their last "
@@ -95,7 +104,19 @@ def movement(hashes, runs_dir: Path, whose: str = "its notebook read", cache: di
         if cache[h] is not None:
             judged.append(cache[h])
     return Movement(len(judged), sum(not flat for _, flat in judged),
-                    max((abs(c) for c, _ in judged), default=0.0), whose)
+                    max((abs(c) for c, _ in judged), default=0.0), whose,
+                    sum(abs(c) for c, flat in judged if not flat))
+
+
+def reach(moved: Movement | None, seeds: int) -> float:
+    """How far, in points, the mean paired effect of a claim on ``seeds`` seeds could still drift if
+    every moving run kept its last window's pace for :data:`REACH_WINDOWS` more windows, all in the
+    direction that matters: a run moves its seed's effect by its own change, so the mean moves by the
+    changes' sum over the seeds. An upper bound (the runs need not move together, or at all); NaN
+    when the movement was not summed or the seeds are unknown."""
+    if moved is None or not seeds or math.isnan(moved.total):
+        return math.nan
+    return REACH_WINDOWS * 100 * moved.total / seeds
 
 
 def _by_round_dir(claims_dir: Path) -> Path:
@@ -125,16 +146,37 @@ def last_change(verdicts: pd.DataFrame) -> dict[str, tuple[int, int, int]]:
     return out
 
 
+def needed_shift(interval) -> float:
+    """The shift in points that would change the verdict of a recorded claim's interval
+    (:func:`fedrepro.claims.core.shift_to_change`); NaN when it is not an accuracy difference in
+    points or is unbounded."""
+    read = read_interval(interval) if isinstance(interval, str) else None
+    if read is None or read[4] != " pts":
+        return math.nan
+    return shift_to_change(*read[:4])
+
+
+def seed_count(evidence: str, seeds) -> int:
+    """How many seeds a claim's deciding test read: the fewest of its tests' ``seeds [...]`` in its
+    evidence (fewer seeds, more reach), else its recorded ``seeds``; 0 when neither says."""
+    groups = [len([s for s in g.split(",") if s.strip()]) for g in re.findall(r"seeds \[([^\]]*)\]", evidence or "")]
+    if groups:
+        return min(groups)
+    return len(seeds) if isinstance(seeds, (list, tuple)) else 0
+
+
 def _one_seed(evidence: str) -> bool:
     seeds = re.findall(r"seeds \[([^\]]*)\]", evidence or "")
     return bool(seeds) and all(len([s for s in group.split(",") if s.strip()]) == 1 for group in seeds)
 
 
 def likely_cause(verdict: str, evidence: str, moved: Movement | None,
-                 changed: tuple[int, int, int] | None = None) -> str:
+                 changed: tuple[int, int, int] | None = None, needed: float = math.nan, seeds: int = 0) -> str:
     """The likely cause of a verdict other than PASS (rules: module doc); "" for PASS, NOT RUN, and a
     claim with no stored runs to inspect, and a REHEARSAL (its numbers mean nothing). ``changed`` is
-    the claim's entry of :func:`last_change`."""
+    the claim's entry of :func:`last_change`; ``needed`` the shift in points that would change the
+    verdict of its interval (NaN for an effect in other units) and ``seeds`` how many seeds it read,
+    for :func:`reach`."""
     if verdict in ("PASS", "NOT RUN", "REHEARSAL"):
         return ""
     last_round, cuts, flips = changed if changed else (0, 0, 0)
@@ -150,7 +192,9 @@ def likely_cause(verdict: str, evidence: str, moved: Movement | None,
     settled = bool(changed) and last_round <= (1 - SETTLED_SHARE) * cuts
     held = ((f"its verdict has been the same at every cut since round {last_round} of {cuts}" if last_round
              else f"its verdict was the same at every cut of rounds 1 to {cuts}") if changed else "")
-    if moving and not settled:
+    far = reach(moved, seeds)
+    outpaced = moving and far < needed  # the runs move, but too slowly to carry the interval across
+    if moving and not settled and not outpaced:
         if late:
             return f"budget: the verdict changed at round {last_round} of {cuts}, and {moved.text()}"
         return f"budget: {moved.text()}" + (f", though {held}" if changed else "")
@@ -158,8 +202,10 @@ def likely_cause(verdict: str, evidence: str, moved: Movement | None,
         return f"budget: the verdict changed at round {last_round} of {cuts}"
     if _one_seed(evidence):
         return "seeds: it rests on one seed, so there is no interval"
-    if moving:  # settled: the runs still move, the verdict has not for half the rounds
-        why = f"{held}, though {moved.text()}"
+    if moving:  # settled (the verdict has not moved for half the rounds) or outpaced
+        why = (f"{held}, though {moved.text()}" if settled else moved.text()) + (
+            f", but {REACH_WINDOWS} more windows at that pace would move its effect by at most {far:.2f} pts, "
+            f"less than the {needed:.2f} pts that would change its verdict" if outpaced else "")
     elif moved and moved.runs:
         why = f"the {moved.runs} runs {moved.whose} are flat" + (" and the verdict settled" if changed else "")
     else:
@@ -204,7 +250,8 @@ def causes(profile: str, claims: pd.DataFrame, runs_dir: Path | None = None,
                 hashes = [e["hash"] for e in events if e.get("event") == "run"]
                 moved[nb] = movement(hashes, runs_dir, cache=judged) if hashes else None
             here = moved.get(nb)
-        out[i] = likely_cause(row["verdict"], evidence, here, changed.get(row["claim_id"]))
+        out[i] = likely_cause(row["verdict"], evidence, here, changed.get(row["claim_id"]),
+                              needed_shift(row.get("interval")), seed_count(evidence, row.get("seeds")))
     return pd.Series(out, dtype=object)
 
 

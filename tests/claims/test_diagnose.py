@@ -1,11 +1,15 @@
 """Likely causes of a claim's verdict, read off stored runs and verdicts by round."""
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
 import fedrepro
-from fedrepro.papers.diagnose import FLAT_WINDOW, Movement, _trace_name, causes, last_change, likely_cause, movement
+from fedrepro.claims import core
+from fedrepro.claims.core import exceeds, near_zero, read_interval, shift_to_change
+from fedrepro.papers.diagnose import (FLAT_WINDOW, REACH_WINDOWS, Movement, _trace_name, causes, last_change,
+                                      likely_cause, movement, needed_shift, reach, seed_count)
 from tests.support import tiny_config
 
 
@@ -65,6 +69,58 @@ def test_one_cause_per_claim_consistent_with_its_verdict(verdict, changed, movin
         assert not cause.startswith("not a budget artefact")
 
 
+@pytest.mark.parametrize("test", [
+    exceeds("A − B", [0.01, 0.03, 0.02], [0, 1, 2], 0.05),            # FAIL
+    exceeds("A − B", [0.01, 0.06, -0.02], [0, 1, 2], 0.0),            # INCONCLUSIVE
+    exceeds("A − B", [0.07, 0.08, 0.09], [0, 1, 2], 0.0),             # PASS
+    near_zero("A − B", [0.004, -0.003, 0.001], [0, 1, 2], 0.01),      # PASS
+    near_zero("A − B", [0.03, -0.02, 0.01], [0, 1, 2], 0.01),         # INCONCLUSIVE
+    near_zero("A − B", [-0.04, -0.03, -0.05], [0, 1, 2], 0.01),       # FAIL
+    core.Test("A − B", (0.02, 0.01, 0.03), (0, 1, 2), "<", 0.015)])
+def test_the_shift_that_changes_a_verdict_is_the_smallest_that_does(test):
+    low, high, requires, bound, unit = read_interval(test.interval_text)
+    assert unit == " pts" and requires == test.requires
+    need = shift_to_change(low, high, requires, bound)
+    values = np.asarray(test.values)
+    moved = [core.Test(test.name, tuple(values + s / 100), test.seeds, test.requires, test.bound).verdict
+             for s in (need - 0.02, -need + 0.02)]
+    assert moved == [test.verdict] * 2  # a shift short of it, either way, leaves the verdict (read at 2 decimals)
+    assert {core.Test(test.name, tuple(values + s / 100), test.seeds, test.requires, test.bound).verdict
+            for s in (need + 0.02, -need - 0.02)} - {test.verdict}  # and one just past it, one way, changes it
+
+
+def test_an_interval_reads_back_only_when_bounded():
+    assert read_interval("name: x: -1.47 pts [-5.16, +2.23], required > +1.83 pts") == (-5.16, 2.23, ">", 1.83, " pts")
+    assert read_interval("+6 rounds [-6.16, +18.2], required > +0.00 rounds")[4] == " rounds"
+    assert read_interval("+1.00 pts [−∞, +∞], required > +0.00 pts") is None
+    assert read_interval("") is None and np.isnan(needed_shift("+6 rounds [-6.16, +18.2], required > +0.00 rounds"))
+    assert seed_count("a (seeds [0, 1, 2, 3, 4]); b (seeds [0, 1, 2])", [0, 1, 2, 3, 4]) == 3
+    assert seed_count("", [0, 1, 2, 3]) == 4 and seed_count("", None) == 0
+
+
+def test_runs_too_slow_to_carry_the_interval_across_are_not_budget():
+    # Five seeds; one run of ten moved by 1.5 points: two more windows move the mean effect by at most 0.6.
+    slow = Movement(10, 1, 0.015, "it compares", 0.015)
+    assert reach(slow, 5) == pytest.approx(REACH_WINDOWS * 1.5 / 5)
+    interval = "+0.68 pts [-0.98, +2.33], required > +0.00 pts"  # 0.98 from a decision
+    cause = likely_cause("INCONCLUSIVE", "seeds [0, 1, 2, 3, 4]", slow, None, needed_shift(interval), 5)
+    assert cause.startswith("seeds: the per-seed effects straddle the bound (1 of 10 runs it compares still moved")
+    assert "at most 0.60 pts, less than the 0.98 pts" in cause
+    fail = "-6.76 pts [-8.66, -4.85], required > +0.63 pts"
+    assert likely_cause("FAIL", "seeds [0, 1, 2, 3, 4]", Movement(10, 3, 0.022, "it compares", 0.06), None,
+                        needed_shift(fail), 5).startswith("not a budget artefact: 3 of 10 runs")
+    # Fast enough, or an interval 0.18 from the bound: budget, as before; and so without a reach.
+    near = "-1.28 pts [-2.73, +0.18], required > +0.00 pts"
+    assert likely_cause("INCONCLUSIVE", "seeds [0, 1, 2, 3, 4]", slow, None, needed_shift(near),
+                        5).startswith("budget:")
+    assert likely_cause("INCONCLUSIVE", "", slow, None, needed_shift(interval), 0).startswith("budget:")
+    assert likely_cause("INCONCLUSIVE", "seeds [0, 1, 2]", Movement(10, 1, 0.015), None,
+                        needed_shift(interval), 3).startswith("budget:")  # movement not summed: no reach
+    # A verdict that changed late is budget however slow the runs.
+    assert likely_cause("FAIL", "seeds [0, 1, 2, 3, 4]", slow, (19, 20, 1), needed_shift(fail), 5).startswith(
+        "budget: the verdict changed")
+
+
 def test_movement_reads_stored_rounds(tmp_path):
     cfg = tiny_config(tmp_path, **{"train.rounds": 2 * FLAT_WINDOW})
     fedrepro.run(cfg)
@@ -72,6 +128,7 @@ def test_movement_reads_stored_rounds(tmp_path):
     acc = fedrepro.run(cfg).rounds["acc_mean"].dropna().to_numpy()
     change = acc[-FLAT_WINDOW:].mean() - acc[-2 * FLAT_WINDOW:-FLAT_WINDOW].mean()
     assert m.runs == 1 and m.moving == int(abs(change) >= 0.005) and abs(m.largest - abs(change)) < 1e-12
+    assert m.total == pytest.approx(abs(change) if m.moving else 0.0)
     short = tiny_config(tmp_path, **{"train.rounds": 3})
     fedrepro.run(short)
     assert movement([short.hash()], tmp_path / "runs").runs == 0  # too few rounds to judge
