@@ -53,3 +53,21 @@ def test_records_its_claims_under_the_name_the_pages_and_the_plan_look_for(path)
     # A notebook saved under another name would keep its claims off its kept record, and the plan
     # could not grow its sequential claims' seeds.
     assert all(n == want for n in names), f"{path.name}: save_claims under {names}, expected {want!r}"
+
+
+@pytest.mark.parametrize("path", numbered_notebooks(ROOT), ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_notebook_with_a_sequential_claim_lets_its_seed_stages_reach_it(path):
+    import re
+
+    from fedrepro.claims import CLAIMS
+    from fedrepro.papers import load_all
+
+    load_all()
+    source = "".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"])
+    sequential = [i for i in set(re.findall(r"\"([a-z_]+\.[a-z0-9_.]+)\"", source))
+                  if i in CLAIMS and CLAIMS.get(i).max_seeds > 3]
+    # SEEDS = None reaches the tables, which continue the profile's seeds to the stage a sequential
+    # claim reached (fedrepro.papers.claim_seeds); fixing it to the profile's default first would keep
+    # the claim at 3 seeds however many the plan trains.
+    assert not sequential or "default_seeds(PROFILE)" not in source, \
+        f"{path.name}: resolves SEEDS to the profile's default, so the stages of {sorted(sequential)} never reach them"
