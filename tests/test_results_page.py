@@ -318,3 +318,27 @@ def test_a_claim_id_wraps_only_after_a_dot_or_an_underscore():
     row = {"claim_id": "tour.fedavg_beats_local", "source": "s", "statement": "t", "verdict": "PASS",
            "interval": "[1, 2]", "evidence": "e"}
     assert "tour.<wbr>fedavg_<wbr>beats_<wbr>local" in claims_table_style(pd.DataFrame([row])).to_html()
+
+
+def test_a_kept_claim_whose_runs_are_stored_gets_todays_cause_and_one_whose_runs_are_not_keeps_its_own(stored):
+    import fedrepro
+    from fedrepro.env.settings import output_path
+    from fedrepro.papers.diagnose import FLAT_WINDOW
+    from tests.support import tiny_config
+
+    cfg = tiny_config(stored, **{"train.rounds": 2 * FLAT_WINDOW, "runs_dir": str(output_path("runs", "laptop",
+                                                                                              stored))})
+    fedrepro.run(cfg)
+    write_pages("laptop", stored)
+    path = stored / "docs" / "results" / "laptop" / "claims" / "fedotp_01_label_shift.json"
+    record = json.loads(path.read_text())
+    for row in record["claims"]:  # as an older rule left them
+        row.update(cause="an older rule's cause", runs=[cfg.hash()] if row["verdict"] == "INCONCLUSIVE" else ["0" * 16])
+    path.write_text(json.dumps(record))
+    _second_pass(stored, ["fedotp/02_dirichlet.ipynb"], "bead123",
+                 {"fedotp_02_dirichlet": [_row("fedotp.beats_promptfl_low_alpha", "PASS")]})
+    write_pages("laptop", stored)
+    rows = {r["claim_id"]: r for r in json.loads(path.read_text())["claims"]}
+    # The INCONCLUSIVE claim's run is stored: today's rule reads it; the other's is not: its cause stays.
+    assert rows["fedotp.gamma_inverted_u"]["cause"].split(":")[0] in ("budget", "seeds")
+    assert rows["fedotp.beats_promptfl_pathological"]["cause"] == "an older rule's cause"

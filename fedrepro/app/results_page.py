@@ -459,6 +459,25 @@ def _combined(claims, report: dict | None, commit: str | None, kept: dict[str, d
     return claims, combined, records
 
 
+def _caused_anew(kept: dict[str, dict], profile: str, root: Path | None) -> dict[str, dict]:
+    """``kept`` with today's likely cause (:func:`fedrepro.papers.diagnose.causes`) on each kept claim
+    whose compared runs are all in this store: the cause is an analysis of those runs, not part of
+    the verdict, so a changed rule reaches it. A claim whose runs are elsewhere keeps the cause its
+    record states."""
+    from ..papers.diagnose import causes
+
+    runs_dir = output_path("runs", profile, root)
+    at = [(key, i) for key, r in kept.items() for i, row in enumerate(r.get("claims", []))
+          if row.get("runs") and all((runs_dir / h / "config.json").is_file() for h in row["runs"])]
+    if not at:
+        return kept
+    fresh = causes(profile, pd.DataFrame([kept[k]["claims"][i] for k, i in at]), runs_dir=runs_dir, root=root)
+    out = {k: {**r, "claims": list(r["claims"])} for k, r in kept.items()}
+    for (key, i), cause in zip(at, fresh.tolist()):
+        out[key]["claims"][i] = {**out[key]["claims"][i], "cause": cause}
+    return out
+
+
 def _for_paper(combined: dict | None, paper: str) -> dict | None:
     """The combined report's parts that hold a notebook of ``paper``."""
     if combined is None:
@@ -491,6 +510,7 @@ def write_pages(profile: str, root: Path | None = None, *, timings: Path | None 
         raise ConfigError(f"profile={profile!r}: no notebook has recorded claims in {claims_dir(profile, root)}; "
                           f"run `fedrepro reproduce --profile {profile}` first")
     claims = claims.assign(cause=causes(profile, claims, root=root))
+    kept = _caused_anew(kept, profile, root)
     claims, combined, records = _combined(claims, report, commit, kept)
     commit = _commit(report, commit)
     out = Path(out) if out is not None else output_path("results", profile, root, create=True)
