@@ -335,10 +335,21 @@ def test_a_kept_claim_whose_runs_are_stored_gets_todays_cause_and_one_whose_runs
     for row in record["claims"]:  # as an older rule left them
         row.update(cause="an older rule's cause", runs=[cfg.hash()] if row["verdict"] == "INCONCLUSIVE" else ["0" * 16])
     path.write_text(json.dumps(record))
+    tour = stored / "docs" / "results" / "laptop" / "claims" / "00_tour.json"
+    record = json.loads(tour.read_text())
+    for row in record["claims"]:
+        row.update(cause="an older rule's cause", runs=["0" * 16])
+        row.pop("cause_rules", None)
+    tour.write_text(json.dumps(record))
     _second_pass(stored, ["fedotp/02_dirichlet.ipynb"], "bead123",
                  {"fedotp_02_dirichlet": [_row("fedotp.beats_promptfl_low_alpha", "PASS")]})
-    write_pages("laptop", stored)
+    pages = write_pages("laptop", stored)
     rows = {r["claim_id"]: r for r in json.loads(path.read_text())["claims"]}
     # The INCONCLUSIVE claim's run is stored: today's rule reads it; the other's is not: its cause stays.
     assert rows["fedotp.gamma_inverted_u"]["cause"].split(":")[0] in ("budget", "seeds")
     assert rows["fedotp.beats_promptfl_pathological"]["cause"] == "an older rule's cause"
+    # A cause kept from an earlier version of the rules says so, with the commit that read it.
+    assert ("likely cause (read at `f00ba12` by an earlier version of these rules): an older rule's cause"
+            in pages["tour"].read_text())
+    gamma = pages["fedotp"].read_text().split("- reason: ")
+    assert any(r.startswith("the interval straddles the bound; likely cause: ") for r in gamma[1:])

@@ -201,8 +201,17 @@ def _reason(row) -> str:
         return ""
     if verdict in ("NOT RUN", REHEARSAL):
         return row["evidence"]
-    cause = _likely_cause(row["claim_id"]) or (row.get("cause") if isinstance(row.get("cause"), str) else "")
-    cause = f"likely cause: {cause}" if cause else NO_CAUSE
+    from ..papers.diagnose import RULES_VERSION  # defers torch (the store), as write_pages does
+
+    own = _likely_cause(row["claim_id"])
+    cause = own or (row.get("cause") if isinstance(row.get("cause"), str) else "")
+    if cause and not own and row.get("cause_rules") != RULES_VERSION:
+        # Read off runs this store lacks, by the rules of the pass that recorded it.
+        at = row.get("commit") if isinstance(row.get("commit"), str) and row.get("commit") else "an older commit"
+        cause = f"likely cause (read at `{at}` by an earlier version of these rules): {cause}"
+    elif cause:
+        cause = f"likely cause: {cause}"
+    cause = cause or NO_CAUSE
     return f"the interval straddles the bound; {cause}" if verdict == "INCONCLUSIVE" else cause
 
 
@@ -464,7 +473,7 @@ def _caused_anew(kept: dict[str, dict], profile: str, root: Path | None) -> dict
     whose compared runs are all in this store: the cause is an analysis of those runs, not part of
     the verdict, so a changed rule reaches it. A claim whose runs are elsewhere keeps the cause its
     record states."""
-    from ..papers.diagnose import causes
+    from ..papers.diagnose import RULES_VERSION, causes
 
     runs_dir = output_path("runs", profile, root)
     at = [(key, i) for key, r in kept.items() for i, row in enumerate(r.get("claims", []))
@@ -474,7 +483,7 @@ def _caused_anew(kept: dict[str, dict], profile: str, root: Path | None) -> dict
     fresh = causes(profile, pd.DataFrame([kept[k]["claims"][i] for k, i in at]), runs_dir=runs_dir, root=root)
     out = {k: {**r, "claims": list(r["claims"])} for k, r in kept.items()}
     for (key, i), cause in zip(at, fresh.tolist()):
-        out[key]["claims"][i] = {**out[key]["claims"][i], "cause": cause}
+        out[key]["claims"][i] = {**out[key]["claims"][i], "cause": cause, "cause_rules": RULES_VERSION}
     return out
 
 
@@ -499,7 +508,7 @@ def write_pages(profile: str, root: Path | None = None, *, timings: Path | None 
     that last rendered it, and the pages name each part's commit and pass. The records are written
     anew beside the pages."""
     from ..papers.verdicts import collect_claims
-    from ..papers.diagnose import causes
+    from ..papers.diagnose import RULES_VERSION, causes
 
     report = load_timings(profile, root, timings)
     claims = collect_claims(profile, root)
@@ -509,7 +518,7 @@ def write_pages(profile: str, root: Path | None = None, *, timings: Path | None 
         # Nothing recorded (a fresh checkout): keep the committed pages rather than write all NOT RUN.
         raise ConfigError(f"profile={profile!r}: no notebook has recorded claims in {claims_dir(profile, root)}; "
                           f"run `fedrepro reproduce --profile {profile}` first")
-    claims = claims.assign(cause=causes(profile, claims, root=root))
+    claims = claims.assign(cause=causes(profile, claims, root=root), cause_rules=RULES_VERSION)
     kept = _caused_anew(kept, profile, root)
     claims, combined, records = _combined(claims, report, commit, kept)
     commit = _commit(report, commit)

@@ -54,6 +54,9 @@ SETTLED_SHARE = 0.5  # one that held over the last half has, whether or not its 
 # How far moving runs are extrapolated: two more flatness windows at their last window's pace. Our
 # choice: curves that flatten slow down, so two windows of the last one's pace over-reach.
 REACH_WINDOWS = 2
+# The version of these rules, recorded with each cause they read: a kept cause of an earlier version
+# (its runs not in the store to read again) is shown as such. Raise it when a rule changes.
+RULES_VERSION = 2  # 2: runs too slow to carry the interval across the bound are not budget (reach)
 # The rules of the module doc in one sentence, for the results pages.
 RULES_IN_BRIEF = (
     "**budget** when the runs it compares (or, for a check on a derived table, the runs its notebook read) were "
