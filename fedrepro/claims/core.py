@@ -577,6 +577,18 @@ def compare(results: pd.DataFrame, a: Mapping[str, object], b: Mapping[str, obje
     return test, evidence
 
 
+# How a grid column reads in a claim's labels and evidence: the papers' symbol where they have one,
+# else the config key itself.
+SETTING_NAMES = {"data.partition_args.alpha": "α", "data.partition_args.shots": "shots", "method.args.gamma": "γ",
+                 "method.args.r_f": "R_f", "method.args.tau_p": "τ_p", "train.participation": "participation"}
+
+
+def setting(over: str, value: object) -> str:
+    """One grid value as a claim's label says it: ``setting("data.partition_args.alpha", 0.5)`` is
+    ``"α=0.5"`` (:data:`SETTING_NAMES`)."""
+    return f"{SETTING_NAMES.get(over, over)}={value}"
+
+
 def compare_each(results: pd.DataFrame, a: Mapping[str, object], b: Mapping[str, object], over: str, *,
                  metric: str = "best", margin: float = 0.0, label_a: str = "A", label_b: str = "B"
                  ) -> tuple[list[Test], str]:
@@ -588,11 +600,11 @@ def compare_each(results: pd.DataFrame, a: Mapping[str, object], b: Mapping[str,
     for value in sorted(results[over].dropna().unique()):
         try:
             test, ev = compare(results, {**a, over: value}, {**b, over: value}, metric=metric, margin=margin,
-                               label_a=f"{label_a} ({over}={value})", label_b=label_b)
+                               label_a=f"{label_a} ({setting(over, value)})", label_b=label_b)
         except MissingResults:
             continue
         tests.append(test)
-        lines.append(f"[{over}={value}: {test.verdict}] {ev}")
+        lines.append(f"[{setting(over, value)}: {test.verdict}] {ev}")
     if not tests:
         raise MissingResults(f"no value of {over} has runs for both sides")
     return tests, "; ".join(lines)
@@ -613,10 +625,10 @@ def within(results: pd.DataFrame, where: Mapping[str, object], col_a: str, col_b
         except MissingResults:
             continue
         seeds = sorted(set(va.index) & set(vb.index))
-        label = f"{col_a} − {col_b}" + ("" if value is None else f" ({over}={value})")
+        label = f"{col_a} − {col_b}" + ("" if value is None else f" ({setting(over, value)})")
         test = near_zero(label, va.loc[seeds].to_numpy() - vb.loc[seeds].to_numpy(), seeds, tol)
         tests.append(test)
-        prefix = "" if value is None else f"[{over}={value}] "
+        prefix = "" if value is None else f"[{setting(over, value)}] "
         lines.append(f"{prefix}{col_a} {100 * va.mean():.2f} vs {col_b} {100 * vb.mean():.2f}; {test.text()}")
     if not tests:
         raise MissingResults(f"no runs with {dict(where)}")

@@ -71,7 +71,7 @@ def test_fedavg_over_the_pfl_methods_checks_each_method():
     t.loc[t["method.name"] == "fedcac", "probe"] = 0.74
     out = evaluate_claims(t, ids=["fedpft.fedavg_probe_beats_pfl"])
     assert out["verdict"].iloc[0] == "FAIL"
-    assert "fedcac: [data.partition_args.alpha=0.5: FAIL]" in out["evidence"].iloc[0]
+    assert "fedcac: [α=0.5: FAIL]" in out["evidence"].iloc[0]
 
 
 def test_fedpft_beats_fedavg_at_every_alpha_or_cannot_tell():
@@ -87,7 +87,7 @@ def test_fedpft_beats_fedavg_at_every_alpha_or_cannot_tell():
                   for m, v in (("fedpft", pft), ("fedavg", avg))])
     out = evaluate_claims(noisy, ids=[cid])
     assert out["verdict"].iloc[0] == "INCONCLUSIVE", out["evidence"].iloc[0]
-    assert "alpha=0.5) − FedAvg: +3.00 pts [" in out["interval"].iloc[0]  # the α = 0.5 test decides
+    assert "(α=0.5) − FedAvg: +3.00 pts [" in out["interval"].iloc[0]  # the α = 0.5 test decides
     # One seed proves nothing, however large the gap.
     assert verdict(noisy[(noisy["seed"] == 0) & (noisy[A] == 0.1)], cid) == "INCONCLUSIVE"
 
