@@ -580,7 +580,8 @@ def compare(results: pd.DataFrame, a: Mapping[str, object], b: Mapping[str, obje
 # How a grid column reads in a claim's labels and evidence: the papers' symbol where they have one,
 # else the config key itself.
 SETTING_NAMES = {"data.partition_args.alpha": "α", "data.partition_args.shots": "shots", "method.args.gamma": "γ",
-                 "method.args.r_f": "R_f", "method.args.tau_p": "τ_p", "train.participation": "participation"}
+                 "method.args.r_f": "R_f", "method.args.tau_p": "τ_p", "train.participation": "participation",
+                 "method.args.n_prompts": "n_κ", "method.args.n_rho": "n_ρ"}
 
 
 def setting(over: str, value: object) -> str:
