@@ -162,15 +162,20 @@ def needed_shift(interval) -> float:
 def seed_count(evidence: str, seeds) -> int:
     """How many seeds a claim's deciding test read: the fewest of its tests' ``seeds [...]`` in its
     evidence (fewer seeds, more reach), else its recorded ``seeds``; 0 when neither says."""
-    groups = [len([s for s in g.split(",") if s.strip()]) for g in re.findall(r"seeds \[([^\]]*)\]", evidence or "")]
+    groups = _seed_groups(evidence)
     if groups:
         return min(groups)
     return len(seeds) if isinstance(seeds, (list, tuple)) else 0
 
 
+def _seed_groups(evidence: str) -> list[int]:
+    """How many seeds each ``seeds [...]`` of a claim's evidence lists."""
+    return [len([s for s in g.split(",") if s.strip()]) for g in re.findall(r"seeds \[([^\]]*)\]", evidence or "")]
+
+
 def _one_seed(evidence: str) -> bool:
-    seeds = re.findall(r"seeds \[([^\]]*)\]", evidence or "")
-    return bool(seeds) and all(len([s for s in group.split(",") if s.strip()]) == 1 for group in seeds)
+    groups = _seed_groups(evidence)
+    return bool(groups) and all(n == 1 for n in groups)
 
 
 def likely_cause(verdict: str, evidence: str, moved: Movement | None,
