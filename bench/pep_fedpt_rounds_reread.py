@@ -12,7 +12,7 @@ verdict of the rule (points); per method, how many runs are flat at each cut. Ev
 laptop budget (fedrepro/papers/pep_fedpt/setup.py), not a claim."""
 import argparse
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from fedrepro.env import trace
@@ -42,9 +42,7 @@ def reread(root: Path) -> dict:
                 flat[cfg.method.name][r] += int(is_flat)
         runs.append({"hash": h, "method": cfg.method.name, "method_args": cfg.method.args, "seed": cfg.seed,
                      "rounds": len(acc), "cuts": cuts})
-    counts = defaultdict(int)
-    for r in runs:
-        counts[r["method"]] += 1
+    counts = Counter(r["method"] for r in runs)
     summary = {m: {"runs": counts[m], **{f"flat_at_{c}": flat[m][c] for c in CUTS}} for m in sorted(counts)}
     return {"notebook": NOTEBOOK, "cuts": list(CUTS), "summary": summary, "runs": runs}
 

@@ -584,10 +584,16 @@ SETTING_NAMES = {"data.partition_args.alpha": "α", "data.partition_args.shots":
                  "method.args.n_prompts": "n_κ", "method.args.n_rho": "n_ρ"}
 
 
+def setting_name(over: str) -> str:
+    """A grid column as a claim's label says it: ``"α"`` for ``"data.partition_args.alpha"``
+    (:data:`SETTING_NAMES`), else the key itself."""
+    return SETTING_NAMES.get(over, over)
+
+
 def setting(over: str, value: object) -> str:
     """One grid value as a claim's label says it: ``setting("data.partition_args.alpha", 0.5)`` is
-    ``"α=0.5"`` (:data:`SETTING_NAMES`)."""
-    return f"{SETTING_NAMES.get(over, over)}={value}"
+    ``"α=0.5"``."""
+    return f"{setting_name(over)}={value}"
 
 
 def compare_each(results: pd.DataFrame, a: Mapping[str, object], b: Mapping[str, object], over: str, *,

@@ -17,8 +17,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ...claims import arms
-from ...claims.core import (SETTING_NAMES, Claim, MissingResults, Test, below, compare, compare_each, exact, exceeds,
-                            gap_larger_in, paired, register_claim, select, setting, within)
+from ...claims.core import (Claim, MissingResults, Test, below, compare, compare_each, exact, exceeds, gap_larger_in,
+                            paired, register_claim, select, setting, setting_name, within)
 from ..reference import paper_table
 
 ALPHA = "data.partition_args.alpha"
@@ -612,7 +612,7 @@ def _prompt_count_robust(r: pd.DataFrame, col: str):
     test = below(f"{setting(col, hi)} (highest) − {setting(col, lo)} (lowest)", at_hi - at_lo, seeds,
                  PROMPT_RANGE_MAX)
     curve = ", ".join(f"{k}: {100 * v:.2f}" for k, v in means.items())
-    return test, f"{SETTING_NAMES.get(col, col)} → best acc: {curve}; {test.text()}"
+    return test, f"{setting_name(col)} → best acc: {curve}; {test.text()}"
 
 
 register_claim(Claim(
