@@ -167,6 +167,10 @@ class TrainConfig:
     # round it trained, so by-round cuts (fedrepro.analysis.by_round) read it up to the stop.
     stop_when_flat: bool = hp(False)
     flat_window: int = hp(5, ge=2)  # evaluated rounds per window; hashed only with stop_when_flat
+    # The first round at which the rule may stop a run (hashed only with stop_when_flat): a budget
+    # that a pilot found is trained in full, and only the runs still moving there train on. A run of
+    # the same config with this many fixed rounds is then a prefix of every such run.
+    flat_from: int = hp(0, ge=0)
     # At most this many mini-batches of a client's training split per pass over it (a local epoch,
     # or a feature-extraction pass), None: all of them. The rehearsal sets 1: one local step.
     max_local_batches: int | None = hp(None, ge=1)
@@ -186,9 +190,11 @@ _UNHASHED = ("device", "runs_dir", "progress")
 # older run folders keep their keys.
 _HASHED_IF_NOT = {("train", "global_eval"): False, ("train", "eval_finetune_epochs"): 0, ("train", "prompt_lr"): None,
                  ("train", "augment"): "none", ("data", "validation"): 0.0, ("train", "stop_when_flat"): False,
-                 ("train", "max_local_batches"): None, ("data", "max_test_per_client"): None}
+                 ("train", "max_local_batches"): None, ("data", "max_test_per_client"): None,
+                 ("train", "flat_from"): 0}
 # Fields that only mean something when another is on: hashed only then.
-_HASHED_WITH = {("train", "flat_window"): ("train", "stop_when_flat")}
+_HASHED_WITH = {("train", "flat_window"): ("train", "stop_when_flat"),
+                ("train", "flat_from"): ("train", "stop_when_flat")}
 
 
 @dataclass
@@ -235,7 +241,7 @@ class RunConfig:
                 d[section].pop(key)
         for (section, key), (on_section, on_key) in _HASHED_WITH.items():
             if not d[on_section].get(on_key):
-                d[section].pop(key)
+                d[section].pop(key, None)
         d["method"]["args"] = _non_default_method_args(self.method.name, self.method.args)
 
         d["fedrepro_version"] = __version__

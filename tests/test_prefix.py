@@ -54,3 +54,29 @@ def test_off_or_where_a_prefix_is_not_one_a_run_starts_from_round_0(tiny, monkey
     assert reads_total_rounds(setup(soup)[0]) and not reads_total_rounds(setup(cfg)[0])
     fedrepro.run(soup.replace(**{"train.rounds": 2}))
     assert "started_from" not in fedrepro.run(soup).meta
+
+
+def test_a_run_that_stops_when_flat_starts_from_the_fixed_run_up_to_flat_from(tiny, tmp_path, monkeypatch):
+    # A rate too small to move the model: flat from the start, so the rule stops a run at flat_from.
+    cfg = tiny(**{"train.rounds": 10, "train.lr": 1e-9, "train.stop_when_flat": True, "train.flat_window": 2,
+                  "train.flat_from": 6})
+    scratch = fedrepro.run(cfg.replace(runs_dir=str(tmp_path / "scratch")))
+    assert scratch.summary["rounds"] == 6 and scratch.summary["stopped_early"]
+    shared = cfg.replace(runs_dir=str(tmp_path / "shared"))
+    fixed = shared.replace(**{"train.stop_when_flat": False})
+    fedrepro.run(fixed.replace(**{"train.rounds": 7}))  # past flat_from: the rule would have stopped before
+    fedrepro.run(fixed.replace(**{"train.rounds": 5}))
+    monkeypatch.setenv(ENV_SHARE, "1")
+    res = fedrepro.run(shared)
+    assert res.meta["started_from"] == {"run": fixed.replace(**{"train.rounds": 5}).hash(), "round": 5}
+    assert _without_times(res.rounds).equals(_without_times(scratch.rounds))
+    assert res.clients.equals(scratch.clients)
+    assert _same_state(res.final_state(), scratch.final_state())
+    assert {k: v for k, v in res.summary.items() if not k.startswith("time_")} == \
+        {k: v for k, v in scratch.summary.items() if not k.startswith("time_")}
+    # A fixed run of exactly flat_from rounds whose curve is flat there: the run ends where it ended.
+    at = cfg.replace(runs_dir=str(tmp_path / "at"))
+    fedrepro.run(at.replace(**{"train.stop_when_flat": False, "train.rounds": 6}))
+    ended = fedrepro.run(at)
+    assert ended.meta["started_from"]["round"] == 6 and ended.summary["rounds"] == 6
+    assert _without_times(ended.rounds).equals(_without_times(scratch.rounds))

@@ -28,14 +28,17 @@ def next_stop(done: int, rounds: int, eval_every: int) -> int:
 
 
 def simulate_until_flat(method: Method, clients: Sequence[ClientData], *, seed: int, rounds: int,
-                        window: int, eval_every: int = 1, state: SimState | None = None,
+                        window: int, eval_every: int = 1, state: SimState | None = None, first: int = 0,
                         **kwargs: Any) -> SimState:
-    """:func:`~fedrepro.fl.engine.simulate` up to ``rounds``, stopping after the first evaluated round
-    at which the evaluated accuracies meet the flatness rule over ``window`` rounds (the window
-    counts evaluated rounds, as the analyses do). A resumed ``state`` that already meets it is
-    returned as it is. ``kwargs`` go to ``simulate`` (a checkpoint is also written at every evaluated
-    round, where the engine ends each call)."""
-    while state is None or (state.next_round < rounds and not rows_flat(state.round_rows, window)):
+    """:func:`~fedrepro.fl.engine.simulate` up to ``rounds``, stopping after the first evaluated round,
+    from round ``first`` on, at which the evaluated accuracies meet the flatness rule over ``window``
+    rounds (the window counts evaluated rounds, as the analyses do). A resumed ``state`` that already
+    meets it there is returned as it is. ``kwargs`` go to ``simulate`` (a checkpoint is also written at
+    every evaluated round, where the engine ends each call)."""
+    def may_stop(s: SimState) -> bool:
+        return s.next_round >= first and rows_flat(s.round_rows, window)
+
+    while state is None or (state.next_round < rounds and not may_stop(state)):
         done = 0 if state is None else state.next_round
         state = simulate(method, clients, seed=seed, rounds=next_stop(done, rounds, eval_every),
                          eval_every=eval_every, state=state, **kwargs)

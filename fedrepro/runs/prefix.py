@@ -17,6 +17,11 @@ A stored run ``r`` rounds long is a prefix only when nothing in it depended on i
   classes, conservatively);
 - it did not diverge, is not stale, and was made on the same partition.
 
+A run that stops when flat (``train.stop_when_flat``) trains its rounds as the same config without
+the rule does until it stops, and the rule cannot stop it before ``train.flat_from``: a stored run
+of that config without the rule, with at most ``flat_from`` rounds, is a prefix of it too. Such a
+run whose curve is flat at ``flat_from`` then ends there, as the stored run did.
+
 The per-round timings of the rounds it shares are the stored run's (the time it took to train them).
 """
 from __future__ import annotations
@@ -57,20 +62,26 @@ def reads_total_rounds(method) -> bool:
 
 def donor(cfg: RunConfig, store: RunStore, method, part_hash: str,
           stale: Callable[[RunConfig], bool]) -> RunResult | None:
-    """The longest stored run of ``cfg`` with fewer rounds that is a prefix of it (see the module's
-    conditions), or None."""
+    """The longest stored run that is a prefix of ``cfg``'s (see the module's conditions): of ``cfg``
+    with fewer rounds, or, for a run that stops when flat, of ``cfg`` without the rule with at most
+    ``train.flat_from`` rounds; or None."""
     t = cfg.train
     if reads_total_rounds(method):
         return None
-    for r in range(t.rounds - 1, 0, -1):
+    fixed = cfg.replace(**{"train.stop_when_flat": False}) if t.stop_when_flat else None
+    for r in range(t.rounds, 0, -1):
         if r % t.eval_every:
             continue
-        c = cfg.replace(**{"train.rounds": r})
-        if store.status(c) != "done" or stale(c):
-            continue
-        res = store.load(c)
-        if res.summary.get("diverged_round") is None and res.meta.get("partition_hash") == part_hash:
-            return res
+        # The same config with fewer rounds; for a run that stops when flat, also the config without
+        # the rule up to flat_from rounds (the longer first: it saves more).
+        candidates = ([fixed.replace(**{"train.rounds": r})] if fixed is not None and r <= t.flat_from else []) \
+            + ([cfg.replace(**{"train.rounds": r})] if r < t.rounds else [])
+        for c in candidates:
+            if store.status(c) != "done" or stale(c):
+                continue
+            res = store.load(c)
+            if res.summary.get("diverged_round") is None and res.meta.get("partition_hash") == part_hash:
+                return res
     return None
 
 

@@ -187,7 +187,7 @@ def train_inprocess(cfg: RunConfig, store: RunStore, status: str, ds: ImageDatas
         # method whose schedule reads train.rounds (a late phase, a schedule over all rounds) trains
         # them all: stopping it early would cut its schedule, not a flat tail.
         flat = flat_rule_applies(cfg, method)
-        engine = functools.partial(simulate_until_flat, window=t.flat_window) if flat else simulate
+        engine = functools.partial(simulate_until_flat, window=t.flat_window, first=t.flat_from) if flat else simulate
         with CheckpointWriter(path) as writer:  # written while the next round trains
             state = engine(method, clients, seed=cfg.seed, rounds=t.rounds, participation=t.participation,
                            eval_every=t.eval_every, state=state,

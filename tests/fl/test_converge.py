@@ -39,6 +39,10 @@ def test_the_option_is_hashed_only_when_on_and_its_window_only_with_it(tiny):
     on = cfg.replace(**ON)
     assert on.hash() != cfg.hash() and on.hashed_dict()["train"]["flat_window"] == 2
     assert on.replace(**{"train.flat_window": 3}).hash() != on.hash()
+    # flat_from likewise: nothing alone, hashed with the option once set away from 0.
+    assert cfg.replace(**{"train.flat_from": 6}).hash() == cfg.hash()
+    assert "flat_from" not in on.hashed_dict()["train"]
+    assert on.replace(**{"train.flat_from": 6}).hashed_dict()["train"]["flat_from"] == 6
     assert cfg.train.flat_window == FLAT_WINDOW  # the config's default window is the rule's
     with pytest.raises(ConfigError, match="flat_window"):
         cfg.replace(**{"train.flat_window": 1})
@@ -72,6 +76,11 @@ def test_a_curve_that_flattens_stops_and_one_that_keeps_rising_does_not(tiny, mo
     _scripted(monkeypatch, lambda r: 0.5)
     sparse = simulate_until_flat(method, clients, seed=0, rounds=20, window=2, eval_every=3, progress=False)
     assert sparse.next_round == 12  # the 4th evaluated round (3, 6, 9, 12)
+    # flat_from: a curve flat from the start is trained to that round, then stops at once.
+    method, clients, _ = setup(tiny())
+    _scripted(monkeypatch, lambda r: 0.5)
+    held = simulate_until_flat(method, clients, seed=0, rounds=12, window=2, first=7, progress=False)
+    assert held.next_round == 7
 
 
 def test_a_run_that_stops_early_holds_the_first_rounds_of_the_same_run_without_the_rule(tiny, monkeypatch):

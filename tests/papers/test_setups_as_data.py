@@ -33,7 +33,8 @@ PINNED_PROFILES = {
     # fda9acf81adc1ce4 and f81b857e8ec2ecb6); at smoke and laptop the two are the pathological and
     # heldout setups again, so only the list of pairs changes there.
     "pep_fedpt:smoke": "5479f5c3df5ed872",  # 10 variants
-    "pep_fedpt:laptop": "eb5f3c7fef12473c",  # 10 variants
+    # Laptop: every variant trains 30 rounds, then on until flat, up to 60 (earlier eb5f3c7fef12473c).
+    "pep_fedpt:laptop": "6388e94a0b3406d2",  # 10 variants
     "pep_fedpt:paper": "be5a7db40cd6bb4b",  # 10 variants
     # FedOTP: feature_shift:cluttered added at the small profiles (ours, over clutter); the other 12
     # variants' keys unchanged (without it the digests are the earlier d1f1c48d264d7a51 and 747c47cc3be08cfc).
@@ -49,7 +50,7 @@ PINNED_SETUPS = {
     "fedpft:laptop:feature_shift_pacs": "6de1b7c1d7515773",
     "pfedcspc:smoke:beta0.1": "d98c4a8523520cf0",
     "pfedcspc:paper:vireo172": "f1b106655e47f508",
-    "pep_fedpt:laptop:heldout_feature_shift": "950169d01a0f191c",
+    "pep_fedpt:laptop:heldout_feature_shift": "3ff458bd904f9d61",  # until flat (earlier 950169d01a0f191c)
     "pep_fedpt:paper:heldout_feature_shift": "9ea1ffd82ce64be1",  # ten classes (earlier b0a374a9c1ca62c0)
     "pep_fedpt:paper:inaturalist": "d1cd472c73571dbd",
     "pep_fedpt:paper:heldout_inaturalist": "88ee10e87afb511b",  # "on" inaturalist

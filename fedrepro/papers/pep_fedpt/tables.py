@@ -73,6 +73,10 @@ def lr_search(profile: str) -> CoordinateSearch | None:
     if profile not in LR_GRID:
         return None
     start = paper_setup("pep_fedpt", profile, "pathological")
+    if start.train.stop_when_flat:
+        # The search trains the fixed budget the pilot found (train.flat_from); the rows it tunes
+        # then train on from there until flat, so their first flat_from rounds are its runs' rounds.
+        start = start.replace(**{"train.stop_when_flat": False, "train.rounds": start.train.flat_from})
     smoke = profile == "smoke"
 
     def searched(cfg: RunConfig) -> bool:
