@@ -209,6 +209,7 @@ def test_shared_plot_curves_pass(tmp_path):
     class Run:
         def __init__(self, seed):
             self.rounds = pd.DataFrame({"round": range(1, 6), "acc_mean": np.linspace(0.5, 0.8, 5) + 0.01 * seed})
+            self.summary = {}
 
     fig, ax = plt.subplots()
     plot_curves({"fedavg": [Run(0), Run(1)], "fedpft": [Run(2)]}, ax=ax)

@@ -151,8 +151,9 @@ def test_paper_lookup_follows_the_tables_layout():
 
 
 class _Run:
-    def __init__(self, values):
+    def __init__(self, values, stopped_early=False):
         self.rounds = pd.DataFrame({"round": range(1, len(values) + 1), "acc_mean": values})
+        self.summary = {"stopped_early": True} if stopped_early else {}
 
 
 def test_curves_of_one_seed_have_no_band_and_are_marked():
@@ -163,6 +164,20 @@ def test_curves_of_one_seed_have_no_band_and_are_marked():
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["fedavg ¹", "fedpft"]
     assert matplotlib.colors.to_hex(ax.lines[0].get_color()) == style.method_style("fedavg").color
     plt.close(fig)
+
+
+def test_a_run_that_stopped_when_flat_holds_its_final_value_in_the_mean_curve():
+    fig, ax = plt.subplots()
+    # Seed 0 stopped flat at round 2 (0.5); seed 1 trained on to round 4. The mean at rounds 3-4 is
+    # over both seeds, with seed 0 at its final value, not seed 1's alone.
+    plot_curves({"pep_fedpt": [_Run([0.5, 0.5], stopped_early=True), _Run([0.3, 0.4, 0.5, 0.7])]}, ax=ax)
+    assert list(ax.lines[0].get_ydata()) == pytest.approx([40.0, 45.0, 50.0, 60.0])
+    # A run that did not stop (a shorter budget) is not extended.
+    fig2, ax2 = plt.subplots()
+    plot_curves({"pep_fedpt": [_Run([0.5, 0.5]), _Run([0.3, 0.4, 0.5, 0.7])]}, ax=ax2)
+    assert list(ax2.lines[0].get_ydata()) == pytest.approx([40.0, 45.0, 50.0, 70.0])
+    plt.close(fig)
+    plt.close(fig2)
 
 
 def test_lines_of_one_seed_have_no_error_bars_and_the_paper_in_the_same_colour():

@@ -99,6 +99,12 @@ def plot_curves(results: dict[str, Sequence[RunResult]], ax=None, metric: str = 
             missing.append(label)
             continue
         curves = pd.concat(series, axis=1)
+        # A run that stopped when flat (train.stop_when_flat) holds its final value from its stop on,
+        # as its claims read it: without that the mean after a stop would be the still-moving runs'.
+        for i, r in enumerate(runs):
+            if r.summary.get("stopped_early") and i in curves.columns:
+                last = curves[i].last_valid_index()
+                curves.loc[curves.index > last, i] = curves.at[last, i]
         m = scale * curves.mean(axis=1)
         st = styles[label]
         many = curves.shape[1] > 1
