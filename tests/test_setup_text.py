@@ -14,6 +14,11 @@ def test_the_sentence_reads_every_size_from_the_config():
     paper = setup_markdown(make_config("paper", train__participation=0.1))
     assert "**40 clients** of `cifar10`" in paper and "**1,000 rounds** of 5 local epochs" in paper
     assert "(10% of the clients each round)" in paper and "seed" not in paper and "alpha=0.5" in paper
+    # Rounds by convergence: the maximum is not what a run trains.
+    flat = make_config("smoke", train__rounds=60, train__stop_when_flat=True, train__flat_from=30)
+    assert "**30 rounds**, then on until flat (at most 60) of 1 local epoch" in setup_markdown(flat)
+    assert "rounds until flat (at most 60)" in setup_markdown(make_config("smoke", train__rounds=60,
+                                                                           train__stop_when_flat=True))
 
 
 def test_the_tour_quotes_no_size_of_its_own():

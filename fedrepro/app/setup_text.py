@@ -11,6 +11,15 @@ def _n(count: int, noun: str) -> str:
     return f"{count:,} {noun}" + ("" if count == 1 else "s")
 
 
+def _rounds(t) -> str:
+    """The rounds a run trains: fixed, or until flat (``train.stop_when_flat``) from ``flat_from`` on,
+    where ``rounds`` is only the maximum."""
+    if not t.stop_when_flat:
+        return f"**{_n(t.rounds, 'round')}**"
+    start = f"**{_n(t.flat_from, 'round')}**, then on until flat" if t.flat_from else "rounds until flat"
+    return f"{start} (at most {t.rounds:,})"
+
+
 def setup_markdown(cfg: RunConfig, seeds: Sequence[int] | None = None, swept: Sequence[str] = ()) -> str:
     """One Markdown sentence of what ``cfg`` trains: its profile, clients, images per client,
     dataset, partition, rounds, local epochs, participation and, given ``seeds``, the seeds.
@@ -25,7 +34,7 @@ def setup_markdown(cfg: RunConfig, seeds: Sequence[int] | None = None, swept: Se
     taking_part = "" if t.participation >= 1 else f" ({100 * t.participation:.0f}% of the clients each round)"
     parts = [f"At the **{cfg.profile}** profile: **{_n(d.num_clients, 'client')}** of `{d.dataset}`{per_client} "
              f"(partition `{d.partition}`{': ' + other if other else ''}), model `{cfg.model.name}`; "
-             f"**{_n(t.rounds, 'round')}** of {_n(t.local_epochs, 'local epoch')}{taking_part}"]
+             f"{_rounds(t)} of {_n(t.local_epochs, 'local epoch')}{taking_part}"]
     if seeds is not None:
         parts.append(f"; **{_n(len(seeds), 'seed')}** ({', '.join(str(s) for s in seeds)})")
     return "".join(parts) + "."
