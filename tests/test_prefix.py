@@ -23,6 +23,16 @@ def _same_state(a, b):
     return a == b
 
 
+def _assert_same_run(res, scratch):
+    """Bit for bit the run trained from scratch: every round and client metric, the final state and
+    the summary, all but their timings."""
+    assert _without_times(res.rounds).equals(_without_times(scratch.rounds))
+    assert res.clients.equals(scratch.clients)
+    assert _same_state(res.final_state(), scratch.final_state())
+    assert {k: v for k, v in res.summary.items() if not k.startswith("time_")} == \
+        {k: v for k, v in scratch.summary.items() if not k.startswith("time_")}
+
+
 def test_a_longer_run_starts_from_the_shorter_one_and_ends_as_from_scratch(tiny, tmp_path, monkeypatch):
     cfg = tiny(**{"train.rounds": 5, **{"model.name": "cnn", "model.args": {"width": 4, "feature_dim": 16,
                                                                             "norm": "bn"}}})
@@ -33,11 +43,7 @@ def test_a_longer_run_starts_from_the_shorter_one_and_ends_as_from_scratch(tiny,
     monkeypatch.setenv(ENV_SHARE, "1")
     res = fedrepro.run(shared)
     assert res.meta["started_from"] == {"run": shared.replace(**{"train.rounds": 3}).hash(), "round": 3}
-    assert _without_times(res.rounds).equals(_without_times(scratch.rounds))
-    assert res.clients.equals(scratch.clients)
-    assert _same_state(res.final_state(), scratch.final_state())
-    assert {k: v for k, v in res.summary.items() if not k.startswith("time_")} == \
-        {k: v for k, v in scratch.summary.items() if not k.startswith("time_")}
+    _assert_same_run(res, scratch)
 
 
 def test_off_or_where_a_prefix_is_not_one_a_run_starts_from_round_0(tiny, monkeypatch):
@@ -69,11 +75,7 @@ def test_a_run_that_stops_when_flat_starts_from_the_fixed_run_up_to_flat_from(ti
     monkeypatch.setenv(ENV_SHARE, "1")
     res = fedrepro.run(shared)
     assert res.meta["started_from"] == {"run": fixed.replace(**{"train.rounds": 5}).hash(), "round": 5}
-    assert _without_times(res.rounds).equals(_without_times(scratch.rounds))
-    assert res.clients.equals(scratch.clients)
-    assert _same_state(res.final_state(), scratch.final_state())
-    assert {k: v for k, v in res.summary.items() if not k.startswith("time_")} == \
-        {k: v for k, v in scratch.summary.items() if not k.startswith("time_")}
+    _assert_same_run(res, scratch)
     # A fixed run of exactly flat_from rounds whose curve is flat there: the run ends where it ended.
     at = cfg.replace(runs_dir=str(tmp_path / "at"))
     fedrepro.run(at.replace(**{"train.stop_when_flat": False, "train.rounds": 6}))
