@@ -14,8 +14,12 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is no
 
 
 def _dry_run(*args: str) -> list[str]:
-    """The commands ``make -n`` would run (prerequisites such as setup included)."""
-    out = subprocess.run(["make", "-n", "-C", str(ROOT), *args], capture_output=True, text=True, check=True)
+    """The commands ``make -n`` would run (prerequisites such as setup included), as a make started
+    from a shell would: a ``make test OUTPUT=...`` that runs this test hands its command-line
+    variables to every make below it through MAKEFLAGS, which would stand in for the defaults."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKELEVEL")}
+    out = subprocess.run(["make", "-n", "-C", str(ROOT), *args], capture_output=True, text=True, check=True,
+                         env=env)
     return out.stdout.splitlines()
 
 
