@@ -31,7 +31,8 @@ from ..runs.store import RunResult
 from ..runs.train import flat_rule_can_stop
 # The rule itself lives at the engine's layer, which stops runs by it (train.stop_when_flat); it is
 # re-exported here, where the notebooks and analyses read it.
-from ..fl.flatness import FLAT_TOLERANCE, FLAT_WINDOW, FLAT_Z, is_flat, judge, window_change, window_noise  # noqa: F401
+from ..fl.flatness import (FLAT_TOLERANCE, FLAT_WINDOW, FLAT_Z, is_flat, judge, stops_at, window_change,  # noqa: F401
+                           window_noise)
 
 RoundsOf = Callable[[str], pd.DataFrame]
 
@@ -64,37 +65,38 @@ def at_round(table: pd.DataFrame, r: int, rounds_of: RoundsOf = stored_rounds) -
     return at_rounds(table, lambda _: r, rounds_of)
 
 
-def flat_stop(rounds: pd.DataFrame, window: int = FLAT_WINDOW) -> int:
-    """The round at which ``train.stop_when_flat`` (window ``window``) would have stopped a run whose
-    stored rounds are ``rounds``: the first evaluated round at which the evaluated accuracies so far
-    meet the flatness rule, else the run's last round. It replays the engine's own check
-    (:func:`fedrepro.fl.converge.simulate_until_flat`, which tests the rule after each evaluated
-    round), so on a run trained without the option it names the round that run would have stopped
-    at with it: the stopped run holds exactly those first rounds."""
+def flat_stop(rounds: pd.DataFrame, window: int = FLAT_WINDOW, first: int = 0) -> int:
+    """The round at which ``train.stop_when_flat`` (window ``window``, ``train.flat_from`` ``first``)
+    would have stopped a run whose stored rounds are ``rounds``: the first evaluated round, from
+    ``first`` on, at which the evaluated accuracies so far meet the flatness rule, else the run's
+    last round. It replays the engine's own check (:func:`fedrepro.fl.flatness.stops_at`, which
+    :func:`fedrepro.fl.converge.simulate_until_flat` tests after each evaluated round), so on a run
+    trained without the option it names the round that run would have stopped at with it: the
+    stopped run holds exactly those first rounds."""
     ev = rounds[rounds["acc_mean"].notna()] if "acc_mean" in rounds else rounds.iloc[0:0]
     acc, at = ev["acc_mean"].to_numpy(dtype=float), ev["round"].to_numpy()
     for i in range(2 * window - 1, len(acc)):  # judge() says "not flat" with fewer than 2 * window values
-        if judge(acc[:i + 1], window)[2]:
+        if stops_at(int(at[i]), acc[:i + 1], window, first):
             return int(at[i])
     return int(rounds["round"].max())
 
 
-def run_flat_stop(path, window: int = FLAT_WINDOW, rounds_of: RoundsOf = stored_rounds) -> int:
+def run_flat_stop(path, window: int = FLAT_WINDOW, rounds_of: RoundsOf = stored_rounds, first: int = 0) -> int:
     """:func:`flat_stop` of the stored run at ``path``, where the option applies to its method; a
     method whose schedule reads ``train.rounds`` trains them all
     (:func:`fedrepro.runs.train.flat_rule_can_stop`), so its stop is its last round."""
     rounds = rounds_of(path)
     if not flat_rule_can_stop(METHODS.get(RunResult(path).config.method.name)):
         return int(rounds["round"].max())
-    return flat_stop(rounds, window)
+    return flat_stop(rounds, window, first)
 
 
 def at_flat_stop(table: pd.DataFrame, window: int = FLAT_WINDOW,
-                 rounds_of: RoundsOf = stored_rounds) -> pd.DataFrame:
+                 rounds_of: RoundsOf = stored_rounds, first: int = 0) -> pd.DataFrame:
     """``table`` as :func:`at_round` would give it had every run stopped at its own :func:`flat_stop`
-    (``window``): the table ``train.stop_when_flat`` would have produced, read off runs trained
-    without it. ``stop_round`` names each run's stop."""
-    stops = {path: run_flat_stop(path, window, rounds_of) for path in table["path"].unique()}
+    (``window``, ``first``): the table ``train.stop_when_flat`` would have produced, read off runs
+    trained without it. ``stop_round`` names each run's stop."""
+    stops = {path: run_flat_stop(path, window, rounds_of, first) for path in table["path"].unique()}
     return at_rounds(table, stops.__getitem__, rounds_of).assign(stop_round=table["path"].map(stops).to_numpy())
 
 

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from .client_data import ClientData
 from .engine import SimState, simulate
-from .flatness import rows_flat
+from .flatness import evaluated_acc, stops_at
 from .method import Method
 
 
@@ -35,10 +35,8 @@ def simulate_until_flat(method: Method, clients: Sequence[ClientData], *, seed: 
     rounds (the window counts evaluated rounds, as the analyses do). A resumed ``state`` that already
     meets it there is returned as it is. ``kwargs`` go to ``simulate`` (a checkpoint is also written at
     every evaluated round, where the engine ends each call)."""
-    def may_stop(s: SimState) -> bool:
-        return s.next_round >= first and rows_flat(s.round_rows, window)
-
-    while state is None or (state.next_round < rounds and not may_stop(state)):
+    while state is None or (state.next_round < rounds
+                            and not stops_at(state.next_round, evaluated_acc(state.round_rows), window, first)):
         done = 0 if state is None else state.next_round
         state = simulate(method, clients, seed=seed, rounds=next_stop(done, rounds, eval_every),
                          eval_every=eval_every, state=state, **kwargs)

@@ -66,6 +66,9 @@ def evaluated_acc(round_rows: Sequence[dict]) -> np.ndarray:
     return np.asarray([r["acc_mean"] for r in round_rows if "acc_mean" in r], dtype=float)
 
 
-def rows_flat(round_rows: Sequence[dict], window: int = FLAT_WINDOW) -> bool:
-    """Whether the engine's round rows so far meet the rule over ``window`` evaluated rounds."""
-    return judge(evaluated_acc(round_rows), window)[2]
+def stops_at(round_: int, acc, window: int = FLAT_WINDOW, first: int = 0) -> bool:
+    """The early stop's test (``train.stop_when_flat``) after evaluated round ``round_``, whose
+    evaluated accuracies so far are ``acc``: the rule is met over ``window`` evaluated rounds and
+    ``round_`` is ``first`` (``train.flat_from``) or later. The engine stops by it, and the
+    analyses replay it on stored curves."""
+    return round_ >= first and judge(acc, window)[2]

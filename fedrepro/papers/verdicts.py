@@ -98,15 +98,17 @@ def verdicts_by_group(groups: Mapping[tuple[str, ...], pd.DataFrame], by_round: 
 
 
 def verdicts_at_flat_stop(groups: Mapping[tuple[str, ...], pd.DataFrame], by_round: Groups,
-                          rounds_of: RoundsOf = stored_rounds, window: int = FLAT_WINDOW) -> pd.DataFrame:
-    """Each group's claims on its runs as trained (``full``) and as ``train.stop_when_flat`` would
-    have left them (``flat``: every run cut at its own flat stop, :func:`at_flat_stop`): one row per
+                          rounds_of: RoundsOf = stored_rounds, window: int = FLAT_WINDOW,
+                          first: int = 0) -> pd.DataFrame:
+    """Each group's claims on its runs as trained (``full``) and as ``train.stop_when_flat`` (window
+    ``window``, ``train.flat_from`` ``first``) would have left them (``flat``: every run cut at its own
+    flat stop, :func:`at_flat_stop`): one row per
     claim with both verdicts, intervals and effects, whether the verdict changed, and the share of
     the group's trained rounds the option would not have trained (``rounds_saved``)."""
     rows = []
     for group, claim_ids in by_round.items():
         t = groups[group]
-        cut = at_flat_stop(t, window, rounds_of)
+        cut = at_flat_stop(t, window, rounds_of, first)
         runs = cut.drop_duplicates("path")
         trained = sum(int(RunResult(p).summary["rounds"]) for p in runs["path"])
         saved = 1 - runs["stop_round"].sum() / trained if trained else float("nan")

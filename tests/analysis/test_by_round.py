@@ -98,6 +98,8 @@ def test_flat_stop_replays_the_engine_rule_on_a_stored_curve():
     assert flat_stop(rounds([min(r, 7) / 20 for r in range(1, 31)]), window=2) == 9  # rises, then flat
     assert flat_stop(rounds([r / 100 for r in range(1, 13)]), window=2) == 12  # never flat: its last round
     assert flat_stop(rounds([0.5] * 7, every=3), window=2) == 12  # evaluated rounds only: 3, 6, 9, 12
+    # flat_from: a curve flat from the start stops at that round, in the engine and in the replay.
+    assert flat_stop(rounds([0.5] * 12), window=2, first=7) == 7
 
 
 def test_at_flat_stop_is_what_a_run_with_stop_when_flat_reports(tiny):
