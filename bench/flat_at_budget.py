@@ -22,7 +22,8 @@ from pathlib import Path
 
 from fedrepro.env import trace
 from fedrepro.execute.tuning import TUNING_SEED
-from fedrepro.fl.flatness import evaluated_acc, judge
+from fedrepro.analysis.by_round import evaluated
+from fedrepro.fl.flatness import judge
 from fedrepro.methods import METHODS
 from fedrepro.runs.prefix import reads_total_rounds
 from fedrepro.runs.store import RunResult
@@ -49,7 +50,7 @@ def survey(root: Path) -> dict:
                 if reads_total_rounds(METHODS.get(cfg.method.name)):
                     fixed[paper] += 1
                     continue
-                change, _, flat = judge(evaluated_acc(result.rounds.to_dict(orient="records")))
+                change, _, flat = judge(evaluated(result.rounds)["acc_mean"].to_numpy())
                 kind = "tuning" if cfg.seed == TUNING_SEED else "claims"
                 row = notebooks[paper][f"{notebook} ({kind})"]
                 hours = (result.summary.get("time_train_s", 0.0) + result.summary.get("time_eval_s", 0.0)) / 3600

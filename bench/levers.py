@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from fedrepro.analysis.by_round import run_flat_stop, run_groups
+from fedrepro.analysis.by_round import evaluated, run_flat_stop, run_groups
 from fedrepro.app.compute import paper_of, planned_runs
 from fedrepro.env.host import repo_root
 from fedrepro.execute.local import unfinished
@@ -55,11 +55,11 @@ def stops(planned) -> pd.DataFrame:
         if store.status(cfg) != "done":
             continue
         rounds = store.load(cfg).rounds
-        evaluated = int(rounds["acc_mean"].notna().sum()) if "acc_mean" in rounds else 0
+        n_evaluated = len(evaluated(rounds))
         stop = run_flat_stop(store.path(cfg), cfg.train.flat_window, lambda _: rounds)
         times = rounds[["time_train_s", "time_eval_s"]].sum(axis=1)
         rows.append({"paper": paper_of(planned.notebook[h]), "hash": h, "method": cfg.method.name,
-                     "search": h in planned.searches, "rounds": int(rounds["round"].max()), "evaluated": evaluated,
+                     "search": h in planned.searches, "rounds": int(rounds["round"].max()), "evaluated": n_evaluated,
                      "stop": stop, "seconds": float(times.sum()),
                      "saved_s": float(times[rounds["round"] > stop].sum())})
     return pd.DataFrame(rows)

@@ -42,9 +42,16 @@ def stored_rounds(path) -> pd.DataFrame:
     return RunResult(path).rounds
 
 
+def evaluated(rounds: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a run's per-round metrics at which it was evaluated (``acc_mean`` set), always
+    with the ``round`` and ``acc_mean`` columns, so a run never evaluated reads as an empty curve."""
+    if "acc_mean" not in rounds:
+        return rounds.iloc[0:0].assign(acc_mean=pd.Series(dtype=float))
+    return rounds[rounds["acc_mean"].notna()]
+
+
 def _evaluated(path, rounds_of: RoundsOf = stored_rounds) -> pd.DataFrame:
-    rounds = rounds_of(path)
-    return rounds[rounds["acc_mean"].notna()] if "acc_mean" in rounds else rounds.iloc[0:0]
+    return evaluated(rounds_of(path))
 
 
 def flatness(table: pd.DataFrame, window: int = FLAT_WINDOW, tol: float = FLAT_TOLERANCE,
@@ -73,7 +80,7 @@ def flat_stop(rounds: pd.DataFrame, window: int = FLAT_WINDOW, first: int = 0) -
     :func:`fedrepro.fl.converge.simulate_until_flat` tests after each evaluated round), so on a run
     trained without the option it names the round that run would have stopped at with it: the
     stopped run holds exactly those first rounds."""
-    ev = rounds[rounds["acc_mean"].notna()] if "acc_mean" in rounds else rounds.iloc[0:0]
+    ev = evaluated(rounds)
     acc, at = ev["acc_mean"].to_numpy(dtype=float), ev["round"].to_numpy()
     for i in range(2 * window - 1, len(acc)):  # judge() says "not flat" with fewer than 2 * window values
         if stops_at(int(at[i]), acc[:i + 1], window, first):

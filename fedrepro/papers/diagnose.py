@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..analysis.by_round import FLAT_TOLERANCE, FLAT_WINDOW, FLAT_Z, change_rounds, judge
+from ..analysis.by_round import FLAT_TOLERANCE, FLAT_WINDOW, FLAT_Z, change_rounds, evaluated, judge
 from ..runs.store import RunResult
 from ..runs.store import atomic_write_json
 from ..claims.core import claims_dir, read_interval, shift_to_change
@@ -92,7 +92,7 @@ def _judged(h: str, runs_dir: Path) -> tuple[float, bool] | None:
         rounds = RunResult(folder).rounds
     except Exception:  # an unfinished or unreadable run says nothing about convergence
         return None
-    change, _, flat = judge(rounds["acc_mean"].dropna().to_numpy() if "acc_mean" in rounds else [])
+    change, _, flat = judge(evaluated(rounds)["acc_mean"].to_numpy())
     return None if math.isnan(change) else (change, flat)
 
 

@@ -102,6 +102,15 @@ def test_flat_stop_replays_the_engine_rule_on_a_stored_curve():
     assert flat_stop(rounds([0.5] * 12), window=2, first=7) == 7
 
 
+def test_a_run_never_evaluated_reads_as_an_empty_curve():
+    from fedrepro.analysis.by_round import evaluated, flat_stop
+    never = pd.DataFrame({"round": [1, 2, 3], "loss": [1.0, 0.9, 0.8]})  # no acc_mean column at all
+    assert evaluated(never).empty and list(evaluated(never)["acc_mean"]) == []
+    assert flat_stop(never, window=2) == 3  # nothing to judge: it trains to its last round
+    once = never.assign(acc_mean=[np.nan, np.nan, 0.4])
+    assert list(evaluated(once)["round"]) == [3]
+
+
 def test_at_flat_stop_is_what_a_run_with_stop_when_flat_reports(tiny):
     # A rate too small to move the model: flat from the start, so the stopped run ends early.
     off = tiny(**{"train.rounds": 10, "train.lr": 1e-9})
