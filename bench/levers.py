@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from fedrepro.analysis.by_round import evaluated, run_flat_stop, run_groups
+from fedrepro.analysis.by_round import evaluated, last_round, run_flat_stop, run_groups
 from fedrepro.app.compute import paper_of, planned_runs
 from fedrepro.env.host import repo_root
 from fedrepro.execute.local import unfinished
@@ -44,29 +44,39 @@ PROFILE = "laptop"  # --profile smoke reads a smoke pass (tests)
 ROUNDS_OF = {"fedpft": None, "pfedcspc": rounds_with_scores}
 SEARCHED = ("fedotp", "pep_fedpt", "pfedcspc", "fedpft")
 HALVING, ETA = 0.25, 3
+# Each paper's laptop budget (train.rounds of its setup); the early stop is replayed from round 0
+# (the option alone) and from these fractions of the budget (train.flat_from).
+# The tour and FedOTP (no budget here) are replayed from round 0 only: their pilots found them flat.
+BUDGET = {"fedpft": 50, "pfedcspc": 40, "pep_fedpt": 30}
+FRACTIONS = (0.0, 0.5, 0.7)
 
 
-def stops(planned) -> pd.DataFrame:
-    """One row per stored run of the plan: its paper, rounds trained, flat stop and the seconds of
-    the rounds after it."""
+def stops(planned, fractions) -> pd.DataFrame:
+    """One row per stored run of the plan and ``flat_from`` fraction: its paper, rounds trained, the
+    round the rule would stop it at from ``first`` (the fraction of its paper's budget) and the
+    seconds of the rounds after it."""
     rows = []
     for h, cfg in planned.runs.items():
         store = RunStore(cfg.runs_dir)
         if store.status(cfg) != "done":
             continue
         rounds = store.load(cfg).rounds
-        n_evaluated = len(evaluated(rounds))
-        stop = run_flat_stop(store.path(cfg), cfg.train.flat_window, lambda _: rounds)
+        if rounds.empty:  # diverged in its first round: no curve, and nothing after a stop to save
+            continue
         times = rounds[["time_train_s", "time_eval_s"]].sum(axis=1)
-        rows.append({"paper": paper_of(planned.notebook[h]), "hash": h, "method": cfg.method.name,
-                     "search": h in planned.searches, "rounds": int(rounds["round"].max()), "evaluated": n_evaluated,
-                     "stop": stop, "seconds": float(times.sum()),
-                     "saved_s": float(times[rounds["round"] > stop].sum())})
+        name = paper_of(planned.notebook[h])
+        for first in sorted({round(f * BUDGET.get(name, 0)) for f in fractions}):
+            stop = run_flat_stop(store.path(cfg), cfg.train.flat_window, lambda _: rounds, first)
+            rows.append({"paper": name, "hash": h, "method": cfg.method.name, "search": h in planned.searches,
+                         "flat_from": first, "rounds": last_round(rounds), "evaluated": len(evaluated(rounds)),
+                         "stop": stop, "seconds": float(times.sum()),
+                         "saved_s": float(times[rounds["round"] > stop].sum())})
     return pd.DataFrame(rows)
 
 
-def flat_verdicts(name: str, profile: str) -> tuple[pd.DataFrame, int]:
-    """The paper's BY_ROUND claims as trained and at the flat stop; the number of runs missing."""
+def flat_verdicts(name: str, profile: str, first: int) -> tuple[pd.DataFrame, int]:
+    """The paper's BY_ROUND claims as trained and at the flat stop from round ``first``; the number
+    of runs missing."""
     pkg = paper(name)
     try:
         needed = [c for group in pkg.BY_ROUND for t in group
@@ -78,7 +88,7 @@ def flat_verdicts(name: str, profile: str) -> tuple[pd.DataFrame, int]:
         return pd.DataFrame(), missing
     groups = run_groups(pkg.TABLES, pkg.BY_ROUND, profile)
     kw = {} if ROUNDS_OF[name] is None else {"rounds_of": ROUNDS_OF[name]}
-    return verdicts_at_flat_stop(groups, pkg.BY_ROUND, **kw), 0
+    return verdicts_at_flat_stop(groups, pkg.BY_ROUND, first=first, **kw), 0
 
 
 def main(argv=None) -> int:
@@ -89,27 +99,31 @@ def main(argv=None) -> int:
     profile = args.profile
     nb_root = repo_root() / "notebooks"
     planned = planned_runs(sorted(nb_root.rglob("*.ipynb")), nb_root, profile)
-    runs = stops(planned)
+    runs = stops(planned, FRACTIONS)
     report: dict = {"profile": profile, "stop_when_flat": {}, "halving": {}, "verdicts": {}}
     if not runs.empty:
-        by = runs.groupby("paper")
+        by = runs.groupby(["paper", "flat_from"])
         summary = pd.DataFrame({"runs": by.size(), "CPU-h trained": by["seconds"].sum() / 3600,
                                 "CPU-h saved": by["saved_s"].sum() / 3600,
                                 "rounds saved": 1 - by["stop"].sum() / by["rounds"].sum()})
         summary["share saved"] = summary["CPU-h saved"] / summary["CPU-h trained"]
-        print("stop_when_flat, read off the stored runs:\n" + summary.round(3).to_string() + "\n")
-        report["stop_when_flat"] = {"by_paper": summary.round(4).to_dict("index"),
+        print("stop_when_flat from train.flat_from, read off the stored runs:\n" + summary.round(3).to_string() + "\n")
+        report["stop_when_flat"] = {"by_paper": {f"{p} from {first}": v for (p, first), v
+                                                 in summary.round(4).to_dict("index").items()},
                                     "runs": runs.to_dict("records")}
     for name in ROUNDS_OF:
-        verdicts, missing = flat_verdicts(name, profile)
-        if missing:
-            print(f"{name}: BY_ROUND claims not judged, {missing} of their runs are not stored\n")
-            report["verdicts"][name] = {"missing_runs": missing}
-            continue
-        print(f"{name}: BY_ROUND claims as trained and at the flat stop\n"
-              + verdicts[["claim_id", "verdict full", "verdict flat", "effect full", "effect flat"]].to_string()
-              + "\n")
-        report["verdicts"][name] = verdicts.to_dict("records")
+        report["verdicts"][name] = {}
+        for f in FRACTIONS:
+            first = round(f * BUDGET[name])
+            verdicts, missing = flat_verdicts(name, profile, first)
+            if missing:
+                print(f"{name}: BY_ROUND claims not judged, {missing} of their runs are not stored\n")
+                report["verdicts"][name] = {"missing_runs": missing}
+                break
+            changed = verdicts[verdicts["changed"]]
+            print(f"{name}, flat_from {first}: {len(changed)} of {len(verdicts)} BY_ROUND verdicts change\n"
+                  + changed[["claim_id", "verdict full", "verdict flat", "effect flat"]].to_string() + "\n")
+            report["verdicts"][name][f"from {first}"] = verdicts.to_dict("records")
     for name in SEARCHED:
         try:
             replay = halving_replay(paper(name).TABLES, profile, HALVING, ETA)

@@ -605,6 +605,10 @@ def validate(cfg: RunConfig) -> None:
     d = cfg.data
     _check(d.holdout_clients < d.num_clients, "data.holdout_clients", d.holdout_clients,
            f"an integer in [0, {d.num_clients - 1}]")
+    t = cfg.train
+    if t.stop_when_flat:  # a first round past the last would leave the early stop switched on but never reached
+        _check(t.flat_from <= t.rounds, "train.flat_from", t.flat_from,
+               f"an integer in [0, train.rounds={t.rounds}] (the first round the early stop may end the run)")
     alpha = d.partition_args.get("alpha")
     if alpha is not None:
         _check(isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and math.isfinite(alpha) and alpha > 0,

@@ -140,6 +140,20 @@ def test_replaying_halving_on_the_full_searchs_runs_is_training_it(tiny):
         assert fedrepro.RunResult(fedrepro.run(s).path).summary["final_acc_mean"] == at.loc[2]
 
 
+def test_replaying_halving_reads_a_run_that_diverged_before_the_cut_as_losing(tiny):
+    # A rate so large that the run diverges in its first round: it stores no round, and its short
+    # run would diverge in the same round, so the replay ranks it last, as the trained search does.
+    cfg = tiny(**{"train.rounds": 4, "train.lr": 1e-5})
+    full = LrSearch(grid=(1e12, 0.1, 1e-5), validation=0.25)
+    cut = dataclasses.replace(full, halving=0.5, eta=2)
+    _train(full, cfg)
+    blown = next(c for c in full.full_configs(cfg) if c.train.lr == 1e12)
+    assert fedrepro.RunResult(fedrepro.run(blown).path).summary["diverged_round"] == 1
+    rate, keep = cut.replay_halving(cfg, _stored_rounds)
+    chosen, _ = _train(cut, cfg)
+    assert 1e12 not in keep and keep == cut.survivors(cfg) and rate == chosen.train.lr
+
+
 def test_replaying_halving_refuses_runs_whose_short_round_was_not_evaluated(tiny):
     cfg = tiny(**{"train.rounds": 4, "train.eval_every": 4})
     full = LrSearch(grid=(0.1, 0.01), validation=0.25)

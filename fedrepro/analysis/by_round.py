@@ -44,9 +44,11 @@ def stored_rounds(path) -> pd.DataFrame:
 
 def evaluated(rounds: pd.DataFrame) -> pd.DataFrame:
     """The rows of a run's per-round metrics at which it was evaluated (``acc_mean`` set), always
-    with the ``round`` and ``acc_mean`` columns, so a run never evaluated reads as an empty curve."""
-    if "acc_mean" not in rounds:
-        return rounds.iloc[0:0].assign(acc_mean=pd.Series(dtype=float))
+    with the ``round`` and ``acc_mean`` columns, so a run never evaluated (or one that diverged in
+    its first round and stored no round) reads as an empty curve."""
+    missing = {c: pd.Series(dtype=float) for c in ("round", "acc_mean") if c not in rounds}
+    if missing:
+        return rounds.iloc[0:0].assign(**missing)
     return rounds[rounds["acc_mean"].notna()]
 
 
@@ -85,7 +87,12 @@ def flat_stop(rounds: pd.DataFrame, window: int = FLAT_WINDOW, first: int = 0) -
     for i in range(2 * window - 1, len(acc)):  # judge() says "not flat" with fewer than 2 * window values
         if stops_at(int(at[i]), acc[:i + 1], window, first):
             return int(at[i])
-    return int(rounds["round"].max())
+    return last_round(rounds)
+
+
+def last_round(rounds: pd.DataFrame) -> int:
+    """The last round a run stored (0 when it stored none)."""
+    return int(rounds["round"].max()) if "round" in rounds and len(rounds) else 0
 
 
 def run_flat_stop(path, window: int = FLAT_WINDOW, rounds_of: RoundsOf = stored_rounds, first: int = 0) -> int:
@@ -94,7 +101,7 @@ def run_flat_stop(path, window: int = FLAT_WINDOW, rounds_of: RoundsOf = stored_
     (:func:`fedrepro.runs.train.flat_rule_can_stop`), so its stop is its last round."""
     rounds = rounds_of(path)
     if not flat_rule_can_stop(METHODS.get(RunResult(path).config.method.name)):
-        return int(rounds["round"].max())
+        return last_round(rounds)
     return flat_stop(rounds, window, first)
 
 

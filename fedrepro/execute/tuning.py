@@ -190,6 +190,10 @@ class LrSearch:
         at, column = self.short_rounds(cfg), self.metric.removeprefix("final_")
         short = {}
         for c in full:
+            diverged = RunStore(c.runs_dir).load(c).summary.get("diverged_round")
+            if diverged is not None and diverged <= at:  # the short run diverges in the same round
+                short[self.rate(c)] = float("-inf")  # and loses, as a diverged full run does
+                continue
             rounds = rounds_of(c)
             row = rounds[rounds["round"] == at]
             if row.empty or column not in row or pd.isna(row[column].iloc[0]):

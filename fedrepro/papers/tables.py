@@ -440,7 +440,7 @@ def halving_replay(tables: Mapping[str, TableDef], profile: str, halving: float 
     then its prompt rate) is replayed stage by stage, each from the full search's choice of the
     stage before, so each stage is judged on its own. Columns: ``table``, ``row``, ``stage`` (the
     searched key), ``full``, ``halving``, ``changed``, ``saved_s``; ``note`` where a stage could not be
-    replayed."""
+    replayed (its short round not evaluated, or its full search not stored)."""
     read: dict[str, pd.DataFrame] = {}  # the replay and the saved seconds read the same runs
 
     def rounds_of(c: RunConfig) -> pd.DataFrame:
@@ -458,7 +458,13 @@ def halving_replay(tables: Mapping[str, TableDef], profile: str, halving: float 
             at = cfg
             for stage in search.stages:
                 key = frozenset(c.hash() for c in stage.full_configs(at))
-                chosen_full = stage.choose(at)  # unchanged where the row is not searched (no key)
+                try:
+                    chosen_full = stage.choose(at)  # unchanged where the row is not searched (no key)
+                except TuningPending as e:  # a row no notebook of the pass read: nothing to replay
+                    rows.append({"table": tid, "row": _row_name(at), "stage": stage.key, "full": float("nan"),
+                                 "halving": float("nan"), "changed": False, "saved_s": 0.0,
+                                 "note": f"the full search is not stored ({len(e.configs)} runs)"})
+                    break
                 if not key or key in seen:
                     at = chosen_full
                     continue
@@ -472,7 +478,7 @@ def halving_replay(tables: Mapping[str, TableDef], profile: str, halving: float 
                 short = cut.short_rounds(at)
                 dropped = [c for c in stage.full_configs(at) if stage.rate(c) not in keep] if not note else []
                 saved = sum(float(r.loc[r["round"] > short, ["time_train_s", "time_eval_s"]].sum().sum())
-                            for r in map(rounds_of, dropped))
+                            for r in map(rounds_of, dropped) if not r.empty)  # empty: diverged at once
                 rows.append({"table": tid, "row": _row_name(at), "stage": stage.key, "full": full, "halving": chosen,
                              "changed": bool(chosen != full) and not note, "saved_s": saved, "note": note})
                 at = chosen_full

@@ -72,10 +72,11 @@ def donor(cfg: RunConfig, store: RunStore, method, part_hash: str,
     for r in range(t.rounds, 0, -1):
         if r % t.eval_every:
             continue
-        # The same config with fewer rounds; for a run that stops when flat, also the config without
-        # the rule up to flat_from rounds (the longer first: it saves more).
+        # The same config with fewer rounds (for a run that stops when flat, no fewer than flat_from:
+        # below it the config is not valid); for such a run, also the config without the rule up to
+        # flat_from rounds (the longer first: it saves more).
         candidates = ([fixed.replace(**{"train.rounds": r})] if fixed is not None and r <= t.flat_from else []) \
-            + ([cfg.replace(**{"train.rounds": r})] if r < t.rounds else [])
+            + ([cfg.replace(**{"train.rounds": r})] if r < t.rounds and (fixed is None or r >= t.flat_from) else [])
         for c in candidates:
             if store.status(c) != "done" or stale(c):
                 continue

@@ -107,6 +107,8 @@ def test_a_run_never_evaluated_reads_as_an_empty_curve():
     never = pd.DataFrame({"round": [1, 2, 3], "loss": [1.0, 0.9, 0.8]})  # no acc_mean column at all
     assert evaluated(never).empty and list(evaluated(never)["acc_mean"]) == []
     assert flat_stop(never, window=2) == 3  # nothing to judge: it trains to its last round
+    diverged_at_once = pd.DataFrame()  # a run that diverged in round 1 stores no round
+    assert evaluated(diverged_at_once).empty and flat_stop(diverged_at_once, window=2) == 0
     once = never.assign(acc_mean=[np.nan, np.nan, 0.4])
     assert list(evaluated(once)["round"]) == [3]
 

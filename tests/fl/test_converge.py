@@ -42,10 +42,15 @@ def test_the_option_is_hashed_only_when_on_and_its_window_only_with_it(tiny):
     # flat_from likewise: nothing alone, hashed with the option once set away from 0.
     assert cfg.replace(**{"train.flat_from": 6}).hash() == cfg.hash()
     assert "flat_from" not in on.hashed_dict()["train"]
-    assert on.replace(**{"train.flat_from": 6}).hashed_dict()["train"]["flat_from"] == 6
+    assert on.replace(**{"train.flat_from": 3}).hashed_dict()["train"]["flat_from"] == 3
     assert cfg.train.flat_window == FLAT_WINDOW  # the config's default window is the rule's
     with pytest.raises(ConfigError, match="flat_window"):
         cfg.replace(**{"train.flat_window": 1})
+    # A first round past the maximum is never reached: named, with the valid range.
+    with pytest.raises(ConfigError, match=r"train\.flat_from=.*\[0, train\.rounds="):
+        on.replace(**{"train.flat_from": on.train.rounds + 1})
+    assert on.replace(**{"train.flat_from": on.train.rounds}).train.flat_from == on.train.rounds
+    cfg.replace(**{"train.flat_from": cfg.train.rounds + 1})  # without the option it is not read
 
 
 def test_next_stop_is_the_next_evaluated_round():
