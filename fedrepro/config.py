@@ -169,7 +169,8 @@ class TrainConfig:
     flat_window: int = hp(5, ge=2)  # evaluated rounds per window; hashed only with stop_when_flat
     # The first round at which the rule may stop a run (hashed only with stop_when_flat): a budget
     # that a pilot found is trained in full, and only the runs still moving there train on. A run of
-    # the same config with this many fixed rounds is then a prefix of every such run.
+    # the same config with this many fixed rounds is then a prefix of every such run. At most
+    # ``rounds`` when the rule is on (validate()).
     flat_from: int = hp(0, ge=0)
     # At most this many mini-batches of a client's training split per pass over it (a local epoch,
     # or a feature-extraction pass), None: all of them. The rehearsal sets 1: one local step.

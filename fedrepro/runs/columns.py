@@ -13,6 +13,18 @@ ROUND_COLUMNS_FIRST = ("round", "acc_mean", "acc_weighted", "acc_std", "acc_min"
                        "time_train_s", "time_eval_s")
 
 
+# The columns a run's tables always have, even with no row (a run that diverged in its first round
+# stores none): readers select on them without checking first.
+ROUND_COLUMNS_ALWAYS = ("round", "acc_mean", "time_train_s", "time_eval_s")
+CLIENT_COLUMNS_ALWAYS = ("round", "client", "held_out", "acc", "loss", "n_test")
+
+
+def with_columns(frame: pd.DataFrame, columns) -> pd.DataFrame:
+    """``frame`` with each of ``columns`` it lacks added, empty (only an empty frame lacks them)."""
+    missing = [c for c in columns if c not in frame.columns]
+    return frame.assign(**{c: pd.Series(dtype=float) for c in missing}) if missing and frame.empty else frame
+
+
 def order_round_columns(frame: pd.DataFrame) -> pd.DataFrame:
     """``round`` and the main metrics first (:data:`ROUND_COLUMNS_FIRST`), the rest alphabetically."""
     first = [c for c in ROUND_COLUMNS_FIRST if c in frame.columns]

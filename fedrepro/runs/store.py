@@ -65,7 +65,8 @@ from ..env.settings import output_path
 from ..env.settings import source
 from ..version import VERSION as __version__
 from ..env.host import PACKAGE_PARENT, cpu_model
-from .columns import blank_untested, order_round_columns, percent
+from .columns import (CLIENT_COLUMNS_ALWAYS, ROUND_COLUMNS_ALWAYS, blank_untested, order_round_columns, percent,
+                      with_columns)
 
 try:  # POSIX; elsewhere runs are not locked (see RunLock)
     import fcntl
@@ -412,15 +413,15 @@ class RunResult:
     def rounds(self) -> pd.DataFrame:
         """One row per round: ``round``, ``acc_mean``, ``acc_weighted``, ``acc_std``... first, the rest
         alphabetically (NaN when not evaluated)."""
-        return order_round_columns(pd.DataFrame(_parse_jsonl(self.path / "rounds.jsonl",
-                                                             self._checked_bytes("rounds.jsonl"))))
+        rows = pd.DataFrame(_parse_jsonl(self.path / "rounds.jsonl", self._checked_bytes("rounds.jsonl")))
+        return order_round_columns(with_columns(rows, ROUND_COLUMNS_ALWAYS))
 
     @cached_property
     def clients(self) -> pd.DataFrame:
         """One row per (evaluated round, client): ``acc``, ``loss``, ``n_test``, ``held_out`` (a client
         without test data has NaN scores)."""
-        return blank_untested(pd.DataFrame(_parse_jsonl(self.path / "clients.jsonl",
-                                                        self._checked_bytes("clients.jsonl"))))
+        rows = pd.DataFrame(_parse_jsonl(self.path / "clients.jsonl", self._checked_bytes("clients.jsonl")))
+        return blank_untested(with_columns(rows, CLIENT_COLUMNS_ALWAYS))
 
     @property
     def best(self) -> float:

@@ -48,7 +48,7 @@ def round_scores(result: RunResult | str | Path) -> pd.DataFrame:
             row["global_acc"] = float(g)
             row["hm"] = harmonic_mean(float(g), i_local)
         rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows) if rows else pd.DataFrame({"round": [], "i_local_mean": []})  # none: diverged at once
 
 
 def run_scores(result: RunResult | str | Path) -> dict[str, float]:
