@@ -168,3 +168,17 @@ def test_the_issue_example_train_5_then_rounds_7(tmp_path, capsys):
     assert rc == 2 and "train" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="section"):
         make_config("smoke", overrides={"train": 5})
+
+
+def test_run_takes_a_yaml_path_and_names_any_other_kind_of_config(tmp_path):
+    import fedrepro
+
+    with pytest.raises(ConfigError, match=r"run\(cfg=42\); valid: a RunConfig, a mapping"):
+        fedrepro.run(42)
+    with pytest.raises(ConfigError, match="config file .*missing.yaml' does not exist"):
+        fedrepro.run(str(tmp_path / "missing.yaml"))
+    path = tmp_path / "c.yaml"
+    path.write_text(f"runs_dir: {tmp_path / 'runs'}\ntrain:\n  rounds: 1\n")
+    res = fedrepro.run(path, profile="smoke", force_progress=False)
+    assert res.config.train.rounds == 1 and res.config.profile == "smoke"
+    assert res.config == make_config("smoke", yaml_path=path)

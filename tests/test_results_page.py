@@ -109,6 +109,8 @@ def test_without_claims_nothing_is_written(tmp_path, monkeypatch):
     monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path))
     with pytest.raises(ConfigError, match="no notebook has recorded claims"):
         write_pages("laptop", tmp_path)
+    with pytest.raises(ConfigError, match="unknown profile 'bogus'; valid profiles: smoke, laptop, paper"):
+        write_pages("bogus", tmp_path)
     assert not (tmp_path / "docs").exists()
 
 

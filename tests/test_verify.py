@@ -71,3 +71,6 @@ def test_bad_selections_are_named(tiny):
         choose(res.path.parent, {"method.name": "nope"})
     with pytest.raises(ConfigError, match="positive number"):
         choose(res.path.parent, n=0)
+    for absent in (res.path.parent / "nowhere", res.path / "config.json"):  # missing, or a file
+        with pytest.raises(ConfigError, match="no runs folder at"):
+            choose(absent)

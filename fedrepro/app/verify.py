@@ -191,6 +191,8 @@ def choose(runs_dir: Path, where: dict[str, str] | None = None, n: int | None = 
     ``n`` of them drawn with ``seed`` (all when ``n`` is None)."""
     if n is not None and n < 1:
         raise ConfigError(f"n={n}; valid: a positive number of runs")
+    if not Path(runs_dir).is_dir():
+        raise ConfigError(f"no runs folder at {runs_dir} (--runs-dir or $FEDREPRO_RUNS name another)")
     found = [p for p in stored_runs(runs_dir) if _selected(p, where or {})]
     if not found:
         raise ConfigError(f"no finished run in {runs_dir} matches {where or 'anything'}")

@@ -4,6 +4,7 @@ by an engine (this process's simulator, or Flower's) into the store.
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any, Callable, Iterable, Mapping
 
 from ..config import RunConfig, make_config
@@ -20,7 +21,8 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
         **overrides: Any) -> RunResult:
     """Run one config (or load it when already finished) and return its :class:`RunResult`.
 
-    ``cfg`` may be a :class:`RunConfig`, a dict of overrides, or None; keyword overrides use ``__``
+    ``cfg`` may be a :class:`RunConfig`, a dict of overrides, a YAML config file's path, or None;
+    keyword overrides use ``__``
     for nesting: ``run(profile="smoke", method__name="fedper", train__rounds=3)``.
 
     ``on_busy`` is what happens when another process is writing the same run (same config and
@@ -41,6 +43,12 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
     ``engine_options`` go to the engine (Flower's: ``nodes``, ``cpus``, ``timeout``).
     """
     trainer = engine_trainer(engine, engine_options)
+    if isinstance(cfg, (str, os.PathLike)):  # a YAML config file, as `fedrepro run --config` takes
+        profile = overrides.pop("profile", None)
+        cfg = make_config(profile, yaml_path=cfg, **overrides)
+    elif cfg is not None and not isinstance(cfg, (RunConfig, Mapping)):
+        raise ConfigError(f"run(cfg={cfg!r}); valid: a RunConfig, a mapping of config keys, a YAML file's path, "
+                          "or None")
     if not isinstance(cfg, RunConfig):
         profile = overrides.pop("profile", None)
         cfg = make_config(profile, overrides=dict(cfg or {}), **overrides)
