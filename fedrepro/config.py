@@ -12,11 +12,12 @@ import dataclasses
 import hashlib
 import json
 import math
+import operator
 import os
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import yaml
 
@@ -590,6 +591,27 @@ def _normalised(cfg: RunConfig) -> RunConfig:
 def _check(cond: bool, key: str, value: Any, valid: str, hint: str = "") -> None:
     if not cond:
         raise ConfigError(f"invalid {key}={value!r}{hint}; valid: {valid}")
+
+
+def check_seeds(seeds: Any, name: str = "seeds") -> list[int]:
+    """``seeds`` as a list of ints: distinct integers >= 0, in any iterable but a string. A seed
+    given twice would count one run twice in a claim's paired test, so it is an error, not merged."""
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Iterable):
+        raise ConfigError(f"invalid {name}={seeds!r}; valid: a list of distinct integers >= 0, e.g. [0, 1, 2]")
+    out = []
+    for s in seeds:
+        try:
+            seed = operator.index(s)  # ints and numpy integers; not 1.0, not "1", not True
+        except TypeError:
+            seed = None
+        if seed is None or isinstance(s, bool) or seed < 0:
+            raise ConfigError(f"invalid {name}: {s!r}; valid: a list of distinct integers >= 0, e.g. [0, 1, 2]")
+        out.append(seed)
+    twice = sorted({s for s in out if out.count(s) > 1})
+    if twice:
+        raise ConfigError(f"invalid {name}={out}: seed {', '.join(map(str, twice))} given twice; valid: distinct "
+                          "integers >= 0")
+    return out
 
 
 def validate(cfg: RunConfig) -> None:

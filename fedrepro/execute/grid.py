@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..config import RunConfig
+from ..config import RunConfig, check_seeds
 from ..errors import ConfigError
 from .executors import make_executor
 from .run import run
@@ -26,8 +26,14 @@ def grid_points(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequen
     subgrids = [dict(grid or {})] if grid is None or isinstance(grid, Mapping) else [dict(g) for g in grid]
     points = []
     for g in subgrids:
-        sub_seeds = [int(s) for s in g.pop("seed", seeds)]
+        sub_seeds = check_seeds(g.pop("seed"), "grid['seed']") if "seed" in g else check_seeds(seeds)
         keys = list(g)
+        for k in keys:  # one axis's values: a list (a lone value or an empty list would be a silent mistake)
+            given = g[k]
+            g[k] = [] if isinstance(given, (str, bytes, Mapping)) or not isinstance(given, Iterable) else list(given)
+            if not g[k]:
+                raise ConfigError(f"invalid grid[{k!r}]={given!r}; valid: a non-empty list of values, e.g. "
+                                  f"{{{k!r}: [...]}}")
         for values in itertools.product(*(g[k] for k in keys)):
             points += [(dict(zip(keys, values)), seed) for seed in sub_seeds]
     return points

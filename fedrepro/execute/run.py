@@ -7,7 +7,7 @@ import functools
 import os
 from typing import Any, Callable, Iterable, Mapping
 
-from ..config import RunConfig, make_config
+from ..config import RunConfig, check_seeds, make_config
 from ..errors import ConfigError
 from ..flower import require_flwr
 from ..runs.store import RunResult, RunStore
@@ -86,4 +86,4 @@ def engine_trainer(engine: str, options: Mapping[str, Any] | None = None) -> Cal
 
 
 def run_seeds(cfg: RunConfig, seeds: Iterable[int], **kw: Any) -> list[RunResult]:
-    return [run(cfg.replace(seed=int(s)), **kw) for s in seeds]
+    return [run(cfg.replace(seed=s), **kw) for s in check_seeds(seeds)]
