@@ -55,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import rehearsing
+from ..errors import ConfigError
 from ..env.host import git_commit, repo_root
 from ..env.jsonfiles import read_json_file
 from ..params import check_value
@@ -191,6 +192,13 @@ class Test:
                     check=lambda v: v == () or (isinstance(v, tuple) and len(v) == 2
                                                 and all(isinstance(t, str) and t.count("{}") == 1 for t in v)),
                     valid='() or two templates with one "{}" each, e.g. ("A {} above B", "A {} below B")')
+        # One effect per seed: a seed read twice would count one run twice and narrow the interval.
+        # (An exact quantity is no measurement over seeds.)
+        twice = sorted({str(s) for s in self.seeds if list(self.seeds).count(s) > 1})
+        if twice or (not self.exact and len(self.seeds) != len(self.values)):
+            raise ConfigError(f"Test {self.name!r}: seeds={list(self.seeds)} for {len(self.values)} values"
+                              + (f" (seed {', '.join(twice)} twice)" if twice else "")
+                              + "; valid: one distinct seed per value")
 
     @property
     def interval(self) -> tuple[float, float, float]:

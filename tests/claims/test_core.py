@@ -132,3 +132,15 @@ def test_a_claim_records_its_deciding_effect_in_words():
     got = Claim("x.words", "x", "T", "FedAvg beats Local", check).evaluate(
         claim_table([0.60, 0.61, 0.62], [0.70, 0.72, 0.71], 0.1))
     assert got.effect == "FedAvg 10.00 pts above Local (required: FedAvg more than 0.00 pts above Local)"
+
+
+def test_a_test_takes_one_distinct_seed_per_value():
+    from fedrepro.claims.core import Test
+    from fedrepro.errors import ConfigError
+
+    Test("a − b", (0.1, 0.2), (0, 1), ">", 0.0)
+    with pytest.raises(ConfigError, match=r"seed 1 twice"):  # one run counted twice narrows the interval
+        Test("a − b", (0.1, 0.1), (1, 1), ">", 0.0)
+    with pytest.raises(ConfigError, match=r"seeds=\[0\] for 2 values"):
+        Test("a − b", (0.1, 0.2), (0,), ">", 0.0)
+    assert Test("count", (5.0,), (), "<", 9.0, exact=True).verdict == "PASS"  # no seeds: exact
