@@ -34,6 +34,8 @@ NOT_OPTIONS = {
     "fedrepro/data/partition.py:Partition": "a computed record: its checks are invariants of the index arrays",
     "fedrepro/data/base.py:ImageDataset": "a loader's output: its checks are tensor dtypes and shapes",
     "fedrepro/papers/plan.py:Need": "its one check relates two fields (exactly one of table= and runs=)",
+    "fedrepro/claims/core.py:Test": "a measurement: its one hand check relates two fields (one distinct seed "
+                                    "per value)",
 }
 PACKAGE = Path(fedrepro.__file__).parent
 
