@@ -74,6 +74,16 @@ def stops(planned, fractions) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def per_run(runs: pd.DataFrame) -> list[dict]:
+    """One record per run, its stop and saved seconds keyed by the first round replayed from."""
+    out = {}
+    for r in runs.to_dict("records"):
+        row = out.setdefault(r["hash"], {k: r[k] for k in ("paper", "hash", "method", "search", "rounds", "evaluated",
+                                                           "seconds")} | {"stop": {}, "saved_s": {}})
+        row["stop"][str(r["flat_from"])], row["saved_s"][str(r["flat_from"])] = r["stop"], round(r["saved_s"], 2)
+    return list(out.values())
+
+
 def flat_verdicts(name: str, profile: str, first: int) -> tuple[pd.DataFrame, int]:
     """The paper's BY_ROUND claims as trained and at the flat stop from round ``first``; the number
     of runs missing."""
@@ -110,7 +120,7 @@ def main(argv=None) -> int:
         print("stop_when_flat from train.flat_from, read off the stored runs:\n" + summary.round(3).to_string() + "\n")
         report["stop_when_flat"] = {"by_paper": {f"{p} from {first}": v for (p, first), v
                                                  in summary.round(4).to_dict("index").items()},
-                                    "runs": runs.to_dict("records")}
+                                    "runs": per_run(runs)}
     for name in ROUNDS_OF:
         report["verdicts"][name] = {}
         for f in FRACTIONS:
