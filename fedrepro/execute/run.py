@@ -22,8 +22,8 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
     """Run one config (or load it when already finished) and return its :class:`RunResult`.
 
     ``cfg`` may be a :class:`RunConfig`, a dict of overrides, a YAML config file's path, or None;
-    keyword overrides use ``__``
-    for nesting: ``run(profile="smoke", method__name="fedper", train__rounds=3)``.
+    keyword overrides use ``__`` for nesting: ``run(profile="smoke", method__name="fedper",
+    train__rounds=3)``.
 
     ``on_busy`` is what happens when another process is writing the same run (same config and
     runs folder): ``"wait"`` for it, then reuse its result (or resume the run if it stopped
@@ -43,15 +43,15 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
     ``engine_options`` go to the engine (Flower's: ``nodes``, ``cpus``, ``timeout``).
     """
     trainer = engine_trainer(engine, engine_options)
-    if isinstance(cfg, (str, os.PathLike)):  # a YAML config file, as `fedrepro run --config` takes
-        profile = overrides.pop("profile", None)
-        cfg = make_config(profile, yaml_path=cfg, **overrides)
-    elif cfg is not None and not isinstance(cfg, (RunConfig, Mapping)):
+    if cfg is not None and not isinstance(cfg, (RunConfig, Mapping, str, os.PathLike)):
         raise ConfigError(f"run(cfg={cfg!r}); valid: a RunConfig, a mapping of config keys, a YAML file's path, "
                           "or None")
     if not isinstance(cfg, RunConfig):
         profile = overrides.pop("profile", None)
-        cfg = make_config(profile, overrides=dict(cfg or {}), **overrides)
+        if isinstance(cfg, (str, os.PathLike)):  # a YAML config file, as `fedrepro run --config` takes
+            cfg = make_config(profile, yaml_path=cfg, **overrides)
+        else:
+            cfg = make_config(profile, overrides=dict(cfg or {}), **overrides)
     elif overrides:
         cfg = cfg.replace(**{k.replace("__", "."): v for k, v in overrides.items()})
     return train_or_load(cfg, trainer, force_progress=force_progress, on_round_end=on_round_end, on_busy=on_busy,
