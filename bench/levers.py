@@ -9,9 +9,11 @@ Run it on the output root of a laptop pass trained with both levers off (the def
   (:mod:`fedrepro.fl.converge`), so :func:`fedrepro.analysis.by_round.flat_stop` reads off each
   stored run where it would have stopped, and the stored per-round times what it would have saved.
   Every stored run of the pass is read (runs evaluated only at their last round have no curve:
-  they would train to their maximum). For the claims, each paper's ``BY_ROUND`` groups (the
-  convergence notebooks' tables, with the same per-round scores) are judged as trained and at the
-  flat stop (:func:`fedrepro.papers.verdicts.verdicts_at_flat_stop`).
+  they would train to their maximum), with the rule allowed to stop a run from round 0 and from
+  :data:`FRACTIONS` of its paper's budget (``train.flat_from``). For the claims, each paper's
+  ``BY_ROUND`` groups (the convergence notebooks' tables, with the same per-round scores) are judged
+  as trained and at the flat stop from each first round
+  (:func:`fedrepro.papers.verdicts.verdicts_at_flat_stop`).
 - **Halving the learning-rate searches** (``LrSearch(halving=0.25, eta=3)``). A short run is the
   first rounds of its rate's full run, so each searched row's halving choice is read off the full
   search's stored runs (:func:`fedrepro.papers.tables.halving_replay`), with the seconds the
