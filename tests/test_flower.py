@@ -96,6 +96,19 @@ def test_simulation_matches_inprocess(method, reference, simulated):
     assert again.path == sim.path and again.meta["engine"]["name"] == "flower"
 
 
+@needs_ray
+def test_a_run_that_stops_when_flat_stops_at_the_same_round_on_flower(tmp_path):
+    # A rate too small to move the model: the curve is flat, so both engines stop at the same
+    # evaluated round, before the maximum; FedPer keeps client states, which Flower fetches from the
+    # nodes at the stop.
+    flat = {"train.rounds": 8, "train.lr": 1e-9, "train.stop_when_flat": True, "train.flat_window": 2}
+    ref = run(_smoke("fedper", tmp_path / "inprocess").replace(**flat))
+    sim = run(_smoke("fedper", tmp_path / "flower").replace(**flat), engine="flower",
+              engine_options={"cpus": 2, "nodes": 2})
+    assert ref.summary["stopped_early"] and ref.summary["rounds"] < ref.summary["max_rounds"] == 8
+    assert_same_run(ref, sim)
+
+
 def test_engine_name_and_options_are_checked(tmp_path):
     cfg = _smoke("fedavg", tmp_path)
     with pytest.raises(ConfigError, match="engine='ray'; valid: inprocess, flower"):

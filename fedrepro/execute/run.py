@@ -58,16 +58,8 @@ def run(cfg: RunConfig | Mapping[str, Any] | None = None, *, force_progress: boo
                          on_stale=on_stale, store=store)
 
 
-def flower_trainer(*args: Any, **options: Any) -> RunResult:
-    cfg = args[0]
-    if cfg.train.stop_when_flat:  # Flower's strategy runs a fixed number of rounds; refused before any write
-        raise ConfigError("train.stop_when_flat=True: Flower's engine trains a fixed number of rounds; "
-                          "valid: engine='inprocess' for a run that stops when flat")
-    return train(*args, **options)
-
-
 # Who trains a run that is not stored yet (``run(engine=...)``, ``fedrepro run --engine``).
-ENGINES: dict[str, Callable[..., RunResult]] = {"inprocess": train_inprocess, "flower": flower_trainer}
+ENGINES: dict[str, Callable[..., RunResult]] = {"inprocess": train_inprocess, "flower": train}
 
 
 def engine_trainer(engine: str, options: Mapping[str, Any] | None = None) -> Callable[..., RunResult]:

@@ -26,7 +26,7 @@ from ..fl.client_data import ClientData
 from ..env.host import environ_kept
 from ..runs.store import RunResult, RunStore
 from . import require_flwr
-from ..runs.train import begin_run, finish_run
+from ..runs.train import begin_run, finish_run, flat_rule_applies
 from ..runs.pipeline import global_test_of
 from ..errors import ConfigError
 
@@ -80,7 +80,7 @@ def train_on_grid(grid, cfg: RunConfig, store: RunStore, status: str, ds: ImageD
     strategy = MethodStrategy(cfg, method, part.hash(), part.held_out, device,
                               global_test=global_test_of(cfg, ds, device) if cfg.train.global_eval else None,
                               progress=progress, timeout=timeout, connect_timeout=connect_timeout,
-                              on_round_end=on_round_end)
+                              on_round_end=on_round_end, flat_rule=flat_rule_applies(cfg, method))
     strategy.connect(grid)  # before the run folder exists: a federation that never forms leaves nothing
     nodes = sorted(strategy.nodes_info.values(), key=lambda i: i["clients"][:1])
     engine = {"name": "flower", "mode": mode, "flwr": _version("flwr"), "nodes": nodes}
@@ -95,7 +95,8 @@ def train_on_grid(grid, cfg: RunConfig, store: RunStore, status: str, ds: ImageD
         if state is None:
             raise
         diverged = {"diverged_round": err.round, "diverged": str(err)}
-    return finish_run(cfg, store, path, part, state, diverged, meta_update={"engine": engine})
+    return finish_run(cfg, store, path, part, state, diverged, meta_update={"engine": engine},
+                      flat_rule=strategy.flat_rule)
 
 
 def train(cfg: RunConfig, store: RunStore, status: str, ds: ImageDataset, part: Partition,

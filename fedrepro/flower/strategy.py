@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 from ..config import RunConfig
 from ..errors import FederationError, TrainingDivergedError
 from ..fl.client_data import ClientData
+from ..fl.flatness import evaluated_acc, stops_at
 from ..fl.engine import (SimState, check_finite, client_row, loss_columns, evaluate_global, init_state,
                          sample_clients, summarize_round)
 from ..fl.method import ClientUpdate, EvalResult, Method
@@ -56,6 +57,10 @@ class _StateNotOnServer(Mapping):
         raise FederationError(self._why)
 
 
+class _FlatStop(Exception):
+    """Raised out of Flower's round loop when the run's curve is flat (``train.stop_when_flat``)."""
+
+
 class MethodStrategy(Strategy):
     """Rounds of ``cfg``'s method over the nodes of a ``Grid`` (see the module docstring).
 
@@ -67,8 +72,11 @@ class MethodStrategy(Strategy):
     def __init__(self, cfg: RunConfig, method: Method, partition_hash: str, held_out: Iterable[int],
                  device: torch.device, global_test: ClientData | None = None, progress: bool = True,
                  timeout: float = 3600.0, connect_timeout: float = 120.0,
-                 on_round_end: Callable[[SimState], Any] | None = None):
+                 on_round_end: Callable[[SimState], Any] | None = None, flat_rule: bool = False):
         self.cfg, self.method, self.partition_hash = cfg, method, partition_hash
+        # train.stop_when_flat where it may stop this method (fedrepro.runs.train.flat_rule_applies):
+        # after each evaluated round, the in-process engine's own test (fedrepro.fl.converge).
+        self.flat_rule = flat_rule
         self.num_clients = cfg.data.num_clients
         self.held_out = set(int(c) for c in held_out)
         self.device, self.global_test = device, global_test
@@ -264,6 +272,10 @@ class MethodStrategy(Strategy):
             self._bar.update(1)
         if self.on_round_end is not None:
             self.on_round_end(s)
+        t = self.cfg.train
+        if (self.flat_rule and self._evaluated(server_round) and server_round < t.rounds
+                and stops_at(server_round, evaluated_acc(s.round_rows), t.flat_window, t.flat_from)):
+            raise _FlatStop(server_round)
         return out
 
     # Running ---------------------------------------------------------------------------------
@@ -290,6 +302,8 @@ class MethodStrategy(Strategy):
                          disable=not self.progress, leave=False)
         try:
             self.start(grid, ArrayRecord(), num_rounds=rounds, timeout=self.timeout)
+        except _FlatStop:  # flat at an evaluated round before the last: the clients' states as they are
+            self.fetch_states(grid)
         except TrainingDivergedError as err:
             err.state = self.state  # type: ignore[attr-defined]
             err.round = err.round or len(self.state.round_rows) + 1

@@ -125,13 +125,6 @@ def test_a_run_that_stops_when_flat_resumes_bit_for_bit(tiny, tmp_path):
     assert _without_times(resumed.rounds).equals(_without_times(full.rounds))
 
 
-def test_flower_refuses_the_option_before_writing_anything(tiny):
-    from fedrepro.execute.run import flower_trainer
-
-    with pytest.raises(ConfigError, match="stop_when_flat"):
-        flower_trainer(tiny(**ON), None, "missing")
-
-
 def test_the_rule_is_part_of_the_code_of_a_run_that_stops_by_it_only(tiny):
     from fedrepro.runs import fingerprint
 
