@@ -148,3 +148,18 @@ def test_provisional_rates_keep_the_setups_rate_and_collect_the_search_it_waits_
     assert sorted(c.hash() for c in waiting) == sorted(c.hash() for c in pending.value.configs)
     with pytest.raises(TuningPending):  # only inside the context
         search.choose(cfg)
+
+
+def test_a_row_that_stops_when_flat_is_searched_at_one_fixed_budget(tiny):
+    import dataclasses
+
+    from fedrepro.execute.tuning import LrSearch
+
+    row = tiny(**{"train.rounds": 8, "train.stop_when_flat": True, "train.flat_from": 4})
+    search = LrSearch(grid=(0.1, 0.01), validation=0.25)
+    runs = search.full_configs(row)
+    # The pilot's budget, trained in full by every rate: no rate is scored at a round its own curve chose.
+    assert all(not c.train.stop_when_flat and c.train.rounds == 4 for c in runs)
+    # Without a first round, the maximum; and halving cuts the search runs' budget, not the row's.
+    assert all(c.train.rounds == 8 for c in search.full_configs(row.replace(**{"train.flat_from": 0})))
+    assert dataclasses.replace(search, halving=0.5).short_rounds(row) == 2

@@ -81,7 +81,10 @@ class LrSearch:
     ``on``: the config a row's search runs on (default the row's own; e.g. the method on one
     reference split, so that every table showing the method uses one search). Ties go to the rate
     nearest the setup's own (the first in grid order when equally near), so a flat score never
-    moves a row away from it.
+    moves a row away from it. Every rate trains one fixed budget: a row that stops when flat
+    (``train.stop_when_flat``) is searched at ``train.flat_from`` rounds (the pilot's budget it trains
+    in full; its maximum when that is 0) without the rule, so its rates are never compared at rounds
+    their own curves chose, and its search runs are the first rounds of its own runs.
     """
 
     grid: tuple[float, ...] = hp(check=_rates, valid="two or more distinct positive learning rates")
@@ -115,7 +118,9 @@ class LrSearch:
         if not self.searched(cfg):
             return []
         start = cfg if self.on is None else self.on(cfg)
-        return [start.replace(**{"seed": self.seed, "data.validation": self.validation, self.key: float(lr)})
+        t = start.train
+        fixed = {"train.stop_when_flat": False, "train.rounds": t.flat_from or t.rounds} if t.stop_when_flat else {}
+        return [start.replace(**{**fixed, "seed": self.seed, "data.validation": self.validation, self.key: float(lr)})
                 for lr in self.grid]
 
     def rate(self, cfg: RunConfig) -> float:
@@ -135,9 +140,12 @@ class LrSearch:
         return short + [c for c in self.full_configs(cfg) if self.rate(c) in keep]
 
     def short_rounds(self, cfg: RunConfig) -> int:
-        """The rounds of a rate's first (short) run with ``halving``; of a rehearsal, the paper's short
-        run's (which the rehearsal records and cuts, :func:`fedrepro.config.rehearse_dict`)."""
-        rounds = cfg.rehearsal.get("paper", {}).get("rounds", cfg.train.rounds)
+        """The rounds of a rate's first (short) run with ``halving``: that share of the full search
+        runs' rounds (a row that stops when flat is searched at a fixed budget, :meth:`full_configs`);
+        of a rehearsal, the paper's short run's (which the rehearsal records and cuts,
+        :func:`fedrepro.config.rehearse_dict`)."""
+        full = (self.full_configs(cfg) or [cfg])[0]
+        rounds = full.rehearsal.get("paper", {}).get("rounds", full.train.rounds)
         return max(1, int(round(self.halving * rounds)))
 
     def short_configs(self, cfg: RunConfig) -> list[RunConfig]:

@@ -72,11 +72,9 @@ def lr_search(profile: str) -> CoordinateSearch | None:
     the paper profile keeps the paper's one rate of 0.1 (None)."""
     if profile not in LR_GRID:
         return None
+    # At the laptop profile the rows train until flat from 30 rounds: LrSearch searches them at those
+    # 30 fixed rounds, so their first 30 rounds are its runs' rounds.
     start = paper_setup("pep_fedpt", profile, "pathological")
-    if start.train.stop_when_flat:
-        # The search trains the fixed budget the pilot found (train.flat_from); the rows it tunes
-        # then train on from there until flat, so their first flat_from rounds are its runs' rounds.
-        start = start.replace(**{"train.stop_when_flat": False, "train.rounds": start.train.flat_from})
     smoke = profile == "smoke"
 
     def searched(cfg: RunConfig) -> bool:
