@@ -2,6 +2,9 @@
 ``[tool.pytest.ini_options] pythonpath`` puts tests/ on sys.path)."""
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import torch
@@ -10,6 +13,14 @@ import fedrepro
 from fedrepro.runs.pipeline import build_clients, make_method, prepare_data
 from fedrepro.fl.engine import init_state
 from fedrepro.fl.seeding import torch_gen
+
+
+def bench_module(name: str):
+    """``bench/<name>.py`` imported as a module (bench/ is scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent.parent / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def tiny_config(tmp_path, **overrides):

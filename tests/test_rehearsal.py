@@ -248,14 +248,9 @@ def test_the_ci_subset_rehearses_end_to_end(tmp_path, monkeypatch):
 
 
 def _rehearsal_steps_bench():
-    import importlib.util
-    from pathlib import Path
+    from support import bench_module
 
-    path = Path(__file__).resolve().parent.parent / "bench" / "rehearsal_steps.py"
-    spec = importlib.util.spec_from_file_location("rehearsal_steps", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_module("rehearsal_steps")
 
 
 def test_the_rehearsal_pass_is_costed_run_by_run_and_each_run_once(monkeypatch):

@@ -1,19 +1,13 @@
 """bench/seed_needs.py's uniform-rule replay judges pages' tests at the looser and the stricter level."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from support import bench_module
 
 from fedrepro.claims.core import CLAIMS, Test
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def _seed_needs():
-    spec = importlib.util.spec_from_file_location("seed_needs", ROOT / "bench" / "seed_needs.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_module("seed_needs")
 
 
 def test_uniform_rule_makes_a_narrow_pass_wait_and_leaves_a_wide_one():

@@ -1,18 +1,10 @@
 """bench/verdicts_diff.py puts two sets of recorded claims side by side and counts the verdicts that moved."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("verdicts_diff", ROOT / "bench" / "verdicts_diff.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from support import bench_module
 
 
 def _record(folder: Path, name: str, verdicts: dict[str, str]) -> None:
@@ -27,7 +19,7 @@ def test_it_lists_the_claims_in_both_and_counts_the_changes(tmp_path, capsys):
     _record(after, "fedpft_03_main", {"fedpft.a": "PASS", "fedpft.b": "INCONCLUSIVE", "fedpft.new": "FAIL"})
     _record(after, "pfedcspc_01_x", {"pfedcspc.c": "PASS"})  # another paper's record: left out by --only
     out = tmp_path / "rows.json"
-    assert _module().main([str(before), str(after), "--only", "fedpft_", "--out", str(out)]) == 0
+    assert bench_module("verdicts_diff").main([str(before), str(after), "--only", "fedpft_", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "| `fedpft.b` | FAIL | INCONCLUSIVE **(changed)** |" in text and "| `fedpft.a` | PASS | PASS |" in text
     assert "1 of 2 verdicts changed; in one set only: fedpft.gone, fedpft.new" in text and "pfedcspc" not in text
