@@ -297,7 +297,15 @@ def _non_default_method_args(name: str, args: Mapping[str, Any]) -> dict:
 # ResNet-8 at width 16 (m = 64) trains at about 5,000 img/s on 28×28 images, so one
 # run of 20 clients × 250 images × 20 rounds takes about 25 s (docs/config.md, "Profiles").
 
+def check_profile(profile: Any) -> str:
+    """``profile`` when it is one of :data:`PROFILES`, else a one-line error listing them."""
+    if profile not in PROFILES:
+        raise ConfigError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    return profile
+
+
 def _profile_defaults(profile: str) -> dict:
+    check_profile(profile)
     if profile == "smoke":
         return {
             "data": {"max_train": 3000, "max_test": 600, "num_clients": 4,
@@ -307,15 +315,13 @@ def _profile_defaults(profile: str) -> dict:
         }
     if profile == "laptop":
         return {}  # the dataclass defaults are the laptop profile
-    if profile == "paper":
-        # FedPFT (ICLR) §4.1 and App. D.3: 40 clients x 500/100, ResNet-8, B=100, R=5, T=1000, lr 0.1.
-        return {
-            "data": {"dataset": "cifar10", "num_clients": 40,
-                     "partition_args": {"alpha": 0.5, "train_per_client": 500, "test_per_client": 100}},
-            "model": {"name": "resnet8", "args": {"width": 64}},
-            "train": {"rounds": 1000, "local_epochs": 5, "batch_size": 100, "lr": 0.1},
-        }
-    raise ConfigError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    # "paper". FedPFT (ICLR) §4.1 and App. D.3: 40 clients x 500/100, ResNet-8, B=100, R=5, T=1000, lr 0.1.
+    return {
+        "data": {"dataset": "cifar10", "num_clients": 40,
+                 "partition_args": {"alpha": 0.5, "train_per_client": 500, "test_per_client": 100}},
+        "model": {"name": "resnet8", "args": {"width": 64}},
+        "train": {"rounds": 1000, "local_epochs": 5, "batch_size": 100, "lr": 0.1},
+    }
 
 
 def default_seeds(profile: str) -> list[int]:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..env import allocator
-from ..config import PROFILES
+from ..config import check_profile
 from ..errors import ConfigError, FedreproError
 from ..env.host import cpu_cores, cpu_model, git_commit, repo_root
 from ..env.lifetime import die_with_parent, parent_bound
@@ -347,8 +347,7 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    if profile not in PROFILES:
-        raise ConfigError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    check_profile(profile)
     executor = make_executor(executor)
     if workers is None:
         workers = getattr(executor, "workers", None)

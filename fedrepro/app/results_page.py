@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..config import PROFILES
+from ..config import check_profile
 from ..errors import ConfigError
 from ..env.host import commits_since, git_commit, repo_root
 from ..env.jsonfiles import NUMBER, read_json_file
@@ -511,8 +511,7 @@ def write_pages(profile: str, root: Path | None = None, *, timings: Path | None 
     from ..papers.verdicts import collect_claims
     from ..papers.diagnose import RULES_VERSION, causes
 
-    if profile not in PROFILES:
-        raise ConfigError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    check_profile(profile)
     report = load_timings(profile, root, timings)
     claims = collect_claims(profile, root)
     pages_dir = output_path("results", profile, root)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from ..config import PROFILES, RunConfig
+from ..config import PROFILES, RunConfig, check_profile
 from ..errors import ConfigError
 from . import PAPERS
 from . import paper as paper_package
@@ -131,8 +131,7 @@ def needs_of(path: Path, nb_root: Path) -> list[Need] | None:
 def plan(notebooks: Iterable[Path], nb_root: Path, profile: str, runs_dir: str | None = None) -> Plan:
     """The plan of ``notebooks`` at ``profile``; ``runs_dir`` replaces each config's runs folder
     (the folder the notebooks will read, ``FEDREPRO_RUNS`` by default)."""
-    if profile not in PROFILES:
-        raise ConfigError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    check_profile(profile)
     out = Plan()
     for path in notebooks:
         needs = needs_of(path, nb_root)

@@ -478,7 +478,7 @@ def halving_replay(tables: Mapping[str, TableDef], profile: str, halving: float 
                 short = cut.short_rounds(at)
                 dropped = [c for c in stage.full_configs(at) if stage.rate(c) not in keep] if not note else []
                 saved = sum(float(r.loc[r["round"] > short, ["time_train_s", "time_eval_s"]].sum().sum())
-                            for r in map(rounds_of, dropped) if not r.empty)  # empty: diverged at once
+                            for r in map(rounds_of, dropped))
                 rows.append({"table": tid, "row": _row_name(at), "stage": stage.key, "full": full, "halving": chosen,
                              "changed": bool(chosen != full) and not note, "saved_s": saved, "note": note})
                 at = chosen_full
