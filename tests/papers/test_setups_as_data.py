@@ -20,7 +20,7 @@ WITH_SETUPS = ("fedpft", "pfedcspc", "pep_fedpt", "fedotp")
 # there (sorted "variant=key" pairs).
 PINNED_PROFILES = {
     "fedpft:smoke": "10c10a3361847be2",  # 11 variants
-    "fedpft:laptop": "cd694b4098fe1a96",  # 11 variants
+    "fedpft:laptop": "dc6db36754d3a0c8",  # 11 variants
     "fedpft:paper": "8122fd97389b8922",  # 11 variants
     "pfedcspc:smoke": "4d8670086443f1a6",  # 5 variants
     "pfedcspc:laptop": "d1c3ff54cd7d2312",  # 5 variants
@@ -47,7 +47,7 @@ PINNED_PROFILES = {
 # code's layer did (the resolved config is the same).
 PINNED_SETUPS = {
     "fedpft:paper:pathological_cifar100": "1a0fb0a2fcc75136",
-    "fedpft:laptop:feature_shift_pacs": "6de1b7c1d7515773",
+    "fedpft:laptop:feature_shift_pacs": "adbf0ce444b5e19b",
     "pfedcspc:smoke:beta0.1": "d98c4a8523520cf0",
     "pfedcspc:paper:vireo172": "f1b106655e47f508",
     "pep_fedpt:laptop:heldout_feature_shift": "3ff458bd904f9d61",  # until flat (earlier 950169d01a0f191c)
