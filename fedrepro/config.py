@@ -271,6 +271,12 @@ class RunConfig:
         _apply(d, overrides)
         return from_dict(d)
 
+    def full_budget(self) -> "RunConfig":
+        """This config training all of its ``train.rounds`` (the early stop off), for a run whose final
+        model an analysis reads: the stop watches the accuracy curve, not what a probe of the model
+        measures. Its hash is the fixed-budget run's (``flat_*`` are hashed only with the stop)."""
+        return self.replace(**{"train.stop_when_flat": False}) if self.train.stop_when_flat else self
+
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 

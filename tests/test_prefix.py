@@ -82,3 +82,32 @@ def test_a_run_that_stops_when_flat_starts_from_the_fixed_run_up_to_flat_from(ti
     ended = fedrepro.run(at)
     assert ended.meta["started_from"]["round"] == 6 and ended.summary["rounds"] == 6
     assert _without_times(ended.rounds).equals(_without_times(scratch.rounds))
+
+
+def test_a_run_without_the_rule_starts_from_its_twin_that_stopped_when_flat(tiny, tmp_path, monkeypatch):
+    # The same config with the rule on stopped at flat_from; the full budget trains on from there.
+    cfg = tiny(**{"train.rounds": 8, "train.lr": 1e-9, "train.flat_window": 2, "train.flat_from": 4})
+    scratch = fedrepro.run(cfg.replace(runs_dir=str(tmp_path / "scratch")))
+    assert scratch.summary["rounds"] == 8
+    shared = cfg.replace(runs_dir=str(tmp_path / "shared"))
+    twin = fedrepro.run(shared.replace(**{"train.stop_when_flat": True}))
+    assert twin.summary["rounds"] == 4 and twin.summary["stopped_early"]
+    fedrepro.run(shared.replace(**{"train.rounds": 3}))  # shorter than the twin: not chosen
+    monkeypatch.setenv(ENV_SHARE, "1")
+    res = fedrepro.run(shared)
+    assert res.meta["started_from"] == {"run": shared.replace(**{"train.stop_when_flat": True}).hash(), "round": 4}
+    _assert_same_run(res, scratch)
+
+
+def test_a_twin_that_trained_every_round_or_another_budget_is_no_donor(tiny, tmp_path, monkeypatch):
+    # The twin reached the last round (flat_from = rounds): it did not stop early, so no donor.
+    cfg = tiny(**{"train.rounds": 4, "train.lr": 1e-9, "train.flat_window": 2, "train.flat_from": 4,
+                  "runs_dir": str(tmp_path)})
+    twin = fedrepro.run(cfg.replace(**{"train.stop_when_flat": True}))
+    assert twin.summary["rounds"] == 4 and not twin.summary["stopped_early"]
+    monkeypatch.setenv(ENV_SHARE, "1")
+    assert "started_from" not in fedrepro.run(cfg).meta
+    # A twin with another budget is another config: a run of 6 rounds does not start from it.
+    other = cfg.replace(runs_dir=str(tmp_path / "other"))
+    assert fedrepro.run(other.replace(**{"train.stop_when_flat": True, "train.rounds": 5})).summary["stopped_early"]
+    assert "started_from" not in fedrepro.run(other.replace(**{"train.rounds": 6})).meta

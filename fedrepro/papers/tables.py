@@ -133,6 +133,10 @@ class TableDef:
     # Each row's learning rate chosen on validation data, the same search for every row
     # (:class:`fedrepro.execute.tuning.LrSearch`; a function of the profile, None where it does not apply).
     tune: Callable[[str], "LrSearch | None"] | None = None
+    # Its claims read the final models through an analysis (a probe) that the early stop does not
+    # watch: every run trains its full budget (RunConfig.full_budget). A config another table stops
+    # when flat is then a prefix of this one's (fedrepro.runs.prefix).
+    final_models: bool = False
     # The paper's columns, each a dataset (or a dataset and a setting): the label the paper prints ->
     # the setup its runs start from (a setup variant, or a DataColumn). Run at DATASET_PROFILES, in
     # this order; elsewhere ``setup`` alone stands in for the first.
@@ -221,6 +225,8 @@ class TableDef:
             bases = [group_base] if g.variants is None else [group_base.replace(**dict(v)) for v in g.variants.values()]
             out += [(label, b.replace(**point, seed=int(seed))) for b in bases
                     for point, seed in grid_points(g.grid or None, s)]
+        if self.final_models:
+            out = [(label, cfg.full_budget()) for label, cfg in out]
         return out
 
     def configs_by_column(self, profile: str, seeds: Sequence[int] | None = None,

@@ -20,7 +20,10 @@ A stored run ``r`` rounds long is a prefix only when nothing in it depended on i
 A run that stops when flat (``train.stop_when_flat``) trains its rounds as the same config without
 the rule does until it stops, and the rule cannot stop it before ``train.flat_from``: a stored run
 of that config without the rule, with at most ``flat_from`` rounds, is a prefix of it too. Such a
-run whose curve is flat at ``flat_from`` then ends there, as the stored run did.
+run whose curve is flat at ``flat_from`` then ends there, as the stored run did. The other way
+round, a stored run of the same config with the rule that stopped before the end is a prefix of the
+run without it (a table that reads the final models trains the full budget of a config that another
+table stops when flat).
 
 The per-round timings of the rounds it shares are the stored run's (the time it took to train them).
 """
@@ -33,6 +36,7 @@ from functools import lru_cache
 from typing import Callable
 
 from ..config import RunConfig
+from ..errors import ConfigError
 from ..env.settings import env_flag
 from ..fl.engine import SimState
 from .store import RunResult, RunStore, read_jsonl
@@ -64,14 +68,18 @@ def donor(cfg: RunConfig, store: RunStore, method, part_hash: str,
           stale: Callable[[RunConfig], bool]) -> RunResult | None:
     """The longest stored run that is a prefix of ``cfg``'s (see the module's conditions): of ``cfg``
     with fewer rounds, or, for a run that stops when flat, of ``cfg`` without the rule with at most
-    ``train.flat_from`` rounds; or None."""
+    ``train.flat_from`` rounds, or, for a run without the rule, of ``cfg`` with it, stopped early;
+    or None."""
     t = cfg.train
     if reads_total_rounds(method):
         return None
     fixed = cfg.replace(**{"train.stop_when_flat": False}) if t.stop_when_flat else None
+    stopped = None if t.stop_when_flat else _stopped_twin(cfg, store, part_hash, stale)
     for r in range(t.rounds, 0, -1):
         if r % t.eval_every:
             continue
+        if stopped is not None and int(stopped.summary["rounds"]) == r:
+            return stopped
         # The same config with fewer rounds (for a run that stops when flat, no fewer than flat_from:
         # below it the config is not valid); for such a run, also the config without the rule up to
         # flat_from rounds (the longer first: it saves more).
@@ -84,6 +92,23 @@ def donor(cfg: RunConfig, store: RunStore, method, part_hash: str,
             if res.summary.get("diverged_round") is None and res.meta.get("partition_hash") == part_hash:
                 return res
     return None
+
+
+def _stopped_twin(cfg: RunConfig, store: RunStore, part_hash: str,
+                  stale: Callable[[RunConfig], bool]) -> RunResult | None:
+    """The stored run of ``cfg`` (a run without the early stop) with the rule on, where the rule
+    stopped it before ``cfg``'s last round; else None."""
+    try:
+        twin = cfg.replace(**{"train.stop_when_flat": True})
+    except ConfigError:  # flat_from past the rounds: no such config
+        return None
+    if store.status(twin) != "done" or stale(twin):
+        return None
+    res = store.load(twin)
+    if not res.summary.get("stopped_early") or res.summary.get("diverged_round") is not None \
+            or res.meta.get("partition_hash") != part_hash:
+        return None
+    return res
 
 
 def _nan(row: dict) -> dict:

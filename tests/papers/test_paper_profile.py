@@ -33,18 +33,24 @@ PINNED = {
     "table:pfedcspc:rounds_beta0.1:smoke": "c304c073e0186884",
     # FedPFT's laptop runs train 50 rounds since the pin, ResNet-18 and 100 clients included (its
     # setup's docstring says why; the earlier keys were 1058d637a0c44239, f45ae13ede439aad,
-    # 3fdd8dba85fdc8dc, fcdf98d2818b260d, ccd0d09234531aa3, 99b597486ad81934).
-    "setup:fedpft:default:laptop": "cd273df8e1894f2a",
-    "setup:fedpft:cifar100:laptop": "cd273df8e1894f2a",
-    "setup:fedpft:pathological:laptop": "af2399bc1f876219",
-    "setup:fedpft:resnet18:laptop": "cda7ab74cbdcccc5",
+    # 3fdd8dba85fdc8dc, fcdf98d2818b260d, ccd0d09234531aa3, 99b597486ad81934), and since then 25
+    # rounds, then on until flat up to 50; the tables that probe the final models (linear_probe,
+    # prompt_effect, feature_shift) keep the 50 fixed rounds and their keys (the setups' and the
+    # other FedPFT tables' keys at 50 fixed rounds: cd273df8e1894f2a, cd273df8e1894f2a,
+    # af2399bc1f876219, cda7ab74cbdcccc5, 93528717ef4290d9, 81cffefe4e842a14, 2eea8901fb79ec23,
+    # eb00a05504fe043f, b454929aeeeb3749, 4eaa2e8ba5a695ba, 8d57fcab46202701, 26f65291fb81649a,
+    # 9f7264894e8bebb3).
+    "setup:fedpft:default:laptop": "efd15bdb42c3f835",
+    "setup:fedpft:cifar100:laptop": "efd15bdb42c3f835",
+    "setup:fedpft:pathological:laptop": "8e5f95a47bfe8def",
+    "setup:fedpft:resnet18:laptop": "7009f149bb154776",
     # pFedCSPC's laptop runs train 40 rounds since the pin (its setup's docstring says why).
     "setup:pfedcspc:default:laptop": "621cacb4ef3f544d",
     "setup:pfedcspc:cifar100:laptop": "621cacb4ef3f544d",
     "setup:pfedcspc:beta0.1:laptop": "85e06ed4c207d5e0",
-    "table:fedpft:main_default:laptop": "93528717ef4290d9",
-    "table:fedpft:ablation:laptop": "81cffefe4e842a14",
-    "table:fedpft:r_f:laptop": "2eea8901fb79ec23",
+    "table:fedpft:main_default:laptop": "5f97a0d5eb3194a3",
+    "table:fedpft:ablation:laptop": "45840cfe1a16095a",
+    "table:fedpft:r_f:laptop": "e9526438e34500c6",
     "table:pfedcspc:main_default:laptop": "53c3adbf5d0ff358",
     # Table VI and Table VII (β = 0.1) run their claim rows over the claim seeds since the pin.
     "table:pfedcspc:orthogonality:laptop": "6800553295af3c85",  # with the FedASAM pair, as at smoke
@@ -52,23 +58,23 @@ PINNED = {
     # The tables that run the paper's dataset columns at the paper profile (test_paper_datasets.py):
     # their smoke and laptop runs before the columns were added.
     "table:fedpft:linear:smoke": "827f7261223f2e2b",
-    "table:fedpft:linear:laptop": "eb00a05504fe043f",
+    "table:fedpft:linear:laptop": "c2cdb8371ad8fa3b",
     "table:fedpft:linear_probe:smoke": "a8134a7d02753dee",
     "table:fedpft:linear_probe:laptop": "9aaf5fb051c23021",
     "table:fedpft:prompt_effect:smoke": "362e6a321deefd68",
     "table:fedpft:prompt_effect:laptop": "04947dcf4be5225d",
     "table:fedpft:pathological:smoke": "26061a707b299d44",
-    "table:fedpft:pathological:laptop": "b454929aeeeb3749",
+    "table:fedpft:pathological:laptop": "cbefe7c5240e20bf",
     "table:fedpft:feature_shift:smoke": "c19137c8f92bbcbf",
     "table:fedpft:feature_shift:laptop": "79c98e18c859a843",
     "table:fedpft:partial_participation:smoke": "95e911fca0653dcf",
-    "table:fedpft:partial_participation:laptop": "4eaa2e8ba5a695ba",
+    "table:fedpft:partial_participation:laptop": "1edb668a334b4dba",
     "table:fedpft:n_kappa:smoke": "749c7313c9bf9ab4",
-    "table:fedpft:n_kappa:laptop": "8d57fcab46202701",
+    "table:fedpft:n_kappa:laptop": "338d21e56b07cb6d",
     "table:fedpft:n_rho:smoke": "e88cd4dd08b26115",
-    "table:fedpft:n_rho:laptop": "26f65291fb81649a",
+    "table:fedpft:n_rho:laptop": "f904fe1e8a446111",
     "table:fedpft:time:smoke": "8d02e2e1067abd06",
-    "table:fedpft:time:laptop": "9f7264894e8bebb3",
+    "table:fedpft:time:laptop": "f94f860d8ba3e5b9",
     "table:pfedcspc:ablation_global:smoke": "d138b5862096f6ce",
     "table:pfedcspc:ablation_global:laptop": "cd66bd02419ef2fc",
     "table:pfedcspc:ablation_personal:smoke": "e3355a754006c1bc",

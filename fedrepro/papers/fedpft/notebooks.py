@@ -27,6 +27,7 @@ def tsne_runs(profile: str, alpha: float = 0.5, seed: int = 0) -> dict[str, RunC
     1000/500 images at the paper profile; the main setup at the others, so that the main, ablation
     and FedPFT+Con tables' runs are reused). Fig. 5 reads the FedPFT+Con run's two prompt paths."""
     base = setup("fedpft", profile, "tsne", data__partition_args__alpha=alpha, seed=seed)
+    # A picture of the models the tables report (no claim reads it): their runs, as they stopped.
     return {name: base.replace(**{M: "fedpft", "method.args": {}, **o}) for name, o in TSNE_PANELS.items()}
 
 
@@ -34,7 +35,8 @@ def attention_runs(profile: str, alphas=(0.1, 0.5, 1.0), seed: int = 0, method: 
                                                                                                             RunConfig]:
     """App. H: one run per α whose FTM attention notebook 09 reads."""
     base = setup("fedpft", profile, method__name=method, seed=seed)
-    return {a: base.replace(**{A: a}) for a in alphas}
+    # Its claim reads the final models' attention weights: the full budget (RunConfig.full_budget).
+    return {a: base.replace(**{A: a}).full_budget() for a in alphas}
 
 
 # The claims notebook 17 follows as the runs get longer, keyed by the tables they read (combined as

@@ -183,7 +183,7 @@ TABLES = {
                       # them; fedpft.probe_approx_match reads every row, FedPFT+Con's too (whose runs the
                       # "con" table trains over the claim seeds anyway).
                       [Rows({M: (*CLAIM_METHODS, "fedper", "fedbn", "fedcac", "fedpft_con"), A: (0.5, 1.0)})],
-                      columns=A, reference="T1"),
+                      columns=A, reference="T1", final_models=True),
     # FedPFT+Con beside FedPFT at every α (its Table 2 rows), and the two-stage baseline (ICLR App. G).
     "con": TableDef("fedpft", "con", "FedPFT+Con vs FedPFT", [Rows({M: ("fedpft", "fedpft_con"), A: ALPHAS})],
                     columns=A, reference="T-C10", label=lambda a: f"α={a}",
@@ -196,17 +196,17 @@ TABLES = {
                               Rows({M: ("fedper", "fedbn", "fedcac", "fedrod", "pfedsd", "fedpft_con"), A: ALPHAS},
                                    seeds="table")],
                              columns=A, metric="probe", reference="T-Probe", label=lambda a: f"α={a}",
-                             datasets=C10_C100, reference_columns=lambda c: c.startswith("C10")),
+                             datasets=C10_C100, reference_columns=lambda c: c.startswith("C10"), final_models=True),
     # ICLR Table 6: FedPFT+Con probed before and after each prompt set.
     "prompt_effect": TableDef("fedpft", "prompt_effect", "Effect of the prompts (Table 6)",
                               [Rows({M: ("fedpft", "fedpft_con"), A: ALPHAS})],
                               index="point", columns=A, metric="acc", reference="T-Prompt",
                               label=lambda a: f"α={a}", datasets=C10_C100,
-                              reference_columns=lambda c: c.startswith("C10")),
+                              reference_columns=lambda c: c.startswith("C10"), final_models=True),
     # ICLR Table 10: feature shift, one domain per client (PACS and DomainNet).
     "feature_shift": TableDef("fedpft", "feature_shift", "Feature shift (Table 10)",
                               [Rows({M: (*CLAIM_METHODS, "fedper", "fedbn", "fedcac")})],  # the claims read all
-                              setup="feature_shift", reference="T10",
+                              setup="feature_shift", reference="T10", final_models=True,
                               datasets={"PACS": "feature_shift_pacs", "DomainNet": "feature_shift"}),
     # ICLR Tables 11 and 12: 100 clients, and ResNet-18.
     "100_clients": _by_alpha("100_clients", "100 clients (Table 11)", "T11"),

@@ -1,4 +1,6 @@
 """FedPFT's tables: budgets as the paper gives them."""
+import dataclasses
+
 import pytest
 
 from fedrepro.papers import fedpft, setup
@@ -139,3 +141,23 @@ def test_ablation_has_the_arxiv_only_rows_beside_their_quote():
     assert {"con_prompts": "kappa", "alternate": False} in args
     assert {"arXiv-VI", "arXiv-VII"} <= set(paper_table("fedpft", "T-Ablation").index)
     assert {"arXiv-VI", "arXiv-VII"} <= set(fedpft.TABLES["ablation"]._row_order("laptop"))
+
+
+def test_the_tables_that_probe_the_final_models_train_the_full_budget():
+    """The laptop runs stop when flat from round 25; the stop watches the accuracy curve, not what a
+    probe of the final model measures, so the probed tables (and the attention figure's claim) train
+    all 50 rounds: the runs of the same configs without the rule, hash for hash."""
+    from fedrepro.papers.fedpft.notebooks import attention_runs
+
+    assert setup("fedpft", "laptop").train.stop_when_flat
+    probed = {name for name, t in fedpft.TABLES.items() if t.final_models}
+    assert probed == {"probe", "linear_probe", "prompt_effect", "feature_shift"}
+    for name in probed:
+        cfgs = fedpft.TABLES[name].configs("laptop")
+        assert cfgs and not any(c.train.stop_when_flat for c in cfgs)
+        stopped = dataclasses.replace(fedpft.TABLES[name], final_models=False).configs("laptop")
+        assert all(c.train.stop_when_flat for c in stopped)
+        assert [c.full_budget().hash() for c in stopped] == [c.hash() for c in cfgs]
+        assert not {c.hash() for c in stopped} & {c.hash() for c in cfgs}
+    assert not any(c.train.stop_when_flat for c in attention_runs("laptop").values())
+    assert all(c.train.stop_when_flat for c in fedpft.TABLES["main_default"].configs("laptop"))
