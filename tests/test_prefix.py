@@ -111,3 +111,18 @@ def test_a_twin_that_trained_every_round_or_another_budget_is_no_donor(tiny, tmp
     other = cfg.replace(runs_dir=str(tmp_path / "other"))
     assert fedrepro.run(other.replace(**{"train.stop_when_flat": True, "train.rounds": 5})).summary["stopped_early"]
     assert "started_from" not in fedrepro.run(other.replace(**{"train.rounds": 6})).meta
+
+
+def test_a_table_that_reads_the_final_models_runs_the_full_budget_it_lists(tiny):
+    from pathlib import Path
+
+    from fedrepro.papers.tables import Rows, TableDef
+
+    base = tiny(**{"train.rounds": 3, "train.stop_when_flat": True, "train.flat_window": 2, "train.flat_from": 2})
+    for final in (True, False):
+        table = TableDef("tour", "probed", "a probed table", [Rows({"method.name": ["fedavg", "local"]})],
+                         final_models=final)
+        listed = table.configs("smoke", seeds=[0], base=base)
+        assert [c.train.stop_when_flat for c in listed] == [not final] * 2
+        results = table.run("smoke", seeds=[0], base=base, progress=False)
+        assert [Path(p).name for p in results["path"]] == [c.hash() for c in listed]

@@ -213,6 +213,10 @@ class TableDef:
             raise TuningPending(list(missing.values()))
         return tuned
 
+    def _budget(self, cfg: RunConfig) -> RunConfig:
+        """``cfg`` as this table trains it: the full budget where its claims read the final models."""
+        return cfg.full_budget() if self.final_models else cfg
+
     def _untuned(self, profile, seeds, table_seeds, variant, base, overrides) -> list[RunConfig]:
         return [cfg for _, cfg in self._labelled(profile, seeds, table_seeds, variant, base, overrides)]
 
@@ -225,9 +229,7 @@ class TableDef:
             bases = [group_base] if g.variants is None else [group_base.replace(**dict(v)) for v in g.variants.values()]
             out += [(label, b.replace(**point, seed=int(seed))) for b in bases
                     for point, seed in grid_points(g.grid or None, s)]
-        if self.final_models:
-            out = [(label, cfg.full_budget()) for label, cfg in out]
-        return out
+        return [(label, self._budget(cfg)) for label, cfg in out]
 
     def configs_by_column(self, profile: str, seeds: Sequence[int] | None = None,
                           table_seeds: Sequence[int] | None = None,
@@ -288,7 +290,8 @@ class TableDef:
         parts = []
         for label, start, g, s in self._groups(profile, seeds, table_seeds, variant, overrides, base):
             part = run_grid(start, g.grid or None, seeds=s, variants=g.variants, variant_col=self.variant_col,
-                            progress=progress, workers=1, transform=None if search is None else search.choose)
+                            progress=progress, workers=1,
+                            transform=self._budget if search is None else lambda c: search.choose(self._budget(c)))
             parts.append(part if label is None else part.assign(**{PAPER_COLUMN: label}))
         table = pd.concat(parts, ignore_index=True)
         order = self._row_order(profile)
