@@ -10,7 +10,8 @@ LEFT_OPEN: tuple[Open, ...] = (
          "CIFAR-100 and Tiny-ImageNet columns have no stand-in with 100 or 200 classes, so they run only at "
          "the paper profile, from the data root.", ("laptop",)),
     Open("1,000 rounds",
-         "The laptop trains 50 rounds. A pilot of FedAvg and FedPFT at every α over 3 seeds and 100 rounds "
+         "The laptop trains 25 rounds, then on until the curve is flat, up to 50; the runs whose final "
+         "models the probes read train all 50. A pilot of FedAvg and FedPFT at every α over 3 seeds and 100 rounds "
          "(bench/fedpft_rounds_pilot.txt) finds FedAvg's curves flat from about 50 rounds on (their last-window "
          "change at most 0.25 points, mean over seeds), while some FedPFT runs keep swinging by under a point "
          "between 5-round windows. The headline claim, fedpft.beats_fedavg_every_alpha, is FAIL at every cut "
