@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
+from ..errors import ConfigError
 from ..methods import METHODS
 from ..runs.store import RunResult
 from ..runs.train import flat_rule_can_stop
@@ -134,6 +135,28 @@ def at_rounds(table: pd.DataFrame, cut: Callable[[Any], int], rounds_of: RoundsO
                     values = ev[metric].dropna()
                     if not values.empty:
                         new[col] = float(values.max() if kind == "best_" else values.iloc[-1])
+        rows.append(new)
+    return pd.DataFrame(rows, columns=table.columns)
+
+
+def final_over_last(table: pd.DataFrame, k: int, rounds_of: RoundsOf = stored_rounds) -> pd.DataFrame:
+    """``table`` with ``final`` and every ``final_<m>`` column read as the mean over each run's last
+    ``k`` evaluated rounds (``k = 1``: as stored), from ``rounds_of(path)``: another reading of
+    "final accuracy" where a paper does not say which, steadier against round-to-round noise (not
+    against seed-to-seed noise). ``best`` columns are left as they are."""
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ConfigError(f"k={k!r}; valid: a whole number of evaluated rounds >= 1")
+    rows = []
+    for _, row in table.iterrows():
+        ev, new = _evaluated(row["path"], rounds_of), row.to_dict()
+        if not ev.empty:
+            new["final"] = float(ev["acc_mean"].iloc[-k:].mean())
+            for col in table.columns:
+                metric = col[len("final_"):]
+                if col.startswith("final_") and metric in ev.columns and metric != "acc_mean":
+                    values = ev[metric].dropna()
+                    if not values.empty:
+                        new[col] = float(values.iloc[-k:].mean())
         rows.append(new)
     return pd.DataFrame(rows, columns=table.columns)
 

@@ -134,3 +134,23 @@ def test_verdicts_at_flat_stop_read_the_cut_table(tiny):
     assert out.at[cid, "verdict flat"] == evaluate_claims(at_flat_stop(table, 2), ids=[cid])["verdict"].item()
     stops = at_flat_stop(table, 2).drop_duplicates("path")["stop_round"]
     assert out.at[cid, "rounds_saved"] == pytest.approx(1 - stops.sum() / (8 * len(stops)))
+
+
+def test_final_over_last_is_the_mean_of_the_last_evaluated_rounds(tiny):
+    from fedrepro.analysis.by_round import final_over_last
+    from fedrepro.errors import ConfigError
+
+    table = _grid(tiny)
+    same = final_over_last(table, 1)
+    pd.testing.assert_frame_equal(same, table)
+    three = final_over_last(table, 3)
+    for (_, row), (_, c) in zip(table.iterrows(), three.iterrows()):
+        acc = fedrepro.RunResult(row["path"]).rounds.set_index("round")["acc_mean"]
+        assert c["final"] == pytest.approx(acc.loc[4:6].mean()) and c["best"] == row["best"]
+    assert not np.allclose(three["final"], table["final"])
+    # More rounds than the run has: all of them.
+    assert final_over_last(table, 50)["final"].iloc[0] == pytest.approx(
+        fedrepro.RunResult(table["path"].iloc[0]).rounds["acc_mean"].mean())
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ConfigError, match="k="):
+            final_over_last(table, bad)
