@@ -55,6 +55,11 @@ def test_prefix_sharing_saves_the_shorter_runs_training_where_the_method_allows(
     # FedSoup's soup phase reads its total rounds: its shorter run is no prefix of the longer.
     soups = [c.replace(**{"method.name": "fedsoup"}) for c in (short, long)]
     assert prefix_saving({c.hash(): c for c in soups}, cal) == (0.0, 0)
+    # A run without the early stop and its twin with it (which may stop before the end): one donor.
+    fixed = long.replace(**{"train.flat_from": 3, "train.flat_window": 2})
+    twin = fixed.replace(**{"train.stop_when_flat": True})
+    saved, n = prefix_saving({c.hash(): c for c in (fixed, twin)}, cal)
+    assert n == 1 and saved == pytest.approx(cal.run_seconds(twin) * (1 - 2000.0 / estimate_cost(twin)))
 
 
 def test_halving_saves_the_short_rates_rounds_and_all_but_the_best_thirds_full_runs(tmp_path):

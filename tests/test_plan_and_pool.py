@@ -136,6 +136,26 @@ def test_pool_makes_at_most_calls_at_once_calls_together():
     assert most[0] == 2
 
 
+def test_a_task_starts_after_the_tasks_it_waits_for_done_or_failed():
+    from fedrepro.execute.local import Task
+
+    order = []
+
+    def call(name, fail=False):
+        def go():
+            order.append(name)
+            if fail:
+                raise RuntimeError(name)
+            return 0.0
+        return go
+
+    calls = [Task("b", call=call("b"), after=frozenset({"a"}), cost=100.0), Task("a", call=call("a", fail=True)),
+             Task("c", call=call("c"), deps=frozenset({"a"})), Task("d", call=call("d"), after=frozenset({"b"}))]
+    report = run_pool([], workers=2, progress=False, calls=calls)
+    assert order == ["a", "b", "d"]  # b, the longest, waits for a; d for b; c needs a, which failed
+    assert set(report.failed) == {"a", "c"} and set(report.done) == {"b", "d"}
+
+
 def test_the_scheduling_process_imports_no_torch():
     # fedrepro reproduce's own process only schedules: planning runs in a child (reproduce._planned)
     code = ("import sys, fedrepro, fedrepro.app.cli, fedrepro.app.reproduce, fedrepro.execute.local, "

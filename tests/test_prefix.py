@@ -126,3 +126,23 @@ def test_a_table_that_reads_the_final_models_runs_the_full_budget_it_lists(tiny)
         assert [c.train.stop_when_flat for c in listed] == [not final] * 2
         results = table.run("smoke", seeds=[0], base=base, progress=False)
         assert [Path(p).name for p in results["path"]] == [c.hash() for c in listed]
+
+
+def test_the_pool_trains_a_run_after_the_runs_that_may_be_its_prefix(tiny, tmp_path, monkeypatch):
+    from fedrepro.execute.local import run_pool
+    from fedrepro.runs.prefix import waits_for
+    from fedrepro.runs.store import RunStore
+
+    cfg = tiny(**{"train.rounds": 8, "train.lr": 1e-9, "train.flat_window": 2, "train.flat_from": 4,
+                  "runs_dir": str(tmp_path)})
+    twin, shorter = cfg.replace(**{"train.stop_when_flat": True}), cfg.replace(**{"train.rounds": 2})
+    runs = {c.hash(): c for c in (cfg, twin, shorter)}
+    assert waits_for(runs) == {}  # off by default
+    monkeypatch.setenv(ENV_SHARE, "1")
+    waits = waits_for(runs)
+    assert waits == {cfg.hash(): frozenset({twin.hash(), shorter.hash()}), twin.hash(): frozenset({shorter.hash()})}
+    # Longest first would start the full run at once beside the twin; it waits, then starts from the twin.
+    assert not run_pool(runs, workers=2, progress=False, after=waits).failed
+    store = RunStore(str(tmp_path))
+    assert store.load(twin).meta["started_from"] == {"run": shorter.hash(), "round": 2}
+    assert store.load(cfg).meta["started_from"] == {"run": twin.hash(), "round": 4}

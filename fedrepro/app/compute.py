@@ -17,8 +17,8 @@ Beside the pass itself it predicts:
   a claim's notebook is the one that recorded it, else the one the profile's committed results
   pages name; a claim no notebook is known for is listed, not costed;
 - the **speed levers** of docs/speed.md that the plan alone can cost: successive halving of the
-  learning-rate searches (``LrSearch(halving=, eta=)``), and prefix sharing (a run starting from the
-  stored run of its config with fewer rounds, ``FEDREPRO_SHARE_PREFIX``). Stopping runs once flat
+  learning-rate searches (``LrSearch(halving=, eta=)``), and prefix sharing (a run starting from a
+  stored run that is its prefix, ``FEDREPRO_SHARE_PREFIX``: :mod:`fedrepro.runs.prefix`). Stopping runs once flat
   (``train.stop_when_flat``) needs each run's curve, which a report does not hold: it is not
   predicted.
 """
@@ -42,7 +42,7 @@ from ..methods import METHODS
 from ..papers import PAPERS, claim_seeds, load_all, paper as paper_package
 from ..papers.plan import needs_of, notebook_key
 from ..papers.verdicts import notebook_path
-from ..runs.prefix import reads_total_rounds
+from ..runs.prefix import candidates
 
 # The report of the last whole laptop pass, committed (docs/speed.md): the default calibration.
 BENCH_TIMINGS = Path("bench") / "timings.json"
@@ -254,24 +254,19 @@ def halving_saving(planned: PlannedRuns, cal: Calibration, halving: float = HALV
 
 
 def prefix_saving(runs: Mapping[str, RunConfig], cal: Calibration) -> tuple[float, int]:
-    """``(seconds, runs)``: what starting each run from the longest run of its config with fewer
-    rounds (in ``runs``, an evaluated round, a method that does not read its total rounds) would
-    save: the donor's training, less the set-up every run pays (:func:`estimate_cost`'s constant)."""
-    groups: dict[str, list[RunConfig]] = defaultdict(list)
-    for cfg in runs.values():
-        groups[_without(cfg, "rounds")].append(cfg)
+    """``(seconds, runs)``: what starting each run from its longest prefix among ``runs`` would save
+    (:func:`fedrepro.runs.prefix.candidates`: its config with fewer rounds, without the early stop up
+    to ``train.flat_from``, or its twin with the stop, whose estimate, at its maximum, bounds it from
+    above): the donor's training, less the set-up every run pays (:func:`estimate_cost`'s constant).
+    The pass trains each run after its prefixes (:func:`fedrepro.runs.prefix.waits_for`)."""
     saved, n = 0.0, 0
-    for cfgs in groups.values():
-        if len(cfgs) < 2 or reads_total_rounds(METHODS.get(cfgs[0].method.name)):
-            continue
-        for cfg in cfgs:
-            shorter = [c for c in cfgs
-                       if c.train.rounds < cfg.train.rounds and c.train.rounds % cfg.train.eval_every == 0]
-            if shorter:
-                donor = max(shorter, key=lambda c: c.train.rounds)
-                cost = estimate_cost(donor)
-                saved += cal.run_seconds(donor) * (cost - SETUP_COST) / cost
-                n += 1
+    for cfg in runs.values():
+        found = [c for c in candidates(cfg, METHODS.get(cfg.method.name)) if c.hash() in runs]
+        if found:
+            donor = found[0]
+            cost = estimate_cost(donor)
+            saved += cal.run_seconds(donor) * (cost - SETUP_COST) / cost
+            n += 1
     return saved, n
 
 

@@ -234,6 +234,9 @@ def _planned(profile: str, only: str | None, workers: int | None,
                             f"{ENV_STALE}=keep reuses them")
     if policy == "retrain":
         pending |= set(stale["stale"])
+    from ..runs.prefix import waits_for  # defers torch, which planning loads anyway in this process
+
+    the_plan.waits = waits_for({h: c for h, c in the_plan.runs.items() if h in pending})
     return notebooks, the_plan, workers, pending, stale, gpus
 
 
@@ -431,7 +434,7 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
             waiting = {h for nb in the_plan.incomplete for h in the_plan.readers.get(nb, [])}
             first = run_pool({h: c for h, c in runs.items() if h in waiting}, (), workers=workers,
                              progress=progress, pending=pending_hashes & waiting, executor=executor, bar=bar,
-                             gpus=gpus)
+                             gpus=gpus, after=the_plan.waits)
             if first.failed:
                 lines = "\n".join(f"  {k}: {v}" for k, v in list(first.failed.items())[:20])
                 raise FedreproError(f"{len(first.failed)} tasks failed before the learning-rate searches finished "
@@ -447,8 +450,8 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
         renders = _render_tasks(notebooks, nb_root, out_dir, trace_dir, profile, kernel, the_plan,
                                 pending_hashes) if render else []
         pool = run_pool(runs, analyses, workers=workers, progress=progress, calls=renders,
-                        calls_at_once=renders_at_once(profile, workers),
-                        pending=pending_hashes, executor=executor, analyze=analyze, bar=bar, gpus=gpus)
+                        calls_at_once=renders_at_once(profile, workers), pending=pending_hashes,
+                        executor=executor, analyze=analyze, bar=bar, gpus=gpus, after=the_plan.waits)
         pool.done, pool.memory = {**searched, **pool.done}, {**searched_memory, **pool.memory}
         for _ in range(MAX_SEED_STAGES if render else 0):
             if pool.failed:
@@ -469,7 +472,8 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
                              calls_at_once=renders_at_once(profile, workers),
                              calls=_render_tasks(rerender, nb_root, out_dir, trace_dir, profile, kernel, the_plan,
                                                  stage_pending),
-                             pending=stage_pending, executor=executor, analyze=analyze, bar=bar, gpus=gpus)
+                             pending=stage_pending, executor=executor, analyze=analyze, bar=bar, gpus=gpus,
+                             after=the_plan.waits)
             pool.done, pool.memory = {**pool.done, **stage.done}, {**pool.memory, **stage.memory}
             pool.failed = {**pool.failed, **stage.failed}
     wall = time.perf_counter() - t_start

@@ -18,6 +18,7 @@ import os
 import statistics
 import time
 from collections import defaultdict
+import dataclasses
 from dataclasses import dataclass, field
 from typing import ClassVar
 from typing import Callable, Iterable, Mapping, Sequence
@@ -73,7 +74,9 @@ def _kind(cfg: RunConfig) -> tuple:
 @dataclass
 class Task:
     """A run (``cfg``), a cached analysis of a run (``cfg`` and ``analysis``) or a call made from a
-    thread of this process (``call``: a notebook render), with the keys of the tasks it needs."""
+    thread of this process (``call``: a notebook render), with the keys of the tasks it needs
+    (``deps``: it fails if one fails) and of those it starts after, done or failed (``after``: a run
+    that may be its stored prefix, :func:`fedrepro.runs.prefix.waits_for`)."""
 
     key: str
     cfg: RunConfig | None = None
@@ -81,6 +84,7 @@ class Task:
     call: Callable[[], float] | None = None
     deps: frozenset[str] = frozenset()
     cost: float = 1.0
+    after: frozenset[str] = frozenset()
 
     @property
     def kind(self) -> tuple:
@@ -175,13 +179,15 @@ def unfinished(runs: Sequence[RunConfig]) -> set[str]:
     return {c.hash() for c in pending(runs)}
 
 
-def plan_tasks(runs: Runs, analyses: Analyses = (), pending: set[str] | None = None) -> tuple[list[Task], int]:
+def plan_tasks(runs: Runs, analyses: Analyses = (), pending: set[str] | None = None,
+               after: Mapping[str, frozenset[str]] | None = None) -> tuple[list[Task], int]:
     """Tasks for the runs not yet stored and for ``analyses`` (``(name, run config)``), and how many
     runs were found stored. ``pending``: the hashes known to be unfinished, from a caller that
     looked them up in a process of its own; without it, this
     process looks them up. Runs and analyses may come keyed by their hashes, as a
     :class:`fedrepro.papers.plan.Plan` holds them: hashing a config reads its method's defaults, which
-    imports torch, and a process that only schedules need not."""
+    imports torch, and a process that only schedules need not. ``after``: run hash -> the runs it
+    starts after (those among the tasks)."""
     unique = dict(runs) if isinstance(runs, Mapping) else {c.hash(): c for c in runs}
     keyed = (list(analyses.items()) if isinstance(analyses, Mapping)
              else [((name, cfg.hash()), cfg) for name, cfg in analyses])
@@ -190,6 +196,8 @@ def plan_tasks(runs: Runs, analyses: Analyses = (), pending: set[str] | None = N
     tasks = [Task(h, cfg, cost=estimate_cost(cfg)) for h, cfg in unique.items() if h in pending]
     stored = len(unique) - len(tasks)
     pending = {t.key for t in tasks}
+    if after:
+        tasks = [dataclasses.replace(t, after=frozenset(after.get(t.key, ())) & pending) for t in tasks]
     for (name, h), cfg in keyed:
         tasks.append(Task(f"{name}:{h}", cfg, analysis=name, deps=frozenset({h} & pending)))
     return tasks, stored
@@ -216,7 +224,8 @@ def _remote_seconds(fut):
 def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
              progress: bool = True, calls: Sequence[Task] = (), calls_at_once: int | None = None,
              pending: set[str] | None = None, executor=None, analyze: Analyze | None = None,
-             bar: PassProgress | None = None, gpus: Sequence[str] | None = None) -> PoolReport:
+             bar: PassProgress | None = None, gpus: Sequence[str] | None = None,
+             after: Mapping[str, frozenset[str]] | None = None) -> PoolReport:
     """Train ``runs`` that are not finished, compute ``analyses`` (``(name, run config)``) and make
     ``calls`` (tasks with ``call`` and ``deps``), ``workers`` at a time and at most
     ``calls_at_once`` calls at a time (each notebook render starts a kernel as large as a worker);
@@ -231,7 +240,10 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
 
     ``gpus``: the cards the workers take in turn (:func:`start_worker`), as a planner in another
     process found them; None: :func:`gpus_of` the runs, which loads torch here unless every run is
-    on the CPU."""
+    on the CPU.
+
+    ``after``: run hash -> the runs it starts after (see :func:`plan_tasks`), so that a run whose
+    stored prefix another run of the pool trains starts from it (:mod:`fedrepro.runs.prefix`)."""
     import contextlib
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
@@ -242,7 +254,7 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
         raise FedreproError("run_pool(analyses=...) needs analyze=: the function that computes an analysis "
                             "of a stored run (fedrepro.app.reproduce.analyze)")
     t0 = time.perf_counter()
-    tasks, stored = plan_tasks(runs, analyses, pending)
+    tasks, stored = plan_tasks(runs, analyses, pending, after)
     tasks += list(calls)
     report = PoolReport(workers=workers, skipped=stored)
     if not tasks:
@@ -251,8 +263,8 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
     for t in tasks:
         if not t.deps <= keys:
             raise FedreproError(f"task {t.key} depends on {sorted(t.deps - keys)[:3]}, which are not tasks here")
-    blocked = [t for t in tasks if t.deps]
-    ready = [t for t in tasks if not t.deps]
+    blocked = [t for t in tasks if t.deps or t.after]
+    ready = [t for t in tasks if not (t.deps or t.after)]
     calib = _Calibration()
     running: dict = {}
     own_bar = bar is None
@@ -293,7 +305,7 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
                 if bad:
                     report.failed[t.key] = f"needs {min(bad)}, which failed"
                     changed = True
-                elif t.deps <= report.done.keys():
+                elif t.deps <= report.done.keys() and t.after <= report.done.keys() | report.failed.keys():
                     ready.append(t)
                 else:
                     still.append(t)

@@ -82,6 +82,10 @@ class Plan:
     # The rows those searches tune, at their setup's rates (config hash -> config): one run each once
     # tuned, so the count of runs still to be planned (about: two rows may tune to one run).
     after_searches: dict[str, RunConfig] = field(default_factory=dict)
+    # Run hash -> the runs to train that may be its stored prefix, for the pool to train first
+    # (fedrepro.runs.prefix.waits_for; empty unless prefix sharing is on). Filled by the caller that
+    # knows which runs it will train.
+    waits: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def add(self, notebook: str, paper: str, needs: Iterable[Need], profile: str) -> None:
         from ..execute.tuning import TuningPending

@@ -26,14 +26,20 @@ run without it (a table that reads the final models trains the full budget of a 
 table stops when flat).
 
 The per-round timings of the rounds it shares are the stored run's (the time it took to train them).
+
+A run can only start from a prefix that is stored when it starts. So ``fedrepro reproduce``, with
+sharing on, trains each run after the runs of the same pass that may be its prefix
+(:func:`waits_for`; the pool's ``after``): after them, not instead of them, and whether they
+finished or failed.
 """
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import sys
 from functools import lru_cache
-from typing import Callable
+from typing import Callable, Mapping
 
 from ..config import RunConfig
 from ..errors import ConfigError
@@ -64,51 +70,64 @@ def reads_total_rounds(method) -> bool:
                if c.__module__.split(".")[0] == "fedrepro")
 
 
-def donor(cfg: RunConfig, store: RunStore, method, part_hash: str,
-          stale: Callable[[RunConfig], bool]) -> RunResult | None:
-    """The longest stored run that is a prefix of ``cfg``'s (see the module's conditions): of ``cfg``
-    with fewer rounds, or, for a run that stops when flat, of ``cfg`` without the rule with at most
-    ``train.flat_from`` rounds, or, for a run without the rule, of ``cfg`` with it, stopped early;
-    or None."""
+def candidates(cfg: RunConfig, method) -> list[RunConfig]:
+    """The configs whose stored runs may be prefixes of ``cfg``'s (the module's conditions on the
+    configs; the store's are :func:`donor`'s), the longest first: ``cfg`` with fewer rounds (an
+    evaluated round); for a run that stops when flat, no fewer than ``train.flat_from`` (below it the
+    config is not valid), and ``cfg`` without the rule up to ``flat_from`` rounds; for a run without
+    the rule, ``cfg`` with it (its twin, a prefix where the rule stopped it early)."""
     t = cfg.train
     if reads_total_rounds(method):
-        return None
+        return []
+    out = []
+    if not t.stop_when_flat and t.flat_from < t.rounds:  # else the rule cannot stop its twin early
+        with contextlib.suppress(ConfigError):
+            out.append(cfg.replace(**{"train.stop_when_flat": True}))
     fixed = cfg.replace(**{"train.stop_when_flat": False}) if t.stop_when_flat else None
-    stopped = None if t.stop_when_flat else _stopped_twin(cfg, store, part_hash, stale)
     for r in range(t.rounds, 0, -1):
         if r % t.eval_every:
             continue
-        if stopped is not None and int(stopped.summary["rounds"]) == r:
-            return stopped
-        # The same config with fewer rounds (for a run that stops when flat, no fewer than flat_from:
-        # below it the config is not valid); for such a run, also the config without the rule up to
-        # flat_from rounds (the longer first: it saves more).
-        candidates = ([fixed.replace(**{"train.rounds": r})] if fixed is not None and r <= t.flat_from else []) \
-            + ([cfg.replace(**{"train.rounds": r})] if r < t.rounds and (fixed is None or r >= t.flat_from) else [])
-        for c in candidates:
-            if store.status(c) != "done" or stale(c):
-                continue
-            res = store.load(c)
-            if res.summary.get("diverged_round") is None and res.meta.get("partition_hash") == part_hash:
-                return res
-    return None
+        if fixed is not None and r <= t.flat_from:
+            out.append(fixed.replace(**{"train.rounds": r}))
+        if r < t.rounds and (fixed is None or r >= t.flat_from):
+            out.append(cfg.replace(**{"train.rounds": r}))
+    return out
 
 
-def _stopped_twin(cfg: RunConfig, store: RunStore, part_hash: str,
-                  stale: Callable[[RunConfig], bool]) -> RunResult | None:
-    """The stored run of ``cfg`` (a run without the early stop) with the rule on, where the rule
-    stopped it before ``cfg``'s last round; else None."""
-    try:
-        twin = cfg.replace(**{"train.stop_when_flat": True})
-    except ConfigError:  # flat_from past the rounds: no such config
-        return None
-    if store.status(twin) != "done" or stale(twin):
-        return None
-    res = store.load(twin)
-    if not res.summary.get("stopped_early") or res.summary.get("diverged_round") is not None \
-            or res.meta.get("partition_hash") != part_hash:
-        return None
-    return res
+def donor(cfg: RunConfig, store: RunStore, method, part_hash: str,
+          stale: Callable[[RunConfig], bool]) -> RunResult | None:
+    """The stored run among :func:`candidates` that trained the most rounds of ``cfg``'s (the first
+    of equals) and is a prefix of it: finished, not stale, not diverged, on the same partition; a
+    twin with the rule only where the rule stopped it before ``cfg``'s last round. None if there is
+    none."""
+    best = None
+    for c in candidates(cfg, method):
+        if store.status(c) != "done" or stale(c):
+            continue
+        res = store.load(c)
+        if res.summary.get("diverged_round") is not None or res.meta.get("partition_hash") != part_hash:
+            continue
+        if c.train.stop_when_flat and not cfg.train.stop_when_flat and not res.summary.get("stopped_early"):
+            continue  # the twin trained every round: it is the run itself, not a prefix
+        if best is None or int(res.summary["rounds"]) > int(best.summary["rounds"]):
+            best = res
+    return best
+
+
+def waits_for(runs: Mapping[str, RunConfig]) -> dict[str, frozenset[str]]:
+    """For each of ``runs`` (by hash), the others among them that may be its prefix
+    (:func:`candidates`): a pass that trains them first lets it start from one. Empty unless
+    prefix sharing is on."""
+    if not sharing():
+        return {}
+    from ..methods import METHODS
+
+    out = {}
+    for h, cfg in runs.items():
+        found = frozenset(c.hash() for c in candidates(cfg, METHODS.get(cfg.method.name))) & runs.keys()
+        if found - {h}:
+            out[h] = found - {h}
+    return out
 
 
 def _nan(row: dict) -> dict:
