@@ -14,11 +14,11 @@ CLI. A task that fails is reported, with what depends on it; the rest go on.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import time
 from collections import defaultdict
-import dataclasses
 from dataclasses import dataclass, field
 from typing import ClassVar
 from typing import Callable, Iterable, Mapping, Sequence

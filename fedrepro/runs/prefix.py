@@ -45,6 +45,7 @@ from ..config import RunConfig
 from ..errors import ConfigError
 from ..env.settings import env_flag
 from ..fl.engine import SimState
+from ..methods import METHODS
 from .store import RunResult, RunStore, read_jsonl
 
 ENV_SHARE = "FEDREPRO_SHARE_PREFIX"
@@ -120,8 +121,6 @@ def waits_for(runs: Mapping[str, RunConfig]) -> dict[str, frozenset[str]]:
     prefix sharing is on."""
     if not sharing():
         return {}
-    from ..methods import METHODS
-
     out = {}
     for h, cfg in runs.items():
         found = frozenset(c.hash() for c in candidates(cfg, METHODS.get(cfg.method.name))) & runs.keys()
