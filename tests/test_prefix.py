@@ -2,6 +2,7 @@
 bit for bit where training it from scratch ends."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 import fedrepro
@@ -146,3 +147,13 @@ def test_the_pool_trains_a_run_after_the_runs_that_may_be_its_prefix(tiny, tmp_p
     store = RunStore(str(tmp_path))
     assert store.load(twin).meta["started_from"] == {"run": shorter.hash(), "round": 2}
     assert store.load(cfg).meta["started_from"] == {"run": twin.hash(), "round": 4}
+
+
+def test_a_table_that_reads_the_final_models_refuses_the_early_stop_asked_of_it(tiny):
+    from fedrepro.errors import ConfigError
+    from fedrepro.papers import fedpft
+
+    with pytest.raises(ConfigError, match="train.stop_when_flat=True for table fedpft/probe.*valid: False"):
+        fedpft.TABLES["probe"].configs("laptop", train__stop_when_flat=True)
+    fixed = fedpft.TABLES["probe"].configs("laptop", train__stop_when_flat=False)
+    assert fixed and not any(c.train.stop_when_flat for c in fixed)

@@ -171,6 +171,10 @@ class TableDef:
 
     def _groups(self, profile: str, seeds, table_seeds, variant, overrides, base):
         """``(paper column label or None, group base config, row group, seeds)`` of every row group."""
+        asked = [v for k, v in overrides.items() if k.replace("__", ".") == "train.stop_when_flat" and v]
+        if self.final_models and asked:
+            raise ConfigError(f"train.stop_when_flat={asked[0]!r} for table {self.key}, which reads the final "
+                              "models and trains the full budget; valid: False")
         # The claim rows' seeds: the profile's, continued to the stage a sequential claim reached.
         seeds = list(seeds or claim_seeds(profile, self.key))
         table_seeds = list(table_seeds or default_table_seeds(profile))
