@@ -246,9 +246,12 @@ NEW_MAX_SEEDS = 5
 # Where a pass measured the spread: the most seeds at which the claim's mean and spread would decide,
 # one stage more for margin (bench/seed_needs.py on the pages of the laptop pass of 2026-11-27, kept in
 # bench/seed_needs_pass42.json). The INCONCLUSIVE claims that would not decide by 12 seeds keep theirs.
+# beats_promptfl_feature_label_shift: from the pages of 2026-11-29 (bench/seed_needs_pass51.json), its
+# mean 1.14 SDs past the bound at 3 seeds.
 MEASURED_MAX_SEEDS = {"beats_pfedprompt_pathological": 12, "beats_promptfl_fedprox_pathological": 12,
                       "beats_promptfl_ft_pathological": 12, "coop_beats_fedotp_pathological": 8,
-                      "beats_promptfl_low_alpha": 8, "beats_promptfl_fedprox_feature_label_shift": 12}
+                      "beats_promptfl_low_alpha": 8, "beats_promptfl_fedprox_feature_label_shift": 12,
+                      "beats_promptfl_feature_label_shift": 12}
 
 
 def _rows(a: str, b: str, where: dict | None = None, **kw) -> arms.Rows:
