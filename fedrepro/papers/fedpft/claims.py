@@ -252,9 +252,9 @@ register_claim(Claim(
 
 PARTIAL_DROP_MAX = 0.005  # ICLR Table 13: FedPFT loses at most 0.22 points at 50-90% participation; we allow 0.5
 
-# Up to 12 seeds: on the pages of 2026-11-29 (runs until flat) its mean sits 0.85 SDs inside the
-# bound, which looks up to 12 seeds would decide (bench/seed_needs.py, bench/seed_needs_pass51.json);
-# on the earlier pages it sat 0.46 SDs from it, and looks up to 12 would not have.
+# Up to 12 seeds: on the pages of 2026-11-29 (runs until flat) its 3 seeds put the mean 0.85 SDs
+# inside the bound, which looks up to 12 seeds would decide (bench/seed_needs.py,
+# bench/seed_needs_pass51.json). At 12 seeds it sits 0.28 SDs from the bound: still INCONCLUSIVE.
 register_claim(Claim(
     id="fedpft.partial_participation", paper="fedpft", source="ICLR Table 13 (App. K)",
     max_seeds=12,
