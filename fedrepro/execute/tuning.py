@@ -194,11 +194,12 @@ class LrSearch:
         if reads_total_rounds(METHODS.get(full[0].method.name)):
             raise ConfigError(f"replay_halving: {full[0].method.name}'s rounds depend on train.rounds, so a short "
                               "run is not the first rounds of the full one; train it instead")
-        final = self._stored_scores(full)
+        summaries = self._stored_summaries(full)
+        final = self._scores_of(summaries)
         at, column = self.short_rounds(cfg), self.metric.removeprefix("final_")
         short = {}
         for c in full:
-            diverged = RunStore(c.runs_dir).load(c).summary.get("diverged_round")
+            diverged = summaries[self.rate(c)].get("diverged_round")
             if diverged is not None and diverged <= at:  # the short run diverges in the same round
                 short[self.rate(c)] = float("-inf")  # and loses, as a diverged full run does
                 continue
@@ -226,6 +227,11 @@ class LrSearch:
         return self._stored_scores(runs)
 
     def _stored_scores(self, runs: list[RunConfig]) -> dict[float, float]:
+        return self._scores_of(self._stored_summaries(runs))
+
+    def _stored_summaries(self, runs: list[RunConfig]) -> dict[float, dict]:
+        """Each run's stored summary by rate; raises :class:`TuningPending` naming the runs not stored
+        (or stale under the stale policy, so they will be trained anew)."""
         from ..runs.train import is_stale as _is_stale, on_stale_policy
 
         policy = on_stale_policy()
@@ -233,16 +239,18 @@ class LrSearch:
                    or _is_stale(RunStore(c.runs_dir), c, policy)]
         if missing:
             raise TuningPending(missing)
+        return {self.rate(c): RunStore(c.runs_dir).load(c).summary for c in runs}
+
+    def _scores_of(self, summaries: Mapping[float, dict]) -> dict[float, float]:
         out = {}
-        for c in runs:
-            summary = RunStore(c.runs_dir).load(c).summary
+        for lr, summary in summaries.items():
             if self.metric not in summary:
-                raise ConfigError(f"LrSearch(metric={self.metric!r}): run {c.hash()} has no such summary value; "
-                                  "valid: " + ", ".join(sorted(k for k in summary
-                                                               if k.startswith(("best_", "final_")))))
+                raise ConfigError(f"LrSearch(metric={self.metric!r}): run {summary.get('config_hash')} has no such "
+                                  "summary value; valid: " + ", ".join(sorted(k for k in summary
+                                                                               if k.startswith(("best_", "final_")))))
             v = summary[self.metric]  # NaN is stored as null
             # A diverged run (no score) loses to any run that was scored.
-            out[self.rate(c)] = float("-inf") if v is None or v != v else float(v)
+            out[lr] = float("-inf") if v is None or v != v else float(v)
         return out
 
     def choose(self, cfg: RunConfig) -> RunConfig:
