@@ -108,10 +108,13 @@ def donor(cfg: RunConfig, store: RunStore, method, part_hash: str,
         res = store.load(c)
         if res.summary.get("diverged_round") is not None or res.meta.get("partition_hash") != part_hash:
             continue
-        if c.train.stop_when_flat and not cfg.train.stop_when_flat and not res.summary.get("stopped_early"):
+        twin = c.train.stop_when_flat and not cfg.train.stop_when_flat
+        if twin and not res.summary.get("stopped_early"):
             continue  # the twin trained every round: it is the run itself, not a prefix
         if best is None or int(res.summary["rounds"]) > int(best.summary["rounds"]):
             best = res
+        if not twin:  # the other candidates come longest first: none after this one is longer
+            return best
     return best
 
 
@@ -124,8 +127,8 @@ def waits_for(runs: Mapping[str, RunConfig]) -> dict[str, frozenset[str]]:
     out = {}
     for h, cfg in runs.items():
         found = frozenset(c.hash() for c in candidates(cfg, METHODS.get(cfg.method.name))) & runs.keys()
-        if found - {h}:
-            out[h] = found - {h}
+        if found:
+            out[h] = found
     return out
 
 
