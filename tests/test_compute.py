@@ -9,6 +9,7 @@ import pytest
 from support import tiny_config
 
 from fedrepro.app.compute import PlannedRuns, calibrate, claim_notebooks, halving_saving, prefix_saving
+from fedrepro.errors import ConfigError
 from fedrepro.execute.local import estimate_cost
 
 
@@ -41,8 +42,34 @@ def test_a_run_takes_the_seconds_per_unit_its_kind_was_timed_at(tmp_path):
 
 def test_a_report_that_timed_no_planned_run_cannot_calibrate(tmp_path):
     cal = calibrate(_report(("elsewhere", 5.0)), {})
-    with pytest.raises(ValueError, match="--timings"):
+    with pytest.raises(ConfigError, match="--timings"):
         cal.run_seconds(tiny_config(tmp_path))
+
+
+def test_a_timed_run_whose_config_changed_since_calibrates_its_kind_from_the_store(tmp_path):
+    """A report outlives the configs it timed (a setup changed, so did the hash); the store still
+    holds the old run's config, so its kind stays calibrated (a damaged config is skipped)."""
+    old = tiny_config(tmp_path)
+    today = old.replace(**{"train.lr": old.train.lr / 2})  # a hashed change of the same kind
+    store = tmp_path / "store"
+    (store / old.hash()).mkdir(parents=True)
+    (store / old.hash() / "config.json").write_text(json.dumps({"hash": old.hash(), "config": old.to_dict()}))
+    (store / "damaged").mkdir()
+    (store / "damaged" / "config.json").write_text("{")
+    report = _report((old.hash(), 10.0), ("damaged", 7.0), ("absent", 3.0))
+    with pytest.raises(ConfigError):
+        calibrate(report, {today.hash(): today}).run_seconds(today)
+    cal = calibrate(report, {today.hash(): today}, store)
+    assert (cal.timed_runs, cal.matched, cal.from_store) == (3, 0, 1)
+    assert cal.basis(today) == "kind" and cal.run_seconds(today) == pytest.approx(10.0)
+
+
+def test_reproduce_refuses_a_timings_file_that_is_not_there_before_it_plans(tmp_path, capsys):
+    from fedrepro.app.cli import main
+
+    assert main(["reproduce", "--profile", "smoke", "--timings", str(tmp_path / "none.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--timings" in err and "no such file" in err
 
 
 def test_prefix_sharing_saves_the_shorter_runs_training_where_the_method_allows(tmp_path):

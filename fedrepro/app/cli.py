@@ -187,6 +187,9 @@ def _main(argv: list[str] | None = None) -> int:
     p_rep.add_argument("--predict", action="store_true",
                        help="with the plan, the pass's predicted CPU time, calibrated on bench/timings.json "
                             "(plans every run again: minutes at the laptop profile); trains nothing")
+    p_rep.add_argument("--timings", default=None, metavar="FILE",
+                       help="the pass report that --predict calibrates on instead of bench/timings.json "
+                            "(a timings.json that reproduce wrote); implies --predict")
     _executor_flags(p_rep)
     _tensorboard_flag(p_rep)
 
@@ -232,9 +235,11 @@ def _main(argv: list[str] | None = None) -> int:
 
             if args.workers is not None and args.workers < 1:
                 raise ConfigError(f"--workers={args.workers}; valid: a positive integer")
+            predict = args.predict or args.timings is not None
             with children_end_with_me():  # SIGTERM, Ctrl-C: no worker, papermill or kernel goes on
-                reproduce(args.profile, only=args.only, workers=args.workers, plan_only=args.plan or args.predict,
-                          executor=_executor(args), rehearse=args.rehearse, predict=args.predict, render=args.render)
+                reproduce(args.profile, only=args.only, workers=args.workers, plan_only=args.plan or predict,
+                          executor=_executor(args), rehearse=args.rehearse, predict=predict, render=args.render,
+                          timings=args.timings)
             return 0
         if args.cmd == "results":
 

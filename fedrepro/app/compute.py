@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from ..claims.core import CLAIMS, DEFAULT_MAX_SEEDS, KEPT, claims_dir, kept_records, recorded_claims, stages
-from ..config import RunConfig
+from ..config import RunConfig, from_dict
+from ..errors import ConfigError, FedreproError
 from ..env.host import repo_root
 from ..env.jsonfiles import read_json_file
 from ..execute.local import SETUP_COST, Task, estimate_cost, unfinished
@@ -58,8 +59,10 @@ class Calibration:
     by_method: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     analyses: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     renders: dict[str, float] = field(default_factory=dict)
+    report: str = "given"    # the report's path, as shown
     timed_runs: int = 0      # runs the report timed
     matched: int = 0         # of those, runs the plan has today (same config hash)
+    from_store: int = 0      # of the others, runs whose config the store keeps
 
     @property
     def all_runs(self) -> list[float]:
@@ -75,7 +78,8 @@ class Calibration:
         kind = Task("", cfg).kind
         ratios = self.by_kind.get(kind) or self.by_method.get(cfg.method.name) or self.all_runs
         if not ratios:
-            raise ValueError("the report timed no run that today's plan has; name another report (--timings)")
+            raise ConfigError(f"the report {self.report} timed none of the runs that today's plan has (the configs "
+                              "changed since); valid: the timings.json of a pass over them (--timings)")
         return estimate_cost(cfg) * statistics.median(ratios)
 
     def analysis_seconds(self, name: str) -> float:
@@ -88,9 +92,11 @@ class Calibration:
         return statistics.median(self.renders.values()) if self.renders else 0.0
 
 
-def calibrate(report: Mapping, runs: Mapping[str, RunConfig]) -> Calibration:
+def calibrate(report: Mapping, runs: Mapping[str, RunConfig], store: Path | None = None) -> Calibration:
     """The :class:`Calibration` of a pass's ``report`` (its ``tasks``: key -> seconds) over the
-    ``runs`` (hash -> config) whose hashes it timed."""
+    runs whose hashes it timed: those of ``runs`` (hash -> config), and those whose config lies in
+    ``store``, which keeps the runs of configs that have changed since the report (so a report still
+    calibrates the kinds of run it timed)."""
     cal = Calibration()
     for key, seconds in report.get("tasks", {}).items():
         if key.startswith("render:"):
@@ -100,8 +106,11 @@ def calibrate(report: Mapping, runs: Mapping[str, RunConfig]) -> Calibration:
         else:
             cal.timed_runs += 1
             cfg = runs.get(key)
+            cal.matched += cfg is not None
+            if cfg is None and store is not None:
+                cfg = _stored_config(store / key)
+                cal.from_store += cfg is not None
             if cfg is not None:
-                cal.matched += 1
                 ratio = float(seconds) / estimate_cost(cfg)
                 cal.by_kind[Task(key, cfg).kind].append(ratio)
                 cal.by_method[cfg.method.name].append(ratio)
@@ -279,7 +288,8 @@ def predict(notebooks: list[Path], nb_root: Path, profile: str, report: Path, pa
     planned = planned_runs(notebooks, nb_root, profile)
     if runs_dir is not None:
         planned.runs = {h: c.replace(runs_dir=runs_dir) for h, c in planned.runs.items()}
-    cal = calibrate(timings, planned.runs)
+    cal = calibrate(timings, planned.runs, Path(runs_dir) if runs_dir is not None else None)
+    cal.report = _shown(Path(report))
     left = unfinished(list(planned.runs.values()))
     papers: dict[str, dict[str, float]] = {}
 
@@ -307,7 +317,8 @@ def predict(notebooks: list[Path], nb_root: Path, profile: str, report: Path, pa
     prefix_s, prefix_n = prefix_saving(planned.runs, cal)
     return {
         "profile": profile, "report": _shown(Path(report)), "report_commit": timings.get("commit"),
-        "runs_timed": cal.timed_runs, "runs_matched": cal.matched, "runs": len(planned.runs),
+        "runs_timed": cal.timed_runs, "runs_matched": cal.matched, "runs_from_store": cal.from_store,
+        "runs": len(planned.runs),
         "papers": papers, "total_s": sum(r["total_s"] for r in papers.values()),
         "to_train_s": sum(r["to_train_s"] for r in papers.values()),
         "seed_stages": {n: {"runs": len(extra[n]), "seconds": s} for n, s in stage_s.items()},
@@ -315,6 +326,15 @@ def predict(notebooks: list[Path], nb_root: Path, profile: str, report: Path, pa
         "halving_saving_s": halving_saving(planned, cal), "halving": [HALVING, ETA],
         "prefix_saving_s": prefix_s, "prefix_runs": prefix_n,
     }
+
+
+def _stored_config(folder: Path) -> RunConfig | None:
+    """The config stored in a run's ``folder``; None where there is none, or it no longer reads as
+    a config (a field renamed since)."""
+    try:
+        return from_dict(read_json_file(folder / "config.json", "stored config", "", {"config": dict})["config"])
+    except (FedreproError, OSError):
+        return None
 
 
 def _shown(path: Path) -> str:
@@ -333,7 +353,8 @@ def text(p: Mapping, workers: int) -> str:
     """The prediction as ``--predict`` prints it."""
     lines = [f"[reproduce] predicted cost at {p['profile']} (a prediction, not a measurement: each run's size "
              f"estimate times the seconds per unit that {p['report']} (commit {p['report_commit']}) measured; "
-             f"{p['runs_matched']} of its {p['runs_timed']} timed runs are in today's plan of {p['runs']} runs):"]
+             f"{p['runs_matched']} of its {p['runs_timed']} timed runs are in today's plan of {p['runs']} runs, and "
+             f"{p.get('runs_from_store', 0)} more calibrate their kind from the configs the store keeps):"]
     for paper, r in p["papers"].items():
         lines.append(f"    {paper}: {r['runs']} runs {_h(r['runs_s'])} ({r['to_train']} to train, "
                      f"{_h(r['to_train_s'])}), analyses {_h(r['analyses_s'])}, renders {_h(r['renders_s'])}"

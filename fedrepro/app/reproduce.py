@@ -244,15 +244,15 @@ def _planned(profile: str, only: str | None, workers: int | None,
 MAX_SEED_STAGES = 3
 
 
-def _predicted(profile: str, only: str | None, runs_dir: str, output: str) -> dict | None:
+def _predicted(profile: str, only: str | None, runs_dir: str, output: str, timings: str | None = None) -> dict | None:
     """The pass's predicted cost (:func:`fedrepro.app.compute.predict`), in a process of its own (as
-    :func:`_planned`), calibrated on the committed report of the last whole laptop pass; None
-    without it."""
+    :func:`_planned`), calibrated on ``timings`` (a pass's report), by default the committed report
+    of the last whole laptop pass; None without it."""
     from .compute import BENCH_TIMINGS, predict  # defers torch and every paper, as _planned does
 
     os.environ[ENV_OUTPUT] = output  # where the notebooks recorded their claims, if a pass has run
     root = repo_root()
-    report = root / BENCH_TIMINGS
+    report = Path(timings) if timings is not None else root / BENCH_TIMINGS
     if not report.is_file():
         return None
     nb_root = root / "notebooks"
@@ -283,14 +283,16 @@ def _seed_stage(profile: str, only: str | None, workers: int | None, runs_dir: s
 
 def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "python3", workers: int | None = None,
               plan_only: bool = False, progress: bool = True, executor=None, rehearse: bool = False,
-              rehearsal_data: str | None = None, predict: bool = False, render: bool = True) -> dict:
+              rehearsal_data: str | None = None, predict: bool = False, render: bool = True,
+              timings: str | Path | None = None) -> dict:
     """Plan, train and render the numbered notebooks (those whose path contains ``only``; a
     comma-separated list names several); returns the report that is also written to
     ``output/<profile>/notebooks/timings.json`` under the output root
     (:func:`fedrepro.env.settings.output_root`). ``executor`` (:mod:`fedrepro.execute`): where the
     runs train, ``"local"`` (default) or a Ray cluster; analyses and renders stay on this machine,
     beside the store. ``predict`` (with ``plan_only``): also print the pass's predicted CPU time
-    (:mod:`fedrepro.app.compute`), which plans every run again (minutes at the laptop profile).
+    (:mod:`fedrepro.app.compute`), which plans every run again (minutes at the laptop profile),
+    calibrated on ``timings`` (a pass's report; default ``bench/timings.json``).
     ``render=False``: train the runs and analyses the notebooks read and render none (then nbval, or
     a reader, executes the notebooks on the stored runs); no later seed stages, which read rendered
     claims.
@@ -300,16 +302,19 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     model's time per client step, and the predicted time of each notebook at the paper profile is
     written where the paper profile's results pages read it. ``rehearsal_data``: the data root the
     rehearsal reads instead of its synthetic images."""
+    if timings is not None and not Path(timings).is_file():
+        raise ConfigError(f"--timings {timings}: no such file; valid: a timings.json that `fedrepro reproduce` wrote "
+                          "(output/<profile>/notebooks/timings.json)")
     if rehearse and profile != "paper":
         raise ConfigError(f"--rehearse rehearses the paper profile; got --profile {profile} (valid: --profile paper)")
     if not rehearse:
-        return _reproduce(profile, only, kernel, workers, plan_only, progress, executor, predict, render)
+        return _reproduce(profile, only, kernel, workers, plan_only, progress, executor, predict, render, timings)
     cost_file = cost_path()  # under the output root the pass was started with
     with rehearsal_env(rehearsal_data) as root:
         print(f"[reproduce] rehearsal of the paper profile under {root}: full-size models, "
               f"{REHEARSAL_ROUNDS} rounds of one local step, at most {REHEARSAL_CLIENTS} clients a round, "
               "one seed; verdicts are REHEARSAL", flush=True)
-        report = _reproduce(profile, only, kernel, workers, plan_only, progress, executor, predict, render)
+        report = _reproduce(profile, only, kernel, workers, plan_only, progress, executor, predict, render, timings)
         if not plan_only:
             _rehearsal_cost(report, profile, only, cost_file)
     return report
@@ -346,7 +351,7 @@ def _rehearsal_cost(report: dict, profile: str, only: str | None, cost_file: Pat
 
 
 def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None, plan_only: bool, progress: bool,
-               executor, predict: bool = False, render: bool = True) -> dict:
+               executor, predict: bool = False, render: bool = True, timings: str | Path | None = None) -> dict:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
@@ -401,10 +406,11 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
         if predict:
             with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=die_with_parent,
                                      initargs=(os.getpid(),)) as planner:
-                predicted = planner.submit(_predicted, profile, only, runs_dir, str(output_root())).result()
+                predicted = planner.submit(_predicted, profile, only, runs_dir, str(output_root()),
+                                           None if timings is None else str(timings)).result()
             if predicted is None:
                 print("[reproduce] no cost prediction: bench/timings.json (the report it is calibrated on) is "
-                      "missing", flush=True)
+                      "missing; name another with --timings", flush=True)
             else:
                 from .compute import text  # defers torch, which the planner's process loaded instead of this one
 
