@@ -380,7 +380,8 @@ def make_config(profile: str | None = None, overrides: Mapping[str, Any] | None 
     if profile == "paper" and rehearsing():
         d["rehearsal"] = {"paper": {key: d["train"][key] for key in REHEARSED_FIELDS}, "cut": {}}
     if yaml_path is not None:
-        loaded = _read_yaml_file(Path(yaml_path)) or {}
+        loaded = _read_yaml_file(Path(yaml_path))
+        loaded = {} if loaded is None else loaded  # an empty file (or a lone null): the defaults
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {str(yaml_path)!r} must hold a mapping, got {type(loaded).__name__}")
         try:

@@ -18,6 +18,8 @@ FILES = {
     "binary.yaml": b"\x00\xff\xfe\x01binary",
     "control.yaml": b"train:\n  rounds: \x07\n",
     "list.yaml": b"- 1\n- 2\n",
+    "empty_list.yaml": b"[]\n",
+    "empty_string.yaml": b"''\n",
 }
 NO_SUCH_GPU = f"cuda:{torch.cuda.device_count() + 7}"  # a device index this machine does not have
 
@@ -43,6 +45,8 @@ CLI_CASES = [
     (["--config", "{d}/binary.yaml"], "binary.yaml"),
     (["--config", "{d}/control.yaml"], "control.yaml"),
     (["--config", "{d}/list.yaml"], "list.yaml"),
+    (["--config", "{d}/empty_list.yaml"], "empty_list.yaml"),  # falsy, yet not a mapping
+    (["--config", "{d}/empty_string.yaml"], "empty_string.yaml"),
     (["--config", "{d}/missing.yaml"], "missing.yaml"),
     (["--config", "{d}"], "config file"),
     (["--set", "x=[1,"], "--set x="),
