@@ -20,29 +20,26 @@ from pathlib import Path
 
 import pandas as pd
 
-from fedrepro.analysis.by_round import final_over_last, run_groups
+from fedrepro.analysis.by_round import final_over_last
 from fedrepro.env.host import repo_root
-from fedrepro.execute.local import unfinished
-from fedrepro.papers import paper
-from fedrepro.papers.pfedcspc.metrics import rounds_with_scores
-from fedrepro.papers.verdicts import evaluate_claims
+from fedrepro.papers import PAPERS, paper
+from fedrepro.papers.verdicts import evaluate_claims, stored_groups
 
-# The per-round scores each paper's claims read (pFedCSPC joins its I_local and HM), as in bench/levers.py.
-ROUNDS_OF = {"fedpft": None, "pfedcspc": rounds_with_scores}
+# The papers whose convergence notebooks judge claims by round.
+BY_ROUND_PAPERS = tuple(name for name in PAPERS if hasattr(paper(name), "BY_ROUND"))
 
 
 def verdicts(name: str, profile: str, ks: list[int]) -> pd.DataFrame:
     """One row per BY_ROUND claim of paper ``name`` and k: its verdict, effect and interval."""
     pkg = paper(name)
-    needed = [c for group in pkg.BY_ROUND for t in group for c in pkg.TABLES[t].configs(profile)]
-    if unfinished(needed):
-        raise LookupError(f"{len(unfinished(needed))} of the runs its claims read are not stored")
-    groups = run_groups(pkg.TABLES, pkg.BY_ROUND, profile)
-    kw = {} if ROUNDS_OF[name] is None else {"rounds_of": ROUNDS_OF[name]}
+    groups, missing = stored_groups(name, profile)
+    if groups is None:
+        raise LookupError(f"{missing} of the runs (or searches) its claims read are not stored")
     rows = []
     for group, ids in pkg.BY_ROUND.items():
         for k in ks:
-            judged = evaluate_claims(final_over_last(groups[group], k, **kw), ids=list(ids)).set_index("claim_id")
+            judged = evaluate_claims(final_over_last(groups[group], k, pkg.ROUNDS_OF),
+                                     ids=list(ids)).set_index("claim_id")
             rows += [{"paper": name, "claim_id": cid, "k": k, "verdict": judged.at[cid, "verdict"],
                       "effect": judged.at[cid, "effect"], "interval": judged.at[cid, "interval"]} for cid in ids]
     return pd.DataFrame(rows)
@@ -55,7 +52,7 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, nargs="+", default=[1, 3, 5, 10], help="last evaluated rounds averaged")
     args = ap.parse_args(argv)
     report: dict = {"profile": args.profile, "k": args.k, "papers": {}}
-    for name in ROUNDS_OF:
+    for name in BY_ROUND_PAPERS:
         try:
             table = verdicts(name, args.profile, args.k)
         except LookupError as e:

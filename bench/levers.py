@@ -30,20 +30,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from fedrepro.analysis.by_round import evaluated, last_round, run_flat_stop, run_groups
+from fedrepro.analysis.by_round import evaluated, last_round, run_flat_stop
 from fedrepro.app.compute import paper_of, planned_runs
 from fedrepro.env.host import repo_root
-from fedrepro.execute.local import unfinished
-from fedrepro.execute.tuning import TuningPending
-from fedrepro.papers import paper
-from fedrepro.papers.pfedcspc.metrics import rounds_with_scores
+from fedrepro.errors import FedreproError
+from fedrepro.papers import PAPERS, paper
 from fedrepro.papers.tables import halving_replay
-from fedrepro.papers.verdicts import verdicts_at_flat_stop
+from fedrepro.papers.verdicts import stored_groups, verdicts_at_flat_stop
 from fedrepro.runs.store import RunStore
 
 PROFILE = "laptop"  # --profile smoke reads a smoke pass (tests)
-# The per-round scores each paper's convergence notebook cuts (pFedCSPC joins its I_local and HM).
-ROUNDS_OF = {"fedpft": None, "pfedcspc": rounds_with_scores}
+# The papers whose convergence notebooks judge claims by round.
+BY_ROUND_PAPERS = tuple(name for name in PAPERS if hasattr(paper(name), "BY_ROUND"))
 SEARCHED = ("fedotp", "pep_fedpt", "pfedcspc", "fedpft")
 HALVING, ETA = 0.25, 3
 # Each paper's laptop budget (train.rounds of its setup); the early stop is replayed from round 0
@@ -90,17 +88,10 @@ def flat_verdicts(name: str, profile: str, first: int) -> tuple[pd.DataFrame, in
     """The paper's BY_ROUND claims as trained and at the flat stop from round ``first``; the number
     of runs missing."""
     pkg = paper(name)
-    try:
-        needed = [c for group in pkg.BY_ROUND for t in group
-                  for c in pkg.TABLES[t].search_configs(profile) + pkg.TABLES[t].configs(profile)]
-    except TuningPending as e:  # a search not stored yet: its rows are unknown
-        return pd.DataFrame(), len(e.configs)
-    missing = len(unfinished(needed))
-    if missing:
+    groups, missing = stored_groups(name, profile)
+    if groups is None:
         return pd.DataFrame(), missing
-    groups = run_groups(pkg.TABLES, pkg.BY_ROUND, profile)
-    kw = {} if ROUNDS_OF[name] is None else {"rounds_of": ROUNDS_OF[name]}
-    return verdicts_at_flat_stop(groups, pkg.BY_ROUND, first=first, **kw), 0
+    return verdicts_at_flat_stop(groups, pkg.BY_ROUND, rounds_of=pkg.ROUNDS_OF, first=first), 0
 
 
 def main(argv=None) -> int:
@@ -123,7 +114,7 @@ def main(argv=None) -> int:
         report["stop_when_flat"] = {"by_paper": {f"{p} from {first}": v for (p, first), v
                                                  in summary.round(4).to_dict("index").items()},
                                     "runs": per_run(runs)}
-    for name in ROUNDS_OF:
+    for name in BY_ROUND_PAPERS:
         report["verdicts"][name] = {}
         for f in FRACTIONS:
             first = round(f * BUDGET[name])
@@ -139,7 +130,7 @@ def main(argv=None) -> int:
     for name in SEARCHED:
         try:
             replay = halving_replay(paper(name).TABLES, profile, HALVING, ETA)
-        except Exception as e:  # a search not stored: TuningPending names its runs
+        except FedreproError as e:  # a search not stored (TuningPending names its runs), or a run unreadable
             print(f"{name}: halving not replayed ({type(e).__name__}: {e})\n")
             report["halving"][name] = {"not_replayed": f"{type(e).__name__}: {e}"}
             continue

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from support import bench_module
 
 from fedrepro.app import rehearsal
 from fedrepro.app.cli import main
@@ -247,16 +248,10 @@ def test_the_ci_subset_rehearses_end_to_end(tmp_path, monkeypatch):
     assert {r["notebook"] for r in cost["notebooks"]} >= {"fedpft/15_time.ipynb", "pfedcspc/08_gradcam.ipynb"}
 
 
-def _rehearsal_steps_bench():
-    from support import bench_module
-
-    return bench_module("rehearsal_steps")
-
-
 def test_the_rehearsal_pass_is_costed_run_by_run_and_each_run_once(monkeypatch):
     """bench/rehearsal_steps.py --rehearsal-cost: (steps + fine-tuning steps) x step_s + setup_s per run."""
     monkeypatch.delenv(ENV_REHEARSE, raising=False)
-    bench = _rehearsal_steps_bench()
+    bench = bench_module("rehearsal_steps")
     # 6 candidates (8 clients, 2 held out) at half participation: 3 a round; rounds 2 and 3 evaluated.
     cfg = make_config("smoke", train__rounds=3, train__participation=0.5, train__local_epochs=2,
                       train__max_local_batches=2, train__eval_every=2, train__eval_finetune_epochs=1,
@@ -287,7 +282,7 @@ def test_the_step_bench_times_a_client_met_again_apart_from_its_first_update(tmp
     that does per-client work once (a CLIP method's encoding) shows it as first_s above again_s."""
     from support import tiny_config
 
-    result = _rehearsal_steps_bench().time_steps(tiny_config(tmp_path), 3)
+    result = bench_module("rehearsal_steps").time_steps(tiny_config(tmp_path), 3)
     assert result["steps_timed"] == 2 and result["again_s"] > 0 and result["first_s"] > 0
     assert result["step_s"] > 0 and result["model_input"] == 8 and result["on_gpu"] in (False, True)
 

@@ -6,16 +6,12 @@ from support import bench_module
 from fedrepro.claims.core import CLAIMS, Test
 
 
-def _seed_needs():
-    return bench_module("seed_needs")
-
-
 def test_uniform_rule_makes_a_narrow_pass_wait_and_leaves_a_wide_one():
     from fedrepro.papers import PAPERS, paper
 
     for name in PAPERS:
         paper(name)
-    seed_needs = _seed_needs()
+    seed_needs = bench_module("seed_needs")
     narrow = Test("A − B", (1.0, 2.0, 1.5), (0, 1, 2), ">", 0.5)   # 90% lower end +0.66 > 0.5; 95% end +0.26
     wide = Test("A − B", (10.0, 11.0, 10.5), (0, 1, 2), ">", 0.5)
     assert narrow.verdict == wide.verdict == "PASS"

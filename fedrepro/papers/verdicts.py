@@ -7,11 +7,13 @@ from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from ..analysis.by_round import FLAT_WINDOW, Groups, RoundsOf, at_flat_stop, at_round, stored_rounds
+from ..analysis.by_round import FLAT_WINDOW, Groups, RoundsOf, at_flat_stop, at_round, run_groups, stored_rounds
+from ..execute.local import unfinished
+from ..execute.tuning import TuningPending
 from ..claims.core import CLAIMS, Claim, claims_dir, recorded_claims
 from ..registry import Registry
 from ..runs.store import RunResult
-from . import PAPERS, load_all
+from . import PAPERS, load_all, paper as paper_package
 
 
 def registered() -> Registry:
@@ -65,6 +67,20 @@ def collect_claims(profile: str, root=None) -> pd.DataFrame:
     cols = ["paper", "claim_id", "source", "statement", "verdict", "interval", "evidence", "notebook", "runs", "seeds",
             "max_seeds", "effect", "commit", "recorded"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def stored_groups(name: str, profile: str) -> tuple[dict[tuple[str, ...], pd.DataFrame] | None, int]:
+    """Paper ``name``'s ``BY_ROUND`` groups of runs at ``profile`` as stored
+    (:func:`fedrepro.analysis.by_round.run_groups`), without training any: ``(groups, 0)``, or
+    ``(None, n)`` while n of the runs or learning-rate searches they read are not stored."""
+    pkg = paper_package(name)
+    try:
+        needed = [c for group in pkg.BY_ROUND for t in group
+                  for c in pkg.TABLES[t].search_configs(profile) + pkg.TABLES[t].configs(profile)]
+    except TuningPending as e:  # a search not stored yet: its rows are unknown
+        return None, len(e.configs)
+    missing = len(unfinished(needed))
+    return (None, missing) if missing else (run_groups(pkg.TABLES, pkg.BY_ROUND, profile), 0)
 
 
 def verdicts_by_round(table: pd.DataFrame, claim_ids: Sequence[str], rounds: Iterable[int],

@@ -29,6 +29,20 @@ def test_the_notebook_plans_every_table_it_cuts(package, name, notebook):
     assert {n.table for n in needs} == tables
 
 
+@pytest.mark.parametrize("package, name, notebook", CASES)
+def test_the_notebook_cuts_the_per_round_scores_its_package_declares(package, name, notebook):
+    """One declaration (``ROUNDS_OF``, beside ``BY_ROUND``) of what a claim reads at each round, which the
+    notebook and the bench scripts (bench/levers.py, bench/final_window.py) all pass on."""
+    import json
+
+    from fedrepro.env.host import repo_root
+
+    assert callable(package.ROUNDS_OF)
+    cells = json.loads((repo_root() / "notebooks" / name / f"{notebook}.ipynb").read_text())["cells"]
+    calls = ["".join(c["source"]) for c in cells if "verdicts_by_group(" in "".join(c["source"])]
+    assert calls and all(f"{name}.BY_ROUND, {name}.ROUNDS_OF)" in src for src in calls)
+
+
 def test_a_claim_that_may_read_more_seeds_is_read_by_notebooks_whose_tables_can_grow():
     """The sequential stages grow tables and staged runs (fedrepro.papers.plan.seed_stage): a claim
     declaring more than the default seeds, evaluated in a notebook that reads neither, could never get

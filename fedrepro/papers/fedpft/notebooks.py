@@ -2,6 +2,7 @@
 read single runs rather than a table."""
 from __future__ import annotations
 
+from ...analysis.by_round import RoundsOf, stored_rounds
 from ...config import RunConfig, default_seeds
 from ..plan import Need
 from .variants import FIGURE_VARIANTS, overrides
@@ -54,6 +55,8 @@ BY_ROUND: dict[tuple[str, ...], tuple[str, ...]] = {
     ("r_f", "n_kappa", "n_rho"): ("fedpft.rf_sweep_rises", "fedpft.rf_sweep_peaks_inside",
                                   "fedpft.n_kappa_robust", "fedpft.n_rho_robust"),
 }
+# What those claims read of a run at each round: its stored accuracies alone.
+ROUNDS_OF: RoundsOf = stored_rounds
 
 _PROBE = "scored by the mismatch probe on the final round's stored models (a cached analysis), not each round"
 _LINEAR = "scored by linear probes trained on the final round's features (a cached analysis), not each round"

@@ -2,9 +2,11 @@
 read single runs rather than a table."""
 from __future__ import annotations
 
+from ...analysis.by_round import RoundsOf
 from ...config import RunConfig
 from ..plan import Need
 from .. import claim_seeds, setup
+from .metrics import rounds_with_scores
 
 
 def tsne_runs(profile: str, seed: int = 0) -> dict[str, RunConfig]:
@@ -54,6 +56,9 @@ BY_ROUND: dict[tuple[str, ...], tuple[str, ...]] = {
     ("orthogonality",): ("pfedcspc.plug_and_play",),
     ("sensitivity",): ("pfedcspc.more_prototypes_help",),
 }
+# What those claims read of a run at each round: its stored rounds with pFedCSPC's own scores (I_local and
+# the harmonic mean HM of TNNLS Table 2) joined on.
+ROUNDS_OF: RoundsOf = rounds_with_scores
 # The other claims, and why a cut after round r says nothing about them.
 NOT_BY_ROUND: dict[str, str] = {
     "pfedcspc.fewer_rounds": "its measure is already a number of rounds (the first round at the target)",
