@@ -23,7 +23,7 @@ import yaml
 
 from .env.settings import env_flag
 from .errors import ConfigError
-from .params import check_fields, declared_types, hp, is_float_for_int, normalise, normalise_values
+from .params import INT64, check_fields, declared_types, hp, is_float_for_int, normalise, normalise_values
 from .registry import did_you_mean
 from .version import VERSION as __version__
 
@@ -617,8 +617,9 @@ def check_seeds(seeds: Any, name: str = "seeds") -> list[int]:
             seed = operator.index(s)  # ints and numpy integers; not 1.0, not "1", not True
         except TypeError:
             seed = None
-        if seed is None or isinstance(s, bool) or seed < 0:
-            raise ConfigError(f"invalid {name}: {s!r}; valid: a list of distinct integers >= 0, e.g. [0, 1, 2]")
+        if seed is None or isinstance(s, bool) or not 0 <= seed < INT64:
+            raise ConfigError(f"invalid {name}: {s!r}; valid: a list of distinct integers in [0, 2**63), "
+                              "e.g. [0, 1, 2]")
         out.append(seed)
     twice = sorted({s for s in out if out.count(s) > 1})
     if twice:

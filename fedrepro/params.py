@@ -57,6 +57,9 @@ def hp(default: Any = dataclasses.MISSING, *, ge: float | None = None, gt: float
     return dataclasses.field(default=default, metadata=meta)
 
 
+INT64 = 2 ** 63  # integers are stored as int64: |x| < 2**63
+
+
 def _num(x: float) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
@@ -123,6 +126,10 @@ def _check(label: str, value: Any, annotation: Any, b: Bounds, error: type[Excep
         return
     if not _ok(value, base, b):
         raise error(f"invalid {label}={value!r}; valid: {describe(base, b, nullable)}")
+    if base is int and not -INT64 <= value < INT64:
+        # Every integer ends up in a 64-bit tensor, array or seed word; a larger one overflows there.
+        raise error(f"invalid {label}={value!r}; valid: {describe(base, b, nullable)} that fits in 64 bits "
+                    "(below 2**63)")
 
 
 def check_value(name: str, value: Any, annotation: Any, *, ge: float | None = None, gt: float | None = None,

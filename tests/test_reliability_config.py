@@ -8,7 +8,7 @@ import typing
 import pytest
 
 from fedrepro.app.cli import main
-from fedrepro.config import RunConfig, make_config, parse_cli_sets
+from fedrepro.config import RunConfig, check_seeds, make_config, parse_cli_sets
 from fedrepro.errors import ConfigError
 from fedrepro.methods import METHODS
 from fedrepro.params import declared_types
@@ -182,3 +182,18 @@ def test_run_takes_a_yaml_path_and_names_any_other_kind_of_config(tmp_path):
     res = fedrepro.run(path, profile="smoke", force_progress=False)
     assert res.config.train.rounds == 1 and res.config.profile == "smoke"
     assert res.config == make_config("smoke", yaml_path=path)
+
+
+# Checked when the run builds its model or partition (tests/models/test_resnet.py, the partitions' tests).
+_BUILT = ("model.args.width", "data.partition_args.train_per_client")
+
+
+@pytest.mark.parametrize("key, base", [(k, b) for k, b in _pairs() if _types(k, b) is int and k not in _BUILT],
+                         ids=lambda x: x if isinstance(x, str) else "")
+def test_every_integer_field_refuses_a_value_past_64_bits_by_name(key, base):
+    """Counts and seeds end up in int64 tensors, arrays and seed words: 2**63 would overflow there (a
+    seed did, deep in the data pipeline), so the config refuses it where it is set."""
+    with pytest.raises(ConfigError, match=key.rsplit(".", 1)[-1]):
+        make_config("smoke", overrides={**base, key: 2 ** 63})
+    with pytest.raises(ConfigError, match="seeds"):
+        check_seeds([0, 2 ** 63])

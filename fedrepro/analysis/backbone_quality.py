@@ -21,6 +21,7 @@ from torch import Tensor
 
 from ..data.base import ImageDataset, norm_tensors, to_float
 from ..errors import ConfigError
+from ..params import check_value
 from ..data import load_dataset
 from ..models import create_model
 from ..models.vit import arch_kwargs, checkpoint_meta, committed_weights
@@ -76,8 +77,7 @@ class Quality:
 def probe_sample(ds: ImageDataset, n_train: int, n_test: int, seed: int) -> ImageDataset:
     """A class-stratified sample of ``ds`` (seeded), so quality runs take seconds."""
     for key, v in {"n_train": n_train, "n_test": n_test}.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ConfigError(f"{key} must be a positive int, got {v!r}")
+        check_value(key, v, int, ge=1)
     return ds.subset(n_train, n_test, np.random.default_rng(seed))
 
 

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from ..errors import ConfigError
+from ..params import check_value
 
 FEATURES = "features"
 HEAD = "head"
@@ -87,8 +88,7 @@ GN_GROUPS = 2
 def check_positive(**values: int) -> None:
     """Raise ConfigError naming the first argument that is not a positive integer."""
     for key, v in values.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ConfigError(f"{key} must be a positive integer, got {v!r}")
+        check_value(key, v, int, ge=1)
 
 
 def check_choice(key: str, value: str, valid: tuple[str, ...]) -> None:
