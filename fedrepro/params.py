@@ -58,6 +58,7 @@ def hp(default: Any = dataclasses.MISSING, *, ge: float | None = None, gt: float
 
 
 INT64 = 2 ** 63  # integers are stored as int64: |x| < 2**63
+FLOAT32_MAX = 3.4028234663852886e38  # the largest float32 (torch.finfo(torch.float32).max)
 
 
 def _num(x: float) -> str:
@@ -109,7 +110,8 @@ def _ok(value: Any, base: type | None, b: Bounds) -> bool:
         if not isinstance(value, int) or isinstance(value, bool):
             return False
     elif base is float:
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or (
+                isinstance(value, float) and not math.isfinite(value)):
             return False
     elif base is str:
         return isinstance(value, str)
@@ -130,6 +132,10 @@ def _check(label: str, value: Any, annotation: Any, b: Bounds, error: type[Excep
         # Every integer ends up in a 64-bit tensor, array or seed word; a larger one overflows there.
         raise error(f"invalid {label}={value!r}; valid: {describe(base, b, nullable)} that fits in 64 bits "
                     "(below 2**63)")
+    if base is float and isinstance(value, (int, float)) and abs(value) > FLOAT32_MAX:
+        # A rate or weight multiplies float32 tensors; past float32's range torch cannot convert it.
+        raise error(f"invalid {label}={value!r}; valid: {describe(base, b, nullable)} within float32's range "
+                    f"(at most {FLOAT32_MAX:.4g} in size)")
 
 
 def check_value(name: str, value: Any, annotation: Any, *, ge: float | None = None, gt: float | None = None,
@@ -211,9 +217,9 @@ def normalise(value: Any, tp: Any) -> Any:
     else is returned as is, for :func:`check_fields` to judge: a float for an int field stays an
     error (``rounds=1e2`` is more likely a slip than a count)."""
     base, _ = _kind(tp)
-    if base is float and isinstance(value, int) and not isinstance(value, bool):
+    if base is float and isinstance(value, int) and not isinstance(value, bool) and abs(value) <= FLOAT32_MAX:
         return float(value)
-    return value
+    return value  # an int too large for a float stays one, for check_fields to refuse by name
 
 
 @functools.lru_cache(maxsize=None)

@@ -197,3 +197,14 @@ def test_every_integer_field_refuses_a_value_past_64_bits_by_name(key, base):
         make_config("smoke", overrides={**base, key: 2 ** 63})
     with pytest.raises(ConfigError, match="seeds"):
         check_seeds([0, 2 ** 63])
+
+
+@pytest.mark.parametrize("key, base", [(k, b) for k, b in _pairs()
+                                       if _types(k, b) is float and k != "data.partition_args.alpha"],
+                         ids=lambda x: x if isinstance(x, str) else "")
+def test_every_float_field_refuses_a_value_past_float32_by_name(key, base):
+    """Rates and weights multiply float32 tensors: 1e300 made torch's SGD raise mid-run, and an int
+    too large for a float raised OverflowError in the config; both are refused by name."""
+    for value in (1e300, 10 ** 400):
+        with pytest.raises(ConfigError, match=key.rsplit(".", 1)[-1]):
+            make_config("smoke", overrides={**base, key: value})

@@ -195,11 +195,13 @@ def test_fixed_dirichlet_fedpft_protocol_cifar_like():
     assert set(np.unique(tr_c[tr_c > 0])) <= {12, 13}
 
 
-def test_a_per_client_count_past_64_bits_is_refused_by_name():
+def test_a_per_client_count_past_64_bits_or_an_alpha_past_float32_is_refused_by_name():
     y_tr, y_te = np.repeat(np.arange(10), 50), np.repeat(np.arange(10), 10)
     for key in ("train_per_client", "test_per_client"):
         with pytest.raises(ValueError, match=f"invalid {key}=.*64 bits"):
             make_partition("fixed_dirichlet", y_tr, y_te, 4, rng(0), alpha=0.5, **{key: 2 ** 63})
+    with pytest.raises(ValueError, match="invalid alpha=.*float32"):
+        make_partition("fixed_dirichlet", y_tr, y_te, 4, rng(0), alpha=1e300)
 
 
 def test_fixed_dirichlet_test_shortfall_keeps_support_and_warns():
