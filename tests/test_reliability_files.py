@@ -236,3 +236,39 @@ def test_results_reads_past_a_damaged_trace(recorded, capsys, way):
     corrupt(recorded["trace"], way)
     assert main(["results", "--profile", "smoke"]) == 0
     assert "Traceback" not in capsys.readouterr().err
+
+
+# A field of the wrong type in a recorded file, at (file, path to the field, value): each was met as a
+# TypeError deep in the pages (or written to them as is), before the readers named every field they read.
+WRONG_FIELDS = [
+    ("claims", ("claims", 0, "verdict"), "MAYBE"),
+    ("claims", ("claims", 0, "interval"), 3),
+    ("claims", ("claims", 0, "seeds"), [0, "1"]),
+    ("claims", ("claims", 0, "max_seeds"), True),
+    ("claims", ("claims", 0, "runs"), 5),
+    ("by_round", ("verdicts", 0, "verdict"), "MAYBE"),
+    ("by_round", ("verdicts", 0, "round"), "1"),
+    ("timings", ("commit",), 7),
+    ("timings", ("cpu",), 5),
+    ("timings", ("n_notebooks",), "x"),
+    ("timings", ("notebooks", 0, "runs"), "x"),
+]
+
+
+@pytest.mark.parametrize("which, path, value", WRONG_FIELDS, ids=lambda x: x if isinstance(x, str) else None)
+def test_results_names_a_field_of_the_wrong_type(recorded, capsys, which, path, value):
+    f = recorded[which]
+    record = json.loads(f.read_text())
+    if which == "claims":
+        record["claims"][0].update(seeds=[0, 1, 2], max_seeds=3, runs=["0" * 16])  # as save_claims writes them
+        f.write_text(json.dumps(record))
+        assert main(["results", "--profile", "smoke"]) == 0
+        capsys.readouterr()
+    *parents, key = path
+    holder = record
+    for p in parents:
+        holder = holder[p]
+    holder[key] = value
+    f.write_text(json.dumps(record))
+    err = _one_line_error(capsys, main(["results", "--profile", "smoke"]), str(f))
+    assert f"{key}={value!r}" in err

@@ -19,7 +19,7 @@ import pandas as pd
 from ..config import check_profile
 from ..errors import ConfigError
 from ..env.host import commits_since, git_commit, repo_root
-from ..env.jsonfiles import NUMBER, read_json_file
+from ..env.jsonfiles import NUMBER, MayLack, read_json_file
 from .reproduce import reused_runs
 from .rehearsal import committed_cost, cost_lines, load_cost
 from ..env.settings import output_path
@@ -62,8 +62,10 @@ def load_timings(profile: str, root: Path | None = None, timings: Path | None = 
 
 # What the pages read of a pass's report (reproduce's timings.json), and of each notebook in it.
 TIMINGS_FIELDS = {"wall_s": NUMBER, "notebooks": list, "runs_trained": NUMBER, "runs_planned": NUMBER,
-                  "cpu_use": NUMBER, "cores": NUMBER, "peak_memory_mib": NUMBER}
-TIMINGS_NOTEBOOK_FIELDS = {"notebook": str, "render_s": NUMBER}
+                  "cpu_use": NUMBER, "cores": NUMBER, "peak_memory_mib": NUMBER, "commit": MayLack(str),
+                  "cpu": MayLack(str), "allocator": MayLack(str), "n_notebooks": MayLack(int)}
+TIMINGS_NOTEBOOK_FIELDS = {"notebook": str, "render_s": NUMBER, "runs": MayLack(int), "runs_read": MayLack(int),
+                           "train_s_of_its_runs": MayLack(NUMBER)}
 
 
 def notebook_paper(notebook: str) -> str | None:

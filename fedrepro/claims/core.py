@@ -57,7 +57,7 @@ import pandas as pd
 from ..config import rehearsing
 from ..errors import ConfigError
 from ..env.host import git_commit, repo_root
-from ..env.jsonfiles import read_json_file
+from ..env.jsonfiles import ListOf, MayLack, OneOf, read_json_file
 from ..params import check_value
 from ..registry import Registry
 from ..env.settings import output_path
@@ -667,7 +667,12 @@ def save_claims(table: pd.DataFrame, notebook: str, profile: str):
 
 
 # What a notebook's claims file must hold for the pages (save_claims writes it), and what to do when not.
-CLAIM_ROW_FIELDS = {"claim_id": str, "paper": str, "verdict": str}
+# Every field the pages read, so that a damaged one is named here and not met as a TypeError there.
+VERDICT_FIELD = OneOf((*VERDICTS, REHEARSAL))
+CLAIM_ROW_FIELDS = {"claim_id": str, "paper": str, "verdict": VERDICT_FIELD,
+                    **{k: MayLack(str) for k in ("statement", "source", "interval", "evidence", "effect", "cause")},
+                    "seeds": MayLack(ListOf(int)), "max_seeds": MayLack(int), "runs": MayLack(ListOf(str)),
+                    "cause_rules": MayLack(int)}
 CLAIMS_FILE_FIX = ("delete it and render its notebook again (`fedrepro reproduce --profile {profile} --only "
                    "{notebook}`), which records its claims anew")
 

@@ -8,8 +8,9 @@ do, never a traceback from deep inside the page that reads it.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Union
 
 from ..errors import CorruptCacheError
 
@@ -17,31 +18,67 @@ from ..errors import CorruptCacheError
 NUMBER = (int, float)
 
 
-def _type_ok(value: Any, kind: type | tuple) -> bool:
-    if kind is NUMBER and isinstance(value, bool):
+@dataclass(frozen=True)
+class ListOf:
+    """A field that holds a list of ``item`` (a kind as :func:`field_problem` takes)."""
+    item: Any
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """A field that holds one of ``values``."""
+    values: tuple
+
+
+@dataclass(frozen=True)
+class MayLack:
+    """A field that a record may lack (one written before the field existed) or hold null in (a row
+    without it, kept beside rows with it); otherwise it holds ``kind``."""
+    kind: Any
+
+
+Kind = Union[type, tuple, ListOf, OneOf, MayLack]
+
+
+def _type_ok(value: Any, kind: Kind) -> bool:
+    if isinstance(kind, ListOf):
+        return isinstance(value, list) and all(_type_ok(v, kind.item) for v in value)
+    if isinstance(kind, OneOf):
+        return isinstance(value, str) and value in kind.values
+    if isinstance(value, bool) and kind in (NUMBER, int):
         return False
     return isinstance(value, kind)
 
 
-def _kind_name(kind: type | tuple) -> str:
-    return {NUMBER: "a number", str: "text", list: "a list", dict: "an object"}.get(kind, str(kind))
+def _kind_name(kind: Kind) -> str:
+    if isinstance(kind, ListOf):
+        return "a list of " + {int: "integers", str: "strings", NUMBER: "numbers", dict: "objects"}.get(
+            kind.item, _kind_name(kind.item))
+    if isinstance(kind, OneOf):
+        return "one of " + ", ".join(kind.values)
+    return {NUMBER: "a number", int: "an integer", str: "text", list: "a list", dict: "an object"}.get(kind, str(kind))
 
 
-def field_problem(obj: Any, required: Mapping[str, type | tuple], where: str) -> str | None:
-    """What is wrong with ``obj`` as an object with the ``required`` fields (None when nothing)."""
+def field_problem(obj: Any, required: Mapping[str, Kind], where: str) -> str | None:
+    """What is wrong with ``obj`` as an object with the ``required`` fields (None when nothing); a
+    field declared :class:`MayLack` may be absent."""
     if not isinstance(obj, dict):
         return f"{where} holds {type(obj).__name__}, not an object"
-    missing = [k for k in required if k not in obj]
+    missing = [k for k, kind in required.items() if k not in obj and not isinstance(kind, MayLack)]
     if missing:
         return f"{where} has no {', '.join(repr(k) for k in missing)}"
     for key, kind in required.items():
+        if isinstance(kind, MayLack):
+            if obj.get(key) is None:
+                continue
+            kind = kind.kind
         if not _type_ok(obj[key], kind):
             return f"{where} has {key}={obj[key]!r}, not {_kind_name(kind)}"
     return None
 
 
-def read_json_file(path: str | Path, what: str, fix: str, required: Mapping[str, type | tuple] | None = None,
-                   rows: tuple[str, Mapping[str, type | tuple]] | None = None) -> dict:
+def read_json_file(path: str | Path, what: str, fix: str, required: Mapping[str, Kind] | None = None,
+                   rows: tuple[str, Mapping[str, Kind]] | None = None) -> dict:
     """The object in the JSON file ``path``, holding the ``required`` fields (and, with ``rows``,
     ``(field, fields of each item)``: a list of objects holding theirs). Otherwise a
     :class:`CorruptCacheError` naming the file (``what`` says what it is) and ``fix``."""

@@ -43,10 +43,10 @@ import pandas as pd
 from ..analysis.by_round import FLAT_TOLERANCE, FLAT_WINDOW, FLAT_Z, change_rounds, evaluated, judge
 from ..runs.store import RunResult
 from ..runs.store import atomic_write_json
-from ..claims.core import claims_dir, read_interval, shift_to_change
+from ..claims.core import VERDICT_FIELD, claims_dir, read_interval, shift_to_change
 from ..env import trace
 from ..env.settings import output_path
-from ..env.jsonfiles import NUMBER, read_json_file
+from ..env.jsonfiles import read_json_file
 from .verdicts import notebook_path
 
 LATE_SHARE = 0.25  # a verdict that changed in the last quarter of the rounds has not settled
@@ -240,7 +240,8 @@ def causes(profile: str, claims: pd.DataFrame, runs_dir: Path | None = None,
     for f in sorted(_by_round_dir(claims_dir(profile, root)).glob("*.json")):
         record = read_json_file(f, "verdicts-by-round file", "delete it and render its notebook again (`fedrepro "
                                 f"reproduce --profile {profile} --only <notebook>`), which records them anew",
-                                {"verdicts": list}, ("verdicts", {"round": NUMBER, "claim_id": str, "verdict": str}))
+                                {"verdicts": list},
+                                ("verdicts", {"round": int, "claim_id": str, "verdict": VERDICT_FIELD}))
         changed.update(last_change(pd.DataFrame(record["verdicts"], columns=["round", "claim_id", "verdict"])))
     moved: dict[str, Movement | None] = {}
     judged: dict = {}  # each run read once, however many claims compare it
