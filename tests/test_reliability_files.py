@@ -4,6 +4,7 @@ a result made from it."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -272,3 +273,23 @@ def test_results_names_a_field_of_the_wrong_type(recorded, capsys, which, path, 
     f.write_text(json.dumps(record))
     err = _one_line_error(capsys, main(["results", "--profile", "smoke"]), str(f))
     assert f"{key}={value!r}" in err
+
+
+@pytest.mark.parametrize("mutate, named", [
+    (lambda c: c["step_times"]["resnet8"].update(step_s="x"), "step_times['resnet8'] has step_s='x'"),
+    (lambda c: c["gpu"].update(step_times=5), "gpu has step_times=5"),
+    (lambda c: c["notebooks"][0].update(models="resnet8"), "notebooks[0] has models='resnet8'"),
+    (lambda c: c["notebooks"][0].update(cpu_hours="many"), "notebooks[0] has cpu_hours='many'"),
+])
+def test_a_cost_file_names_its_innermost_damaged_field(tmp_path, mutate, named):
+    """The paper-scale cost table every results page prints (bench/paper_cost.json, or a rehearsal's)."""
+    from fedrepro.app.rehearsal import COMMITTED_COST, read_cost
+    from fedrepro.env.host import repo_root
+
+    cost = json.loads((repo_root() / COMMITTED_COST).read_text())
+    assert read_cost(repo_root() / COMMITTED_COST) == cost
+    mutate(cost)
+    f = tmp_path / "cost.json"
+    f.write_text(json.dumps(cost))
+    with pytest.raises(CorruptCacheError, match=re.escape(named)):
+        read_cost(f)

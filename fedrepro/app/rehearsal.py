@@ -34,7 +34,7 @@ from typing import Iterable, Iterator, Mapping
 
 from ..config import ENV_REHEARSE, RunConfig
 from ..errors import ConfigError
-from ..env.jsonfiles import NUMBER, read_json_file
+from ..env.jsonfiles import NUMBER, ListOf, MapOf, MayLack, Obj, read_json_file
 from ..env.settings import (ENV_DATA_ROOT, ENV_FIGURES, ENV_OUTPUT, ENV_REHEARSAL_BUDGET, ENV_RUNS,
                             ENV_VIT_B16_WEIGHTS, REHEARSAL_ROOT, configure, output_path, output_root)
 from ..env.host import cpu_model, environ_set, repo_root
@@ -253,8 +253,13 @@ def write_cost(path: Path, steps: Mapping[str, Mapping], table: list, report: Ma
                              "step_times": dict(steps), "notebooks": table})
 
 
-COST_FIELDS = {"cpu": str, "step_times": dict, "notebooks": list}
-COST_ROW_FIELDS = {"notebook": str, "runs": NUMBER}
+# Every field the pages read (cost_lines), so that a damaged one is named here and not met as a TypeError there.
+STEP_TIMES = MapOf(Obj({"step_s": NUMBER, "runs": MayLack(int)}))
+COST_FIELDS = {"cpu": str, "step_times": STEP_TIMES, "notebooks": list, "source": MayLack(str), "cores": MayLack(int),
+               "gpu": MayLack(Obj({"device": MayLack(str), "step_times": MayLack(STEP_TIMES)}))}
+COST_ROW_FIELDS = {"notebook": str, "runs": NUMBER, "client_steps": MayLack(int), "models": MayLack(ListOf(str)),
+                   "cpu_hours": MayLack(NUMBER), "gpu_hours": MayLack(NUMBER), "unknown": MayLack(int),
+                   "gpu_unknown": MayLack(int)}
 
 
 def read_cost(path: Path) -> dict | None:
@@ -281,7 +286,7 @@ def committed_cost() -> dict | None:
     return read_cost(repo_root() / COMMITTED_COST)
 
 
-GPU_STEP_FIELDS = {"device": str, "step_times": dict}
+GPU_STEP_FIELDS = {"device": str, "step_times": STEP_TIMES}
 
 
 def read_gpu_steps(path: Path) -> dict:

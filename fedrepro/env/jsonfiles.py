@@ -31,18 +31,33 @@ class OneOf:
 
 
 @dataclass(frozen=True)
+class MapOf:
+    """A field that holds an object whose every value is of ``item`` (a kind as :func:`field_problem` takes)."""
+    item: Any
+
+
+@dataclass(frozen=True, eq=False)
+class Obj:
+    """A field that holds an object with ``fields`` (as :func:`field_problem` takes them)."""
+    fields: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class MayLack:
     """A field that a record may lack (one written before the field existed) or hold null in (a row
     without it, kept beside rows with it); otherwise it holds ``kind``."""
     kind: Any
 
 
-Kind = Union[type, tuple, ListOf, OneOf, MayLack]
+Kind = Union[type, tuple, ListOf, MapOf, Obj, OneOf, MayLack]
 
 
 def _type_ok(value: Any, kind: Kind) -> bool:
+    """Whether ``value`` is of a kind whose parts are not objects with fields of their own."""
     if isinstance(kind, ListOf):
         return isinstance(value, list) and all(_type_ok(v, kind.item) for v in value)
+    if isinstance(kind, MapOf):
+        return isinstance(value, dict) and all(_type_ok(v, kind.item) for v in value.values())
     if isinstance(kind, OneOf):
         return isinstance(value, str) and value in kind.values
     if isinstance(value, bool) and kind in (NUMBER, int):
@@ -52,16 +67,41 @@ def _type_ok(value: Any, kind: Kind) -> bool:
 
 def _kind_name(kind: Kind) -> str:
     if isinstance(kind, ListOf):
-        return "a list of " + {int: "integers", str: "strings", NUMBER: "numbers", dict: "objects"}.get(
-            kind.item, _kind_name(kind.item))
+        return "a list of " + {int: "integers", str: "strings", NUMBER: "numbers"}.get(kind.item, "objects")
+    if isinstance(kind, MapOf):
+        return "an object of objects" if isinstance(kind.item, Obj) else f"an object of {_kind_name(kind.item)}s"
     if isinstance(kind, OneOf):
         return "one of " + ", ".join(kind.values)
+    if isinstance(kind, Obj):
+        return "an object"
     return {NUMBER: "a number", int: "an integer", str: "text", list: "a list", dict: "an object"}.get(kind, str(kind))
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _value_problem(owner: str, key: str, value: Any, kind: Kind) -> str | None:
+    """What is wrong with ``value``, the field ``key`` of ``owner`` (``"it"``: the file's object), as
+    ``kind``; an object inside is judged field by field, so the message names the innermost one."""
+    path = key if owner == "it" else f"{owner}.{key}"
+    if isinstance(kind, Obj):
+        return field_problem(value, kind.fields, path)
+    if isinstance(kind, (ListOf, MapOf)) and isinstance(kind.item, Obj):
+        container = list if isinstance(kind, ListOf) else dict
+        if not isinstance(value, container):
+            return f"{owner} has {key}={_shown(value)}, not {_kind_name(kind)}"
+        items = enumerate(value) if container is list else value.items()
+        return next((p for k, v in items if (p := field_problem(v, kind.item.fields, f"{path}[{k!r}]"))), None)
+    if not _type_ok(value, kind):
+        return f"{owner} has {key}={_shown(value)}, not {_kind_name(kind)}"
+    return None
 
 
 def field_problem(obj: Any, required: Mapping[str, Kind], where: str) -> str | None:
     """What is wrong with ``obj`` as an object with the ``required`` fields (None when nothing); a
-    field declared :class:`MayLack` may be absent."""
+    field declared :class:`MayLack` may be absent or null."""
     if not isinstance(obj, dict):
         return f"{where} holds {type(obj).__name__}, not an object"
     missing = [k for k, kind in required.items() if k not in obj and not isinstance(kind, MayLack)]
@@ -72,8 +112,9 @@ def field_problem(obj: Any, required: Mapping[str, Kind], where: str) -> str | N
             if obj.get(key) is None:
                 continue
             kind = kind.kind
-        if not _type_ok(obj[key], kind):
-            return f"{where} has {key}={obj[key]!r}, not {_kind_name(kind)}"
+        problem = _value_problem(where, key, obj[key], kind)
+        if problem is not None:
+            return problem
     return None
 
 
