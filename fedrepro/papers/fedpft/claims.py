@@ -267,7 +267,8 @@ register_claim(Claim(
 ))
 
 # Up to 12 seeds: on the pages of 2026-11-29 its 90% row sits 0.85 SDs outside the bound at 3 seeds,
-# which looks up to 12 would decide (bench/seed_needs_pass51.json).
+# which looks up to 12 would decide (bench/seed_needs_pass51.json). At 12 seeds that row measures -0.58
+# points against the bound of -0.5, and the claim stays INCONCLUSIVE.
 register_claim(Claim(
     id="fedpft.partial_participation_con", paper="fedpft", source="arXiv Table 9 (App. G)",
     max_seeds=12,
