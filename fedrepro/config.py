@@ -609,8 +609,8 @@ def _check(cond: bool, key: str, value: Any, valid: str, hint: str = "") -> None
 def check_seeds(seeds: Any, name: str = "seeds") -> list[int]:
     """``seeds`` as a list of ints: distinct integers >= 0, in any iterable but a string. A seed
     given twice would count one run twice in a claim's paired test, so it is an error, not merged."""
-    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Iterable):
-        raise ConfigError(f"invalid {name}={seeds!r}; valid: a list of distinct integers >= 0, e.g. [0, 1, 2]")
+    if isinstance(seeds, (str, bytes, Mapping)) or not isinstance(seeds, Iterable):
+        raise ConfigError(f"invalid {name}={seeds!r}; valid: a list of distinct integers in [0, 2**63), e.g. [0, 1, 2]")
     out = []
     for s in seeds:
         try:
@@ -624,7 +624,7 @@ def check_seeds(seeds: Any, name: str = "seeds") -> list[int]:
     twice = sorted({s for s in out if out.count(s) > 1})
     if twice:
         raise ConfigError(f"invalid {name}={out}: seed {', '.join(map(str, twice))} given twice; valid: distinct "
-                          "integers >= 0")
+                          "integers in [0, 2**63)")
     return out
 
 

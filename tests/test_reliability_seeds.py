@@ -15,7 +15,8 @@ from fedrepro.papers import paper
 
 @pytest.mark.parametrize("seeds, match", [
     ("01", "seeds='01'"), (5, "seeds=5"), ([0, 0], "seed 0 given twice"), ([1.0], "seeds: 1.0"),
-    ([True], "seeds: True"), ([-1], "seeds: -1"), (["1"], "seeds: '1'"),
+    ([True], "seeds: True"), ([-1], "seeds: -1"), (["1"], "seeds: '1'"), ({0: 1}, "seeds={0: 1}"),
+    ([2 ** 63], "seeds: 9223372036854775808"),
 ])
 def test_bad_seeds_are_named(seeds, match):
     with pytest.raises(ConfigError, match=match):
@@ -32,6 +33,9 @@ def test_every_way_to_give_seeds_checks_them(tiny):
         run_seeds(tiny(), [3, 3])
     with pytest.raises(ConfigError, match="given twice"):
         paper("fedpft").TABLES["main_default"].configs("smoke", seeds=[0, 0])
+    # A table's own seeds (the rows no claim reads) are named as such, a string never split into digits.
+    with pytest.raises(ConfigError, match="table_seeds='01'"):
+        paper("fedpft").TABLES["main_default"].configs("smoke", table_seeds="01")
     with pytest.raises(ConfigError, match=r"grid\['seed'\]"):
         grid_points({"train.lr": [0.1], "seed": [1, 1]})
 

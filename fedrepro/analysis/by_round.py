@@ -168,6 +168,10 @@ def run_groups(tables: Mapping[str, Any], by_round: Groups, profile: str, seeds=
                table_seeds=None) -> dict[tuple[str, ...], pd.DataFrame]:
     """Each group of ``by_round`` as one table: its tables (``TableDef`` by id in ``tables``) run or
     loaded at ``profile`` and concatenated, a run shared by two of them once."""
+    unknown = sorted({k for group in by_round for k in group} - set(tables))
+    if unknown:
+        raise ConfigError(f"by_round names table {unknown[0]!r}, which the paper does not have; valid: "
+                          f"{', '.join(sorted(tables))}")
     return {group: pd.concat([tables[k].run(profile, seeds, table_seeds) for k in group]).drop_duplicates("path")
             for group in by_round}
 

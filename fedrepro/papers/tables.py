@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from ..config import RunConfig
+from ..config import RunConfig, check_seeds
 from ..errors import ConfigError
 from . import setup
 from . import claim_seeds
@@ -176,8 +176,8 @@ class TableDef:
             raise ConfigError(f"train.stop_when_flat={asked[0]!r} for table {self.key}, which reads the final "
                               "models and trains the full budget; valid: False")
         # The claim rows' seeds: the profile's, continued to the stage a sequential claim reached.
-        seeds = list(seeds or claim_seeds(profile, self.key))
-        table_seeds = list(table_seeds or default_table_seeds(profile))
+        seeds = check_seeds(seeds, "seeds") if seeds else claim_seeds(profile, self.key)
+        table_seeds = check_seeds(table_seeds, "table_seeds") if table_seeds else default_table_seeds(profile)
         for label, column in self._columns(profile, variant, base).items():
             if column is not None:
                 # The caller's overrides win over the column's own.

@@ -154,3 +154,12 @@ def test_final_over_last_is_the_mean_of_the_last_evaluated_rounds(tiny):
     for bad in (0, -1, 2.0, True):
         with pytest.raises(ConfigError, match="k="):
             final_over_last(table, bad)
+
+
+def test_a_group_naming_a_table_the_paper_lacks_is_named():
+    from fedrepro.analysis.by_round import run_groups
+    from fedrepro.errors import ConfigError
+    from fedrepro.papers import fedpft
+
+    with pytest.raises(ConfigError, match="by_round names table 'nosuch'"):
+        run_groups(fedpft.TABLES, {("main_default", "nosuch"): ("x",)}, "smoke")
