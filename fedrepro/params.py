@@ -159,11 +159,23 @@ def check_value(name: str, value: Any, annotation: Any, *, ge: float | None = No
     return value
 
 
-def _non_finite(value: Any, path: str = "") -> tuple[str, float] | None:
-    """``(where, value)`` of the first NaN or infinity inside ``value`` (nested lists and dicts),
-    else None. No field takes one: each number is a weight, a rate or a size."""
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _unusable(value: Any, path: str = "") -> tuple[str, Any, str] | None:
+    """``(where, value, what is valid)`` of the first number inside ``value`` (nested lists and dicts)
+    that no field takes, else None: NaN or infinity (each number is a weight, a rate or a size), an
+    integer past 64 bits or a float past float32's range (they overflow in the tensors and seed
+    words they end up in)."""
     if isinstance(value, float):
-        return None if math.isfinite(value) else (path, value)
+        if not math.isfinite(value):
+            return path, value, "a finite number (NaN and infinity are not accepted)"
+        return (path, value, f"a number within float32's range (at most {FLOAT32_MAX:.4g} in size)") \
+            if abs(value) > FLOAT32_MAX else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None if -INT64 <= value < INT64 else (path, value, "an integer that fits in 64 bits (below 2**63)")
     if isinstance(value, dict):
         items = ((f".{k}", v) for k, v in value.items())
     elif isinstance(value, (list, tuple)):
@@ -171,7 +183,7 @@ def _non_finite(value: Any, path: str = "") -> tuple[str, float] | None:
     else:
         return None
     for sub, v in items:
-        found = _non_finite(v, path + sub)
+        found = _unusable(v, path + sub)
         if found is not None:
             return found
     return None
@@ -186,12 +198,14 @@ def check_fields(obj: Any, prefix: str = "") -> None:
     hints = _hints(type(obj))
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
-        bad = _non_finite(value)
-        if bad is not None:  # checked for every field, bounds or not: NaN passes no comparison
-            where, x = bad
-            raise ConfigError(f"invalid {prefix}{f.name}{where}={x!r}; valid: a finite number (NaN and infinity "
-                              "are not accepted)")
         b = f.metadata.get(_META)
+        # Every field, bounds or not, refuses NaN (it passes no comparison); a nested number (model.args,
+        # partition_args) has no bounds of its own, so its size is checked here too.
+        nested = b is None or isinstance(value, (dict, list, tuple))
+        bad = _unusable(value) if nested or (isinstance(value, float) and not math.isfinite(value)) else None
+        if bad is not None:
+            where, x, valid = bad
+            raise ConfigError(f"invalid {prefix}{f.name}{where}={_shown(x)}; valid: {valid}")
         if b is not None:
             _check(prefix + f.name, value, hints.get(f.name), b)
     validate = getattr(obj, "validate", None)

@@ -12,7 +12,6 @@ from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from ..errors import ConfigError
-from ..params import check_value
 
 FEATURES = "features"
 HEAD = "head"
@@ -88,7 +87,8 @@ GN_GROUPS = 2
 def check_positive(**values: int) -> None:
     """Raise ConfigError naming the first argument that is not a positive integer."""
     for key, v in values.items():
-        check_value(key, v, int, ge=1)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ConfigError(f"{key} must be a positive integer, got {v!r}")
 
 
 def check_choice(key: str, value: str, valid: tuple[str, ...]) -> None:

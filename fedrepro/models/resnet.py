@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from ..errors import ConfigError
 from .base import NORMS, SplitModel, check_choice, check_positive, norm2d
 from .registry import MODELS
 
@@ -141,7 +142,8 @@ def build_resnet(
 ) -> SplitModel:
     check_choice("stem", stem, STEMS)
     check_choice("norm", norm, NORMS)
-    check_positive(width=width)
+    if not isinstance(width, int) or isinstance(width, bool) or width < 1:
+        raise ConfigError(f"width must be a positive integer, got {width!r}")
     if projection_dim is not None:
         check_positive(projection_dim=projection_dim)
     features: nn.Module = ResNetFeatures(blocks, in_channels, width, stem, norm)

@@ -20,7 +20,6 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import ConfigError
-from ..params import check_value
 from .backbones import BlockHook, FrozenBackbone, chain_hooks, insert_prompts
 from .base import SplitModel, check_positive
 from .registry import MODELS
@@ -57,7 +56,8 @@ class ViTShape:
             raise ConfigError(f"image_size={self.image_size} must be divisible by patch_size={self.patch_size}")
         if self.dim % self.heads:
             raise ConfigError(f"dim={self.dim} must be divisible by heads={self.heads}")
-        check_value("mlp_ratio", self.mlp_ratio, float, gt=0)
+        if isinstance(self.mlp_ratio, bool) or not isinstance(self.mlp_ratio, (int, float)) or self.mlp_ratio <= 0:
+            raise ConfigError(f"mlp_ratio must be a positive number, got {self.mlp_ratio!r}")
         return self
 
     def timm_kwargs(self) -> dict[str, Any]:

@@ -42,12 +42,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from numbers import Real
+from numbers import Integral, Real
 
 import torch
 
 from ..errors import ConfigError, TrainingDivergedError
-from ..params import check_value
 
 __all__ = ["PLANS", "kl_uot_plan", "ot_score", "sinkhorn_plan", "uniform_plan", "uot_plan"]
 
@@ -75,7 +74,8 @@ def _check_lam(lam) -> float:
 
 
 def _check_iters(max_iter, thresh) -> tuple[int, float]:
-    max_iter = check_value("max_iter", max_iter, int, ge=1)
+    if isinstance(max_iter, bool) or not isinstance(max_iter, Integral) or max_iter < 1:
+        raise ConfigError(f"max_iter must be an integer >= 1, got {max_iter!r}")
     t = _check_real("thresh", thresh, 0.0, math.inf, False, True,
                     "[0, inf) (0 runs exactly max_iter iterations)")
     return int(max_iter), t

@@ -76,12 +76,8 @@ def test_resnet_projection_head():
     assert create_model("resnet18", 10, width=8).feature_dim == 64  # no head by default
     from fedrepro.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="invalid projection_dim=.*valid: an integer >= 1"):
+    with pytest.raises(ConfigError, match="projection_dim must be a positive integer"):
         create_model("resnet18", 10, projection_dim=0)
-    # A size past int64 would overflow in torch.empty; it is refused by name, as the config's integers are.
-    for key in ("width", "projection_dim"):
-        with pytest.raises(ConfigError, match=f"invalid {key}=.*64 bits"):
-            create_model("resnet18", 10, **{key: 2 ** 63})
 
 
 def test_pfedcspc_uses_the_resnet_projection_head():
