@@ -49,7 +49,7 @@ def test_verify_finds_identical_runs_and_the_one_that_was_altered(tiny, capsys):
     assert out[c.path.name].outcome == "rounding" and "loss" in out[c.path.name].worst
     assert "thread(s)" in out[a.path.name].made_on
     assert main(["verify", "--runs-dir", str(runs_dir), "--where", "seed=0"]) == 0
-    assert "1 runs: 1 identical, 0 rounding, 0 different" in capsys.readouterr().out
+    assert "1 run: 1 identical, 0 rounding, 0 different" in capsys.readouterr().out
     assert main(["verify", "--runs-dir", str(runs_dir), "-n", "3"]) == 2  # one differs: a failing exit code
     _alter(a.path, "clients.jsonl", "loss", 1e-12, reseal=False)  # damage, not another machine's run
     capsys.readouterr()

@@ -239,6 +239,7 @@ def format_report(results: Sequence[Verified]) -> str:
         detail = "" if v.outcome == "identical" else f" (largest difference {v.max_diff:.3g} at {v.worst})"
         lines.append(f"{v.hash}: {v.outcome}{detail}; made on {v.made_on}")
     counts = {o: sum(v.outcome == o for v in results) for o in OUTCOMES}
-    lines.append(f"{len(results)} runs: " + ", ".join(f"{n} {o}" for o, n in counts.items())
+    runs = f"{len(results)} run" + ("" if len(results) == 1 else "s")
+    lines.append(f"{runs}: " + ", ".join(f"{n} {o}" for o, n in counts.items())
                  + (f"; verified on {results[0].verified_on}" if results else ""))
     return "\n".join(lines)
