@@ -113,6 +113,22 @@ def test_only_takes_a_comma_separated_list():
     assert selected(Path("00_tour.ipynb"), None)
 
 
+@pytest.mark.parametrize("only, chosen", [
+    ("00_", ["00_tour.ipynb"]),  # met anywhere in a path, it also chose fedpft/11_100_clients
+    ("fedpft/1", ["fedpft/11_100_clients.ipynb", "fedpft/17_convergence.ipynb"]),
+    ("convergence", ["fedpft/17_convergence.ipynb", "pfedcspc/09_convergence.ipynb"]),
+    ("fedotp", ["fedotp/01_label_shift.ipynb"]),
+    ("tour,100_clients", ["00_tour.ipynb", "fedpft/11_100_clients.ipynb"]),
+    ("clients", []),  # not a beginning
+])
+def test_only_selects_notebooks_whose_path_or_a_name_begins_with_a_part(only, chosen):
+    from pathlib import Path
+
+    paths = ["00_tour.ipynb", "fedpft/11_100_clients.ipynb", "fedpft/17_convergence.ipynb",
+             "pfedcspc/09_convergence.ipynb", "fedotp/01_label_shift.ipynb"]
+    assert [p for p in paths if selected(Path(p), only)] == chosen
+
+
 def test_client_steps_multiply_out_the_papers_schedule(rehearsing):
     cfg = setup("fedpft", "paper")  # 40 clients x 500 images, all taking part, B = 100
     paper = cfg.rehearsal["paper"]

@@ -169,8 +169,10 @@ def _main(argv: list[str] | None = None) -> int:
     p_rep = sub.add_parser("reproduce", help="train every numbered notebook's runs in one pool, then render the "
                                              "notebooks with papermill")
     p_rep.add_argument("--profile", default="laptop", help="smoke | laptop (default) | paper")
-    p_rep.add_argument("--only", default=None, help="run only notebooks whose path contains this text "
-                                                    "(comma-separated: any of them)")
+    p_rep.add_argument("--only", default=None,
+                       help="run only the notebooks whose path, or a folder or file name (with or without its "
+                            "number), begins with this text, e.g. fedpft/13_, fedotp, 00_, convergence "
+                            "(comma-separated: any of them)")
     p_rep.add_argument("--rehearse", action="store_true",
                        help="with --profile paper: every notebook on the papers' full-size models (random weights), "
                             "2 rounds of one local step, a sample of clients, one seed; verdicts REHEARSAL; "

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import threading
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from ..env import allocator
@@ -62,8 +63,15 @@ def numbered_notebooks(root: Path | None = None) -> list[Path]:
 
 def selected(rel: Path, only: str | None) -> bool:
     """Whether the notebook at ``rel`` (under ``notebooks/``) is among ``only``: None selects every
-    notebook, otherwise one whose path contains any of its comma-separated parts."""
-    return only is None or any(part and part in str(rel) for part in only.split(","))
+    notebook, otherwise one that any of its comma-separated parts begins: its path
+    (``fedpft/13_``), or one of its folder or file names, with or without the file's number
+    (``fedotp``, ``00_``, ``convergence``). So ``00_`` selects ``00_tour``, not
+    ``fedpft/11_100_clients``, which a part met anywhere in the path would."""
+    if only is None:
+        return True
+    names = [n for c in PurePosixPath(rel.as_posix()).parts for n in (c, re.sub(r"^\d+_", "", c))]
+    return any(part and (rel.as_posix().startswith(part) or any(n.startswith(part) for n in names))
+               for part in only.split(","))
 
 
 def _role(cmdline: list[str]) -> str:
@@ -285,7 +293,7 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
               plan_only: bool = False, progress: bool = True, executor=None, rehearse: bool = False,
               rehearsal_data: str | None = None, predict: bool = False, render: bool = True,
               timings: str | Path | None = None) -> dict:
-    """Plan, train and render the numbered notebooks (those whose path contains ``only``; a
+    """Plan, train and render the numbered notebooks (those ``only`` selects, :func:`selected`; a
     comma-separated list names several); returns the report that is also written to
     ``output/<profile>/notebooks/timings.json`` under the output root
     (:func:`fedrepro.env.settings.output_root`). ``executor`` (:mod:`fedrepro.execute`): where the
