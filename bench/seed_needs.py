@@ -215,9 +215,11 @@ def main() -> None:
                                     if r["declared_max_seeds"] != (r["max_seeds"] or DEFAULT_MAX_SEEDS)]}
     Path(args.json).write_text(json.dumps({"summary": summary, "claims": rows}, indent=1, default=str) + "\n")
     for r in inconclusive:
-        # The undecided test nearest its bound, in per-seed SDs.
-        d = min((t["distance_sds"] for t in r.get("tests", []) if t["verdict"] == "INCONCLUSIVE"), key=abs,
-                default=math.nan)
+        # The undecided test nearest its bound, in per-seed SDs (every test, where each decides at one look
+        # but the claim's last look, at its stricter level, does not).
+        tests = r.get("tests", [])
+        undecided = [t for t in tests if t["verdict"] == "INCONCLUSIVE"] or tests
+        d = min((t["distance_sds"] for t in undecided), key=abs, default=math.nan)
         at = f" at {r['decides_at']}" if r.get("decides_at") else ""
         print(f"{r['claim']:46s} nearest {d:+.2f} SD; one look decides at {r['seeds_one_look'] or f'>{FAR}'} seeds; "
               f"max_seeds {r['max_seeds']} → {r['predicted']}{at}")
