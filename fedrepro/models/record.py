@@ -9,6 +9,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import os
 import platform
 from collections.abc import Mapping
 from importlib import metadata
@@ -18,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..data.cache import save_atomic
+from ..env.atomic import atomic_write_bytes, write_error
 
 MAX_BYTES = 10_000_000  # committed checkpoints stay small enough for git
 VERSIONED = ("torch", "timm", "open_clip_torch", "numpy", "Pillow", "matplotlib", "fedrepro")
@@ -71,9 +72,16 @@ def write_checkpoint(
 ) -> Path:
     """Write ``path`` (state dict, fp16 if needed to stay ≤ 10 MB) and ``path.with_suffix('.json')``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise write_error(e, path.parent, OUT_FIX) from e
     stored, dtype = compact(state)
-    save_atomic(stored, path)
+    buf = io.BytesIO()
+    torch.save(stored, buf)
+    # Written whole or not at all, and a failure is an error: a checkpoint is the command's product,
+    # not a cache to skip (the JSON beside it would otherwise describe weights that are not there).
+    atomic_write_bytes(path, buf.getvalue(), OUT_FIX)
     record = {
         "config": dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config),
         "data_hash": data_hash,
@@ -84,5 +92,27 @@ def write_checkpoint(
         "quality": dict(quality),
         **dict(extra or {}),
     }
-    path.with_suffix(".json").write_text(json.dumps(record, indent=2, sort_keys=False) + "\n")
+    atomic_write_bytes(path.with_suffix(".json"), (json.dumps(record, indent=2, sort_keys=False) + "\n").encode(),
+                       OUT_FIX)
     return path
+
+
+OUT_FIX = "name another file with --set out=PATH"
+
+
+def checkpoint_path_ok(out: str) -> bool:
+    """Whether ``out`` can name a checkpoint to write: empty (the committed path), or a path that is
+    not a folder, below a folder that exists or can be made (its nearest existing ancestor is a
+    writable folder). Checked with the config, before the minutes of pretraining."""
+    if out == "":
+        return True
+    path = Path(out)
+    if path.is_dir() or path.name == "":
+        return False
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    return parent.is_dir() and os.access(parent, os.W_OK)
+
+
+OUT_VALID = "empty (the committed path) or a file path whose folder exists or can be made, writable"

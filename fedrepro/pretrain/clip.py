@@ -27,7 +27,7 @@ from ..models.clip import STANDIN_CHECKPOINT, ClipBackbone, StandinArch, bpe_tok
 from ..params import check_fields, hp
 from . import clip_data
 from .clip_data import FASHION_PRETRAIN_COUNT, FASHION_VAL_COUNT, CaptionedImages
-from ..models.record import write_checkpoint
+from ..models.record import OUT_VALID, checkpoint_path_ok, write_checkpoint
 from . import clip_quality as q
 from ..data import load_dataset
 
@@ -43,9 +43,9 @@ class PretrainClipConfig:
     # well under 15 minutes on a 2-core machine.
     steps: int = hp(420, ge=1)
     batch_size: int = hp(128, ge=1)
-    lr: float = hp(1e-3)
+    lr: float = hp(1e-3, gt=0)
     warmup_steps: int = hp(40, ge=0)
-    weight_decay: float = hp(0.1)
+    weight_decay: float = hp(0.1, ge=0)
     glyphs: int = hp(20_000, ge=0)
     val_glyphs: int = hp(1_000, ge=0)
     font_caption_fraction: float = hp(0.5, ge=0, le=1)
@@ -58,7 +58,8 @@ class PretrainClipConfig:
     # each step many times slower. Results are bitwise reproducible only at the same thread count.
     threads: int = hp(1, ge=1)
     evaluate: bool = hp(True)
-    out: str = hp("")  # "" writes the committed stand-in, fedrepro/models/weights/clip_standin.pt
+    # "" writes the committed stand-in, fedrepro/models/weights/clip_standin.pt
+    out: str = hp("", check=checkpoint_path_ok, valid=OUT_VALID)
     arch: StandinArch = hp(factory=StandinArch)
 
     def __post_init__(self) -> None:

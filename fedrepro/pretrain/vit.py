@@ -27,7 +27,7 @@ from ..data.glyphs import GLYPH_CLASSES, heldout_fonts, pretrain_fonts, render_g
 from ..data.splits import FASHION_MNIST_PRETRAIN, fashion_mnist_half
 from ..models.registry import create_model
 from ..models.vit import WEIGHTS_DIR, ViTShape, arch_kwargs, shape_dict
-from ..models.record import tensor_hash, write_checkpoint
+from ..models.record import OUT_VALID, checkpoint_path_ok, tensor_hash, write_checkpoint
 from ..data import load_dataset
 from ..params import check_fields, hp
 
@@ -39,7 +39,7 @@ GRAD_CLIP = 1.0
 class ViTPretrainConfig:
     """Everything that determines the checkpoint. ``out`` empty means the committed path."""
 
-    seed: int = hp(0)
+    seed: int = hp(0, ge=0)
     steps: int = hp(800, ge=1)  # sized for a 2-core machine shared with other jobs: ~10 min at 0.7 s/step
     batch_size: int = hp(96, ge=1)
     lr: float = hp(2e-3, gt=0)
@@ -53,11 +53,11 @@ class ViTPretrainConfig:
     depth: int = hp(6, ge=1)
     heads: int = hp(3, ge=1)
     mlp_ratio: float = hp(2.0, gt=0)
-    probe_train: int = hp(5000)  # quality: Fashion-MNIST federated-half images fitting the probe
-    probe_test: int = hp(2000)  # quality: Fashion-MNIST test images scoring it
+    probe_train: int = hp(5000, ge=1)  # quality: Fashion-MNIST federated-half images fitting the probe
+    probe_test: int = hp(2000, ge=1)  # quality: Fashion-MNIST test images scoring it
     measure: bool = hp(True)
     progress: bool = hp(True)
-    out: str = hp("")
+    out: str = hp("", check=checkpoint_path_ok, valid=OUT_VALID)
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -33,7 +33,6 @@ name, one rounds line per round). A run finished before the record existed ("leg
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import importlib.metadata
 import io
@@ -59,11 +58,12 @@ import pandas as pd
 # torch is imported only where a state or checkpoint is (de)serialised: listing and reading runs
 # (fedrepro runs, fedrepro show, RunResult's tables) never load it.
 from ..config import RunConfig, from_dict
-from ..errors import ConfigError, CorruptCacheError, FedreproError, ResourceError, RunBusyError
+from ..errors import ConfigError, CorruptCacheError, FedreproError, RunBusyError
 from ..env.settings import ENV_OUTPUT, ENV_RUNS, ensure_writable
 from ..env.settings import output_path
 from ..env.settings import source
 from ..version import VERSION as __version__
+from ..env.atomic import atomic_write_bytes, write_error
 from ..env.host import PACKAGE_PARENT, cpu_model
 from .columns import (CLIENT_COLUMNS_ALWAYS, ROUND_COLUMNS_ALWAYS, blank_untested, order_round_columns, percent,
                       with_columns)
@@ -114,36 +114,6 @@ def _fsync_dir(path: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-
-
-def write_error(e: OSError, path: Path) -> ResourceError:
-    """A one-line :class:`ResourceError` for a write to ``path`` that failed with ``e`` (a full disk,
-    a quota, a read-only or vanished folder), saying what to do; nothing half-written stays."""
-    full = e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-    fix = ("free space there, or point runs_dir ($FEDREPRO_RUNS) or $FEDREPRO_OUTPUT at a disk with room"
-           if full else "make it writable, or point runs_dir ($FEDREPRO_RUNS) or $FEDREPRO_OUTPUT elsewhere")
-    return ResourceError(f"cannot write {path}: {e.strerror or e}; {fix}, then run again (what was stored "
-                         "before is intact, and an unfinished run resumes from its last checkpoint)")
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> str:
-    """Write ``data`` to ``path`` atomically and durably; returns its sha256 (hex). A failed write
-    (a full disk...) leaves ``path`` as it was and raises :func:`write_error`'s ResourceError."""
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise write_error(e, path) from e
-        raise
-    return hashlib.sha256(data).hexdigest()
 
 
 def _json_bytes(obj: Any) -> bytes:

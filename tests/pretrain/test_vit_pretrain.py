@@ -82,3 +82,29 @@ def test_compact_falls_back_to_fp16_when_over_budget() -> None:
     assert dtype == "float32" and torch.equal(kept["w"], state["w"])
     small, dtype = compact(state, max_bytes=300_000)
     assert dtype == "float16" and small["w"].dtype == torch.float16 and small["n"].dtype == torch.int64
+
+
+@pytest.mark.parametrize("what", ["vit", "clip"])
+def test_an_out_path_that_cannot_be_written_is_refused_before_pretraining(tmp_path, capsys, what):
+    """A folder, or a path below a file, was trained into for minutes and then (a folder) reported as
+    the checkpoint while nothing was written there."""
+    from fedrepro.app.cli import main
+
+    (tmp_path / "a_file").write_text("x")
+    for out in (tmp_path, tmp_path / "a_file" / "w.pt"):
+        assert main(["pretrain", what, "--set", f"out={out}"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"invalid out='{out}'" in err
+
+
+def test_a_checkpoint_that_cannot_be_written_is_an_error_and_leaves_no_record(tmp_path):
+    from fedrepro.errors import ResourceError
+    from fedrepro.models.record import write_checkpoint
+
+    target = tmp_path / "w.pt"
+    target.mkdir()  # os.replace cannot put a file there
+    with pytest.raises(ResourceError, match="cannot write"):
+        write_checkpoint(target, {"w": torch.zeros(2)}, {"seed": 0}, "d", {})
+    assert not (tmp_path / "w.json").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["w.pt"]
+    written = write_checkpoint(tmp_path / "sub" / "v.pt", {"w": torch.ones(2)}, {"seed": 0}, "d", {})
+    assert torch.equal(torch.load(written)["w"], torch.ones(2)) and written.with_suffix(".json").is_file()
