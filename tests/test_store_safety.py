@@ -271,3 +271,41 @@ def test_checkpoints_land_in_order_and_a_failed_write_is_raised(tmp_path, monkey
         with CheckpointWriter(tmp_path) as w:
             w.save({"round": 5})
     assert read_checkpoint((tmp_path / "checkpoint.pt").read_bytes(), tmp_path)["round"] == 4  # the last good one stays
+
+
+def test_written_files_take_the_umask_mode_not_a_temporary_files_private_one(tmp_path):
+    """A shared store (a cluster's group folder) must be readable as the umask allows: a temporary
+    file is made 0600, and a file renamed into place kept that."""
+    import os
+    import stat
+
+    from fedrepro.env.atomic import atomic_write_bytes
+
+    old = os.umask(0o027)
+    try:
+        from fedrepro.env import atomic
+
+        atomic._umask.cache_clear()
+        atomic_write_bytes(tmp_path / "f.json", b"{}")
+        assert stat.S_IMODE((tmp_path / "f.json").stat().st_mode) == 0o640
+    finally:
+        os.umask(old)
+        atomic._umask.cache_clear()
+
+
+def test_a_csv_export_that_cannot_be_written_is_a_resource_error_and_leaves_nothing(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    import pandas as pd
+
+    from fedrepro.errors import ResourceError
+    from fedrepro.runs.catalog import write_csv
+
+    def full(*_):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(ResourceError, match="free space there, or name another file with --csv"):
+        write_csv(pd.DataFrame({"a": [1]}), tmp_path / "runs.csv")
+    assert list(tmp_path.iterdir()) == []

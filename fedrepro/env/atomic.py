@@ -3,6 +3,7 @@ as it was, and the failure is a one-line :class:`~fedrepro.errors.ResourceError`
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import os
 import tempfile
@@ -13,6 +14,27 @@ from ..errors import ResourceError
 # What to do when a write to the store fails (the default of write_error).
 STORE_FIX = ("point runs_dir ($FEDREPRO_RUNS) or $FEDREPRO_OUTPUT elsewhere, then run again (what was stored "
              "before is intact, and an unfinished run resumes from its last checkpoint)")
+
+
+@functools.lru_cache(maxsize=None)
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux shows it."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def plain_mode() -> int:
+    """The mode ``open(path, "w")`` would give a new file: a temporary file is made private (0600),
+    so a file renamed into place would keep that, and a shared store's results would be unreadable
+    to the group the umask lets read them."""
+    return 0o666 & ~_umask()
 
 
 def write_error(e: OSError, path: Path, fix: str = STORE_FIX) -> ResourceError:
@@ -30,6 +52,7 @@ def atomic_write_bytes(path: Path, data: bytes, fix: str = STORE_FIX) -> str:
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.fchmod(fd, plain_mode())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

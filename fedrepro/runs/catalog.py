@@ -24,18 +24,17 @@ Accuracies are fractions in [0, 1] here and in CSV exports; the CLI prints them 
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import os
-import tempfile
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from ..env.atomic import atomic_write_bytes
 from ..env.settings import output_path
 from ..errors import ConfigError, CorruptCacheError
 from ..config import FREE_DICTS, CONFIG_SECTIONS, RunConfig
@@ -526,21 +525,15 @@ def _checkpoint_state(f: Path, problems: list[str]) -> dict:
 
 
 def write_csv(table: pd.DataFrame, path: str | os.PathLike) -> Path:
-    """Write ``table`` to ``path`` atomically (a temporary file in the same folder, then renamed)."""
+    """Write ``table`` to ``path`` atomically (a temporary file in the same folder, then renamed); a
+    failed write (a full disk, a read-only folder) is a one-line ResourceError."""
     path = Path(path).expanduser()
     if path.is_dir():
         raise ConfigError(f"--csv {str(path)!r} is a folder; valid: a file name, e.g. runs.csv")
     if not path.parent.is_dir():
         raise ConfigError(f"--csv {str(path)!r}: the folder {str(path.parent)!r} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            table.to_csv(f, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic_write_bytes(path, table.to_csv(index=False, lineterminator="\n").encode("utf-8"),
+                       "name another file with --csv")
     return path
 
 
