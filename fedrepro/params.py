@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import math
 import numbers
+import reprlib
 import typing
 from typing import Any, Callable, Sequence
 
@@ -128,14 +129,9 @@ def _check(label: str, value: Any, annotation: Any, b: Bounds, error: type[Excep
         return
     if not _ok(value, base, b):
         raise error(f"invalid {label}={value!r}; valid: {describe(base, b, nullable)}")
-    if base is int and not -INT64 <= value < INT64:
-        # Every integer ends up in a 64-bit tensor, array or seed word; a larger one overflows there.
-        raise error(f"invalid {label}={value!r}; valid: {describe(base, b, nullable)} that fits in 64 bits "
-                    "(below 2**63)")
-    if base is float and isinstance(value, (int, float)) and abs(value) > FLOAT32_MAX:
-        # A rate or weight multiplies float32 tensors; past float32's range torch cannot convert it.
-        raise error(f"invalid {label}={value!r}; valid: {describe(base, b, nullable)} within float32's range "
-                    f"(at most {FLOAT32_MAX:.4g} in size)")
+    past = _past_range(value, base)
+    if past is not None:
+        raise error(f"invalid {label}={value!r}; valid: {describe(base, b, nullable)} {past}")
 
 
 def check_value(name: str, value: Any, annotation: Any, *, ge: float | None = None, gt: float | None = None,
@@ -159,9 +155,16 @@ def check_value(name: str, value: Any, annotation: Any, *, ge: float | None = No
     return value
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+def _past_range(value: Any, base: type | None) -> str | None:
+    """Where the number ``value``, read as ``base``, lies past what the tensors it ends up in hold,
+    what it must be instead (the end of a "valid:" text); else None. Every integer ends up in a
+    64-bit tensor, array or seed word, and every float (a rate or a weight) multiplies float32
+    tensors, which torch cannot convert a larger one to."""
+    if base is int and isinstance(value, int) and not -INT64 <= value < INT64:
+        return "that fits in 64 bits (below 2**63)"
+    if base is float and isinstance(value, (int, float)) and abs(value) > FLOAT32_MAX:
+        return f"within float32's range (at most {FLOAT32_MAX:.4g} in size)"
+    return None
 
 
 def _unusable(value: Any, path: str = "") -> tuple[str, Any, str] | None:
@@ -172,10 +175,11 @@ def _unusable(value: Any, path: str = "") -> tuple[str, Any, str] | None:
     if isinstance(value, float):
         if not math.isfinite(value):
             return path, value, "a finite number (NaN and infinity are not accepted)"
-        return (path, value, f"a number within float32's range (at most {FLOAT32_MAX:.4g} in size)") \
-            if abs(value) > FLOAT32_MAX else None
+        past = _past_range(value, float)
+        return None if past is None else (path, value, f"a number {past}")
     if isinstance(value, int) and not isinstance(value, bool):
-        return None if -INT64 <= value < INT64 else (path, value, "an integer that fits in 64 bits (below 2**63)")
+        past = _past_range(value, int)
+        return None if past is None else (path, value, f"an integer {past}")
     if isinstance(value, dict):
         items = ((f".{k}", v) for k, v in value.items())
     elif isinstance(value, (list, tuple)):
@@ -205,7 +209,7 @@ def check_fields(obj: Any, prefix: str = "") -> None:
         bad = _unusable(value) if nested or (isinstance(value, float) and not math.isfinite(value)) else None
         if bad is not None:
             where, x, valid = bad
-            raise ConfigError(f"invalid {prefix}{f.name}{where}={_shown(x)}; valid: {valid}")
+            raise ConfigError(f"invalid {prefix}{f.name}{where}={reprlib.repr(x)}; valid: {valid}")
         if b is not None:
             _check(prefix + f.name, value, hints.get(f.name), b)
     validate = getattr(obj, "validate", None)

@@ -8,6 +8,7 @@ do, never a traceback from deep inside the page that reads it.
 from __future__ import annotations
 
 import json
+import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Union
@@ -77,11 +78,6 @@ def _kind_name(kind: Kind) -> str:
     return {NUMBER: "a number", int: "an integer", str: "text", list: "a list", dict: "an object"}.get(kind, str(kind))
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def _value_problem(owner: str, key: str, value: Any, kind: Kind) -> str | None:
     """What is wrong with ``value``, the field ``key`` of ``owner`` (``"it"``: the file's object), as
     ``kind``; an object inside is judged field by field, so the message names the innermost one."""
@@ -91,11 +87,11 @@ def _value_problem(owner: str, key: str, value: Any, kind: Kind) -> str | None:
     if isinstance(kind, (ListOf, MapOf)) and isinstance(kind.item, Obj):
         container = list if isinstance(kind, ListOf) else dict
         if not isinstance(value, container):
-            return f"{owner} has {key}={_shown(value)}, not {_kind_name(kind)}"
+            return f"{owner} has {key}={reprlib.repr(value)}, not {_kind_name(kind)}"
         items = enumerate(value) if container is list else value.items()
         return next((p for k, v in items if (p := field_problem(v, kind.item.fields, f"{path}[{k!r}]"))), None)
     if not _type_ok(value, kind):
-        return f"{owner} has {key}={_shown(value)}, not {_kind_name(kind)}"
+        return f"{owner} has {key}={reprlib.repr(value)}, not {_kind_name(kind)}"
     return None
 
 
