@@ -22,11 +22,9 @@ import pandas as pd
 
 from fedrepro.analysis.by_round import final_over_last
 from fedrepro.env.host import repo_root
-from fedrepro.papers import PAPERS, paper
-from fedrepro.papers.verdicts import evaluate_claims, stored_groups
+from fedrepro.papers import paper
+from fedrepro.papers.verdicts import by_round_papers, evaluate_claims, stored_groups
 
-# The papers whose convergence notebooks judge claims by round.
-BY_ROUND_PAPERS = tuple(name for name in PAPERS if hasattr(paper(name), "BY_ROUND"))
 
 
 def verdicts(name: str, profile: str, ks: list[int]) -> pd.DataFrame:
@@ -52,7 +50,7 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, nargs="+", default=[1, 3, 5, 10], help="last evaluated rounds averaged")
     args = ap.parse_args(argv)
     report: dict = {"profile": args.profile, "k": args.k, "papers": {}}
-    for name in BY_ROUND_PAPERS:
+    for name in by_round_papers():
         try:
             table = verdicts(name, args.profile, args.k)
         except LookupError as e:

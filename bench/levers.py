@@ -34,14 +34,12 @@ from fedrepro.analysis.by_round import evaluated, last_round, run_flat_stop
 from fedrepro.app.compute import paper_of, planned_runs
 from fedrepro.env.host import repo_root
 from fedrepro.errors import FedreproError
-from fedrepro.papers import PAPERS, paper
+from fedrepro.papers import paper
 from fedrepro.papers.tables import halving_replay
-from fedrepro.papers.verdicts import stored_groups, verdicts_at_flat_stop
+from fedrepro.papers.verdicts import by_round_papers, stored_groups, verdicts_at_flat_stop
 from fedrepro.runs.store import RunStore
 
 PROFILE = "laptop"  # --profile smoke reads a smoke pass (tests)
-# The papers whose convergence notebooks judge claims by round.
-BY_ROUND_PAPERS = tuple(name for name in PAPERS if hasattr(paper(name), "BY_ROUND"))
 SEARCHED = ("fedotp", "pep_fedpt", "pfedcspc", "fedpft")
 HALVING, ETA = 0.25, 3
 # Each paper's laptop budget (train.rounds of its setup); the early stop is replayed from round 0
@@ -114,7 +112,7 @@ def main(argv=None) -> int:
         report["stop_when_flat"] = {"by_paper": {f"{p} from {first}": v for (p, first), v
                                                  in summary.round(4).to_dict("index").items()},
                                     "runs": per_run(runs)}
-    for name in BY_ROUND_PAPERS:
+    for name in by_round_papers():
         report["verdicts"][name] = {}
         for f in FRACTIONS:
             first = round(f * BUDGET[name])

@@ -49,11 +49,12 @@ def test_a_report_that_timed_no_planned_run_cannot_calibrate(tmp_path):
 def test_a_timed_run_whose_config_changed_since_calibrates_its_kind_from_the_store(tmp_path):
     """A report outlives the configs it timed (a setup changed, so did the hash); the store still
     holds the old run's config, so its kind stays calibrated (a damaged config is skipped)."""
+    import fedrepro
+
     old = tiny_config(tmp_path)
     today = old.replace(**{"train.lr": old.train.lr / 2})  # a hashed change of the same kind
-    store = tmp_path / "store"
-    (store / old.hash()).mkdir(parents=True)
-    (store / old.hash() / "config.json").write_text(json.dumps({"hash": old.hash(), "config": old.to_dict()}))
+    store = tmp_path / "runs"
+    fedrepro.run(old)  # the old run, as the report's pass stored it
     (store / "damaged").mkdir()
     (store / "damaged" / "config.json").write_text("{")
     report = _report((old.hash(), 10.0), ("damaged", 7.0), ("absent", 3.0))

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from ..claims.core import CLAIMS, DEFAULT_MAX_SEEDS, KEPT, claims_dir, kept_records, recorded_claims, stages
-from ..config import RunConfig, from_dict
+from ..config import RunConfig
 from ..errors import ConfigError, FedreproError
 from ..env.host import repo_root
 from ..env.jsonfiles import read_json_file
@@ -44,6 +44,7 @@ from ..papers import PAPERS, claim_seeds, load_all, paper as paper_package
 from ..papers.plan import needs_of, notebook_key
 from ..papers.verdicts import notebook_path
 from ..runs.prefix import candidates
+from ..runs.store import RunResult
 
 # The report of the last whole laptop pass, committed (docs/speed.md): the default calibration.
 BENCH_TIMINGS = Path("bench") / "timings.json"
@@ -289,7 +290,7 @@ def predict(notebooks: list[Path], nb_root: Path, profile: str, report: Path, pa
     if runs_dir is not None:
         planned.runs = {h: c.replace(runs_dir=runs_dir) for h, c in planned.runs.items()}
     cal = calibrate(timings, planned.runs, Path(runs_dir) if runs_dir is not None else None)
-    cal.report = _shown(Path(report))
+    cal.report = _shown(Path(report))  # as the error of a kind it cannot calibrate names it
     left = unfinished(list(planned.runs.values()))
     papers: dict[str, dict[str, float]] = {}
 
@@ -316,7 +317,7 @@ def predict(notebooks: list[Path], nb_root: Path, profile: str, report: Path, pa
     stage_s = {n: sum(cal.run_seconds(c) for c in cfgs.values()) for n, cfgs in extra.items()}
     prefix_s, prefix_n = prefix_saving(planned.runs, cal)
     return {
-        "profile": profile, "report": _shown(Path(report)), "report_commit": timings.get("commit"),
+        "profile": profile, "report": cal.report, "report_commit": timings.get("commit"),
         "runs_timed": cal.timed_runs, "runs_matched": cal.matched, "runs_from_store": cal.from_store,
         "runs": len(planned.runs),
         "papers": papers, "total_s": sum(r["total_s"] for r in papers.values()),
@@ -332,7 +333,7 @@ def _stored_config(folder: Path) -> RunConfig | None:
     """The config stored in a run's ``folder``; None where there is none, or it no longer reads as
     a config (a field renamed since)."""
     try:
-        return from_dict(read_json_file(folder / "config.json", "stored config", "", {"config": dict})["config"])
+        return RunResult(folder).config
     except (FedreproError, OSError):
         return None
 

@@ -24,7 +24,7 @@ import re
 import resource
 import threading
 import time
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..env import allocator
@@ -69,9 +69,9 @@ def selected(rel: Path, only: str | None) -> bool:
     ``fedpft/11_100_clients``, which a part met anywhere in the path would."""
     if only is None:
         return True
-    names = [n for c in PurePosixPath(rel.as_posix()).parts for n in (c, re.sub(r"^\d+_", "", c))]
-    return any(part and (rel.as_posix().startswith(part) or any(n.startswith(part) for n in names))
-               for part in only.split(","))
+    path = rel.as_posix()
+    names = [n for c in rel.parts for n in (c, re.sub(r"^\d+_", "", c))]
+    return any(part and (path.startswith(part) or any(n.startswith(part) for n in names)) for part in only.split(","))
 
 
 def _role(cmdline: list[str]) -> str:

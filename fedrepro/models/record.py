@@ -22,6 +22,9 @@ from torch import Tensor
 from ..env.atomic import atomic_write_bytes, write_error
 
 MAX_BYTES = 10_000_000  # committed checkpoints stay small enough for git
+# What a pretraining config's ``out`` may be (checkpoint_path_ok), and what to do when it cannot be written.
+OUT_VALID = "empty (the committed path) or a file path whose folder exists or can be made, writable"
+OUT_FIX = "name another file with --set out=PATH"
 VERSIONED = ("torch", "timm", "open_clip_torch", "numpy", "Pillow", "matplotlib", "fedrepro")
 
 
@@ -97,9 +100,6 @@ def write_checkpoint(
     return path
 
 
-OUT_FIX = "name another file with --set out=PATH"
-
-
 def checkpoint_path_ok(out: str) -> bool:
     """Whether ``out`` can name a checkpoint to write: empty (the committed path), or a path that is
     not a folder, below a folder that exists or can be made (its nearest existing ancestor is a
@@ -113,6 +113,3 @@ def checkpoint_path_ok(out: str) -> bool:
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     return parent.is_dir() and os.access(parent, os.W_OK)
-
-
-OUT_VALID = "empty (the committed path) or a file path whose folder exists or can be made, writable"

@@ -69,6 +69,11 @@ def collect_claims(profile: str, root=None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+def by_round_papers() -> tuple[str, ...]:
+    """The papers whose convergence notebooks judge claims by round (their packages declare ``BY_ROUND``)."""
+    return tuple(name for name in PAPERS if hasattr(paper_package(name), "BY_ROUND"))
+
+
 def stored_groups(name: str, profile: str) -> tuple[dict[tuple[str, ...], pd.DataFrame] | None, int]:
     """Paper ``name``'s ``BY_ROUND`` groups of runs at ``profile`` as stored
     (:func:`fedrepro.analysis.by_round.run_groups`), without training any: ``(groups, 0)``, or
