@@ -6,10 +6,18 @@ personalized linear transformation layer between the global feature extractor an
 classifier", kept on the client and trained during FL. φ and h_κ are FedAvg-aggregated; the layer
 never leaves the client.
 
-The schedule is not given; ours mirrors FedPFT's (:mod:`.pft`): R_f epochs train the layer with φ
-and h_κ frozen (φ under ``no_grad``), then R_a epochs train φ and h_κ with the layer frozen
-(``alternate=False``: all jointly). The layer starts as the identity (``linear_init="identity"``),
-so round 0 is FedAvg; it trains at ``lr_linear`` (``None`` = ``train.lr``).
+The schedule is not given (ICLR §1 and App. F say only that the layer is inserted and trained
+"during training"); both readings are options, each ours:
+
+- ``alternate=False`` (default): FedAvg with the layer added, φ, h_κ and the layer trained together
+  for r_f + r_a = R = 5 epochs a round (ICLR §4.1's R): the plain reading, in which φ gets FedAvg's
+  5 epochs a round;
+- ``alternate=True``: FedPFT's alternating schedule (:mod:`.pft`): R_f epochs train the layer with
+  φ and h_κ frozen (φ under ``no_grad``), then R_a epochs train φ and h_κ with the layer frozen.
+  φ then trains R_a = 1 epoch a round, FedPFT's budget (this package's only form before issue 54).
+
+The layer starts as the identity (``linear_init="identity"``), so round 0 is FedAvg; it trains at
+``lr_linear`` (``None`` = ``train.lr``).
 """
 from __future__ import annotations
 
@@ -28,8 +36,9 @@ LINEAR_INITS = ("identity", "random")
 
 @dataclass
 class FedAvgLinearParams(ScheduleParams):
-    """FedAvg+Linear: the alternating schedule and the personal layer's lr and initialisation."""
+    """FedAvg+Linear: the schedule (joint by default) and the personal layer's lr and initialisation."""
 
+    alternate: bool = hp(False)  # ours: the paper gives no schedule (module docstring)
     lr_linear: float | None = hp(None, gt=0)  # None: train.lr
     linear_init: str = hp("identity", choices=LINEAR_INITS)
     linear_bias: bool = hp(True)

@@ -24,11 +24,19 @@ One round, client i (paper §4, the official code in ``FLAIR-Community/Fling``,
    ``θ = mean(o) + (rnd+1)/beta · (max(o) - mean(o))`` over the off-diagonal pairs (it grows with
    the round, "cautious"); client i's collaborators are the j with ``o_ij >= θ``; its customised
    global model is the **unweighted** mean of the uploads of i and its collaborators. Once
-   ``rnd+1 > beta`` nobody qualifies and critical parameters become fully local.
+   ``rnd+1 > beta`` nobody qualifies and critical parameters become fully local: the personalised
+   phase.
 
 Defaults [official configs ``argzoo/cifar10|cifar100/*_fedcac_resnet_config.py``]: ``tau = 0.5``,
 ``beta = 100`` for CIFAR-10 (CIFAR-100 uses ``tau = 0.4, beta = 170``; the PFLlib port defaults to
 ``tau = 0.5, beta = 170``). ``beta`` must be an integer >= 1 (the official code asserts it).
+
+β is a number of rounds, set for long runs: FedPFT (ICLR) runs every method T = 1000 rounds (§4.1)
+with each baseline's "optimal parameter combinations reported in their respective papers" (App.
+D.3), so β = 100 is a tenth of its run. A run of 50 rounds would never leave the collaborative
+phase. So by default β is that fraction of the run's ``train.rounds``: ``beta_fraction = 0.1``
+(= 100 / 1000; ours, the ratio the paper's runs have), β = max(1, round(0.1 · rounds)): 100 at
+1000 rounds, 5 at 50. ``beta`` (rounds) overrides it.
 
 Choices the paper leaves open, each an option:
 
@@ -69,8 +77,17 @@ CID = "cid"
 @dataclass
 class FedCACParams:
     tau: float = hp(0.5, ge=0, le=1)  # fraction of each tensor that is critical (Eq. 6)
-    beta: int = hp(100, ge=1)  # rounds until collaboration on critical parameters stops
+    # Rounds until collaboration on critical parameters stops; None: beta_fraction of train.rounds.
+    beta: int | None = hp(None, ge=1)
+    beta_fraction: float = hp(0.1, gt=0)  # the official β = 100 over FedPFT's T = 1000 rounds
     buffers: str = hp("local", choices=BUFFER_MODES)  # BN running statistics: "local" (official code) | "global"
+
+
+def beta_rounds(params: FedCACParams, rounds: int) -> int:
+    """β in rounds: ``beta`` where set, else ``beta_fraction`` of the run's ``rounds`` (at least 1)."""
+    if params.beta is not None:
+        return int(params.beta)
+    return max(1, round(params.beta_fraction * rounds))
 
 
 def sensitivity(before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
@@ -130,6 +147,7 @@ class FedCAC(ModelMethod):
     def __init__(self, ctx, params):
         super().__init__(ctx, params)
         self.param_keys = [k for k, _ in self.model.named_parameters()]
+        self.beta = beta_rounds(params, ctx.cfg.train.rounds)
 
     def personal_keys(self, model) -> set[str]:
         params = {k for k, _ in model.named_parameters()}
@@ -178,7 +196,7 @@ class FedCAC(ModelMethod):
         new = dict(shared)  # keeps the customised models of clients absent this round
         new.update(self.average_shared(updates))
         flat = [torch.cat([u.upload[MASK + k].reshape(-1).float() for k in self.param_keys]) for u in updates]
-        for i, partners in enumerate(collaborators(flat, rnd, self.p.beta)):
+        for i, partners in enumerate(collaborators(flat, rnd, self.beta)):
             group = [updates[i]] + [updates[j] for j in partners]
             cid = int(updates[i].upload[CID])
             for k in self.param_keys:

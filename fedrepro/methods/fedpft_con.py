@@ -33,7 +33,21 @@ default settings from MoCo" (arXiv App. B.3); the rest is ours:
   step of both phases; its BatchNorm buffers are its own (batch statistics in train mode), as in
   MoCo, which averages parameters only; no shuffle-BN (one device).
 - The queue of negatives is per client and kept across rounds, ``queue_size`` 4096 (MoCo's
-  65,536 is far more than a client's few hundred images a round; set it for fidelity).
+  65,536 is far more than a client's few hundred images a round; set it for fidelity). With
+  ``queue_cap="client_data"`` (default; our reading of "the default settings from MoCo" at a
+  client's scale) a client's queue holds at most as many keys as it has training images:
+  min(``queue_size``, its training split). MoCo's queue (65,536 keys over ImageNet's 1.28M
+  images) holds each image at most once, from a recent encoder; 4096 keys over a client's 200
+  images would hold about 20 stale keys of every image, the anchor's own among its negatives.
+  ``"none"`` keeps ``queue_size`` whatever the data.
+- φ's BatchNorm running statistics (which every evaluation uses) are estimated on the clean
+  images only: the views x′ pass φ with batch statistics, as in MoCo, but do not write the running
+  statistics (``view_bn_stats="keep"``; ours, the papers are silent). The views' crops and colour
+  jitter move the statistics far from the clean images' (on Fashion-MNIST a crop strips much of
+  the black background), and in the feature phase, where the CE forward runs φ in eval mode, they
+  would be φ's only writers. ``"update"`` lets the views write them too (this package's
+  behaviour before issue 54). The two-stage baseline's stage 1 (:mod:`.fedpft_two_stage`) has no
+  clean forward: there the views write them whatever the option, as MoCo's own pretraining does.
 - Keys use the current τ and p_ρ under ``no_grad`` (Eq. 7 has no momentum τ); L_CE uses the
   un-augmented batch.
 - The views: MoCo-v1's augmentation on tensors (:func:`fedrepro.data.augment.augment`, with
@@ -46,13 +60,14 @@ with ``alternate=False`` Setting VI (= arXiv VIII).
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from ..data.augment import augment
 from ..errors import ConfigError
@@ -68,6 +83,8 @@ from .registry import register_method
 
 MOMENTUM_ENCODERS = ("round", "persistent")
 CON_PROMPTS = ("rho", "kappa", "none")
+VIEW_BN_STATS = ("keep", "update")
+QUEUE_CAPS = ("client_data", "none")
 
 # Client-state keys: the queue of negative keys, its write pointer, the persistent key encoder.
 QUEUE = "queue"
@@ -86,6 +103,8 @@ class FedPFTConParams(FedPFTParams):
     temperature: float = hp(0.07, gt=0)
     moco_momentum: float = hp(0.999, ge=0, le=1)
     queue_size: int = hp(4096, ge=1)
+    queue_cap: str = hp("client_data", choices=QUEUE_CAPS)  # ours: at most one key per training image
+    view_bn_stats: str = hp("keep", choices=VIEW_BN_STATS)  # ours: the views leave φ's BN running stats alone
     momentum_encoder: str = hp("round", choices=MOMENTUM_ENCODERS)
     con_prompts: str = hp("rho", choices=CON_PROMPTS)
     aug_crop_min: float = hp(0.2, gt=0, le=1)
@@ -100,6 +119,22 @@ class FedPFTConParams(FedPFTParams):
         if self.con_prompts == "kappa" and not self.use_prompts:
             raise ConfigError("invalid method.args.con_prompts='kappa' with method.args.use_prompts=false; "
                               "valid: con_prompts in rho, none (or use_prompts=true)")
+
+
+@contextlib.contextmanager
+def running_stats_untouched(module: nn.Module) -> Iterator[None]:
+    """Within the block, ``module``'s BatchNorm layers normalise a training-mode forward by the
+    batch's statistics without writing their running statistics (nor ``num_batches_tracked``):
+    torch's BatchNorm updates its buffers only while ``track_running_stats`` is set. An eval-mode
+    forward still reads the running statistics, as before."""
+    tracking = [m for m in module.modules() if getattr(m, "track_running_stats", False)]
+    for m in tracking:
+        m.track_running_stats = False
+    try:
+        yield
+    finally:
+        for m in tracking:
+            m.track_running_stats = True
 
 
 @register_method("fedpft_con")
@@ -135,14 +170,24 @@ class FedPFTCon(FedPFT):
         return state
 
     # The round's queue and key encoder ------------------------------------------------------------
-    def begin_round(self, net: PFTNet, state: State) -> dict[str, Any]:
+    def queue_length(self, data: ClientData) -> int:
+        """The client's queue length: ``queue_size``, at most its number of training images under
+        ``queue_cap="client_data"``."""
+        if self.p.queue_cap == "client_data":
+            return max(1, min(self.p.queue_size, data.num_train))
+        return self.p.queue_size
+
+    def begin_round(self, net: PFTNet, state: State, data: ClientData) -> dict[str, Any]:
         if self.p.momentum_encoder == "persistent":
             self.key_phi.load_state_dict(self._momentum_part(state, "features."))
             self.key_proj.load_state_dict(self._momentum_part(state, "proj."))
         else:  # MoCo's key encoder starts from the freshly downloaded global φ, h_ρ
             self.key_phi.load_state_dict(net.features.state_dict())
             self.key_proj.load_state_dict(net.proj.state_dict())
-        return {"queue": state[QUEUE].clone(), "ptr": int(state[QUEUE_PTR])}
+        # The client state's queue is drawn before the client's data is known (init_client): its
+        # first round cuts it to the client's length, and the state keeps that length after.
+        n = self.queue_length(data)
+        return {"queue": state[QUEUE][:n].clone(), "ptr": int(state[QUEUE_PTR]) % n}
 
     @staticmethod
     def _momentum_part(state: State, module: str) -> dict[str, Tensor]:
@@ -194,7 +239,11 @@ class FedPFTCon(FedPFT):
         cp = {"p_rho": net.prompts_rho, "p_kappa": net.prompts_kappa, None: None}[cp_name]
         x1 = augment(x, gen, data.mean, data.std, p.aug_crop_min, p.aug_jitter, p.aug_gray_p)
         x2 = augment(x, gen, data.mean, data.std, p.aug_crop_min, p.aug_jitter, p.aug_gray_p)
-        f1 = net.features(x1) if "phi" in con_set else self._phi_no_grad(net, x1, "task")
+        # Batch statistics for the view, running statistics left to the clean CE forward (module
+        # docstring); stage 1 of the two-stage baseline has no clean forward ("con_only").
+        keep = p.view_bn_stats == "keep" and phase != "con_only"
+        with running_stats_untouched(net.features) if keep else contextlib.nullcontext():
+            f1 = net.features(x1) if "phi" in con_set else self._phi_no_grad(net, x1, "task")
         cq = cp if (cp is None or cp_name in con_set) else cp.detach()
         q = F.normalize(net.proj(net.transform(f1, cq)), dim=1)
         with torch.no_grad():

@@ -6,7 +6,9 @@ al. (2023)": 1000 rounds of contrastive learning, then 1000 rounds of classifica
 Here (how each stage trains is ours, in FedPFT+Con's terms, :mod:`.fedpft_con`):
 
 - stage 1, rounds ``rnd < stage1_rounds``: φ, τ, h_ρ and p_ρ are trained with L_Con only, for
-  r_f + r_a epochs a round (the two-stage row of :data:`.pft.CON_ROUTES`);
+  r_f + r_a epochs a round (the two-stage row of :data:`.pft.CON_ROUTES`); with no clean forward,
+  the views write φ's BatchNorm running statistics, as in MoCo's pretraining (FedPFT+Con's
+  ``view_bn_stats`` applies to the phases that also train L_CE);
 - stage 2, the later rounds: FedPFT's alternating L_CE schedule, with the contrastive branch off;
   h_ρ is still uploaded, unchanged.
 

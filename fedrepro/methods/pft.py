@@ -198,7 +198,7 @@ class PFTMethod(ModelMethod):
                       rnd: int) -> ClientUpdate:
         net = self.load(shared, state)
         net.zero_grad(set_to_none=True)
-        work = self.begin_round(net, state)
+        work = self.begin_round(net, state, data)
         log = _RoundLoss()
         for phase, epochs, con in self.plan(rnd):
             if epochs > 0:
@@ -218,7 +218,7 @@ class PFTMethod(ModelMethod):
         return PersonalizedPFT(copy.deepcopy(self.load(shared, state)))
 
     # A round's scratch state (FedPFT+Con: the queue and key encoder) -------------------------------
-    def begin_round(self, net: PFTNet, state: State) -> dict[str, Any]:
+    def begin_round(self, net: PFTNet, state: State, data: ClientData) -> dict[str, Any]:
         return {}
 
     def end_round(self, work: dict[str, Any]) -> State:

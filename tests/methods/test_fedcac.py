@@ -1,5 +1,6 @@
 """FedCAC (Wu et al., ICCV 2023; a FedPFT baseline): the critical-parameter mask, the next round's
 model, and the averaging of critical parameters over overlapping clients."""
+import pytest
 import torch
 from support import BN_CNN, setup, update
 
@@ -70,3 +71,36 @@ def test_fedcac_critical_parameters_average_over_overlapping_clients(tiny):
         assert torch.allclose(shared[f"cac.0.{k}"], (models[0][k] + models[1][k]) / 2)
         assert torch.allclose(shared[f"cac.1.{k}"], (models[0][k] + models[1][k]) / 2)
         assert torch.equal(shared[f"cac.2.{k}"], models[2][k])
+
+
+@pytest.mark.parametrize("rounds, beta", [(50, 5), (1000, 100), (25, 2), (3, 1)])
+def test_fedcac_beta_is_a_tenth_of_the_run(tiny, rounds, beta):
+    """β = 100 rounds of FedPFT's T = 1000 (ICLR §4.1, App. D.3): by default a tenth of the run's
+    rounds, so a 50-round run reaches the personalised phase at round 5; ``beta`` fixes it in rounds."""
+    method, _, _ = setup(tiny(**{"method.name": "fedcac", "train.rounds": rounds}))
+    assert method.beta == beta
+    fixed, _, _ = setup(tiny(**{"method.name": "fedcac", "train.rounds": rounds, "method.args.beta": 100}))
+    assert fixed.beta == 100
+
+
+def test_fedcac_reaches_its_personalised_phase_within_a_short_run(tiny):
+    """At 50 rounds, from round β = 5 on nobody collaborates: each client's customised model is its
+    own upload (critical parameters fully local). β = 100 rounds would still be collaborating at
+    the run's last round."""
+    method, clients, st = setup(tiny(**BN_CNN, **{"method.name": "fedcac", "train.rounds": 50}))
+    ups = [update(method, st, c, rnd=method.beta) for c in clients]
+    shared, _ = method.aggregate(st.shared, ups, st.server_state, method.beta)
+    for u in ups:
+        cid = int(u.upload["cid"])
+        assert all(torch.equal(shared[f"cac.{cid}.{k}"], u.upload[k]) for k in method.param_keys)
+    flat = [torch.cat([u.upload[MASK + k].reshape(-1).float() for k in method.param_keys]) for u in ups]
+    assert any(collaborators(flat, 49, 100)) and any(collaborators(flat, method.beta - 1, method.beta))
+
+
+@pytest.mark.parametrize("args, key", [({"beta_fraction": 0}, "beta_fraction"), ({"beta": 0}, "beta")])
+def test_fedcac_beta_options_are_checked(args, key):
+    from fedrepro.errors import ConfigError
+    from fedrepro.methods import METHODS
+
+    with pytest.raises(ConfigError, match=rf"method\.args\.{key}\b"):
+        METHODS.get("fedcac").parse_params(args)

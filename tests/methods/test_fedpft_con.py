@@ -1,5 +1,7 @@
 """FedPFT+Con (ICLR §3.6, App. C): the gradient-routing table (ICLR Eqs. 8-9), phase-only runs, the
 MoCo queue and momentum encoder, and a checkpoint round trip."""
+import contextlib
+
 import pytest
 import torch
 from support import RESNET, changed, keys_with, setup
@@ -35,7 +37,7 @@ def _trained_groups(method, net, loss):
 def test_con_gradient_routing_follows_the_spec_table(tiny, phase):
     method, clients, st = setup(tiny(**RESNET, **{"method.name": "fedpft_con", "method.args": CON_SMALL}))
     net = method.load(st.shared, st.client_states[0])
-    work = method.begin_round(net, st.client_states[0])
+    work = method.begin_round(net, st.client_states[0], clients[0])
     method.configure(net, phase, True)
     net.train()
     gen = torch_gen(0, "client", 0, 0)
@@ -75,7 +77,8 @@ def test_con_phase_only_runs_change_what_the_table_says(tiny):
 
 
 def test_con_queue_is_client_state_of_the_configured_size(tiny):
-    method, clients, st = setup(tiny(**{"method.name": "fedpft_con", "method.args": {**CON_SMALL, "queue_size": 48}}))
+    args = {**CON_SMALL, "queue_size": 48, "queue_cap": "none"}
+    method, clients, st = setup(tiny(**{"method.name": "fedpft_con", "method.args": args}))
     s0 = st.client_states[0]
     assert s0[QUEUE].shape == (48, 8) and int(s0[QUEUE_PTR]) == 0
     assert QUEUE not in st.shared and "proj.weight" in st.shared and "prompts_rho" not in st.shared
@@ -85,6 +88,23 @@ def test_con_queue_is_client_state_of_the_configured_size(tiny):
     assert not keys_with(upd.upload, "queue")
     upd2 = update(method, st, clients, rnd=1, state=upd.state)  # the queue carries over
     assert int(upd2.state[QUEUE_PTR]) == (2 * pushed) % 48
+
+
+def test_con_queue_holds_at_most_one_key_per_training_image(tiny):
+    """Our reading of "the default settings from MoCo" (arXiv App. B.3) at a client's scale: a
+    client's queue is no longer than its training split (MoCo's holds each image at most once),
+    by default; a client with more images keeps queue_size."""
+    method, clients, st = setup(tiny(**{"method.name": "fedpft_con", "method.args": {**CON_SMALL, "queue_size": 48}}))
+    small = next(c for c in clients if c.num_train < 48)
+    large = next(c for c in clients if c.num_train > 48)
+    upd = update(method, st, clients, cid=small.cid)
+    n = small.num_train
+    assert upd.state[QUEUE].shape == (n, 8)
+    assert int(upd.state[QUEUE_PTR]) == (5 * n) % n
+    # each training image's key is in it once: the last epoch's keys fill it, none twice
+    upd2 = update(method, st, clients, cid=small.cid, rnd=1, state=upd.state)
+    assert upd2.state[QUEUE].shape == (n, 8) and changed(upd2.state[QUEUE], upd.state[QUEUE])
+    assert update(method, st, clients, cid=large.cid).state[QUEUE].shape == (48, 8)
 
 
 @pytest.mark.parametrize("m", [0.0, 1.0, 0.9])
@@ -116,7 +136,77 @@ def test_con_resumed_run_equals_uninterrupted(tiny):
     torch.save(half, buf)
     buf.seek(0)
     resumed = simulate(method, clients, seed=0, rounds=2, progress=False,
-                       state=torch.load(buf, weights_only=False))
+                       state=torch.load(buf, weights_only=False))  # unsafe-load-ok: its own SimState
     for a, b in zip(full.client_states, resumed.client_states):
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert all(torch.equal(full.shared[k], resumed.shared[k]) for k in full.shared)
+
+
+# --- φ's BatchNorm running statistics (issue 54): the views x′ do not write them -------------------
+BN_BUFFERS = ("running_mean", "running_var", "num_batches_tracked")
+
+
+def _bn_buffers(sd):
+    return {k: v for k, v in sd.items() if k.startswith("features.") and k.endswith(BN_BUFFERS)}
+
+
+@contextlib.contextmanager
+def _momentum_zero(module):
+    """The audit's reference (shared/audits/fedpft-pfedcspc-scripts/e1_fedpft_con_bn.py): BatchNorm
+    with momentum 0 keeps its running mean and variance (r ← 1·r + 0·batch) while still normalising
+    by the batch."""
+    bns = [m for m in module.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    saved = [m.momentum for m in bns]
+    for m in bns:
+        m.momentum = 0.0
+    try:
+        yield
+    finally:
+        for m, v in zip(bns, saved):
+            m.momentum = v
+
+
+def test_con_feature_phase_leaves_phi_bn_running_stats_as_downloaded(tiny):
+    """In the feature phase the CE forward runs φ in eval mode, so only the views could write φ's
+    running statistics: by default they stay as downloaded; view_bn_stats="update" (the old
+    behaviour) lets the views move them."""
+    args = {**CON_SMALL, "r_f": 1, "r_a": 0, "epoch_split": "fixed"}
+    method, clients, st = setup(tiny(**RESNET, **{"method.name": "fedpft_con", "method.args": args}))
+    upd = update(method, st, clients)
+    before = _bn_buffers(st.shared)
+    assert before and any(changed(upd.upload[k], st.shared[k]) for k in keys_with(st.shared, "features."))  # φ trained
+    assert all(torch.equal(upd.upload[k], v) for k, v in before.items())
+    method, clients, st = setup(tiny(**RESNET, **{"method.name": "fedpft_con",
+                                                  "method.args": {**args, "view_bn_stats": "update"}}))
+    upd = update(method, st, clients)
+    assert all(changed(upd.upload[k], v) for k, v in before.items() if k.endswith("running_mean"))
+
+
+def test_con_phi_bn_running_stats_come_from_the_clean_forward_only(tiny):
+    """After a whole round (both phases) φ's running statistics equal those of the same round with
+    the views kept out of them by another mechanism (momentum 0 around the contrastive branch, the
+    audit's), bit for bit, and so does every trained tensor: the views still normalise by their
+    batch. ``num_batches_tracked`` counts the clean task-phase batches alone."""
+    cfg = tiny(**RESNET, **{"method.name": "fedpft_con", "method.args": {**CON_SMALL, "r_f": 2, "r_a": 2}})
+    method, clients, st = setup(cfg)
+    ours = update(method, st, clients)
+
+    ref, clients, st = setup(cfg.replace(**{"method.args.view_bn_stats": "update"}))
+    plain = update(ref, st, clients)
+    views = ref.contrastive_loss
+
+    def without_stats(net, *a, **k):
+        with _momentum_zero(net.features):
+            return views(net, *a, **k)
+
+    ref.contrastive_loss = without_stats
+    kept = update(ref, st, clients)
+    bn = _bn_buffers(st.shared)
+    stats = [k for k in bn if not k.endswith("num_batches_tracked")]
+    for k in ours.upload:
+        if not k.endswith("num_batches_tracked"):
+            assert torch.equal(ours.upload[k], kept.upload[k]), k
+    assert any(not torch.equal(plain.upload[k], ours.upload[k]) for k in stats)  # the old way differs
+    batches = -(-clients[0].num_train // cfg.train.batch_size)
+    counts = [k for k in bn if k.endswith("num_batches_tracked")]
+    assert counts and all(int(ours.upload[k] - st.shared[k]) == 2 * batches for k in counts)  # r_a = 2

@@ -20,6 +20,7 @@ from ...claims import arms
 from ...claims.core import (Claim, MissingResults, Test, below, compare, compare_each, exact, exceeds, gap_larger_in,
                             paired, register_claim, select, setting, setting_name, within)
 from ..reference import paper_table
+from .variants import LINEAR_ALTERNATE
 
 ALPHA = "data.partition_args.alpha"
 M = "method.name"
@@ -518,11 +519,22 @@ register_claim(Claim(
 
 LINEAR_MARGIN = 0.02  # "clearly": 2 points (paper: +25 / +11 / +7 on C10)
 
+
+def _linear_joint(r: pd.DataFrame) -> pd.DataFrame:
+    """``r`` without FedAvg+Linear's alternating rows: the claim reads the joint schedule, our
+    reading of a layer added to FedAvg (the paper gives no schedule; variants.LINEAR_SCHEDULES). A
+    FedAvg+Linear row that names no schedule ran the method's default, joint."""
+    if LINEAR_ALTERNATE not in r or M not in r:
+        return r
+    return r[~((r[M] == "fedavg_linear") & (r[LINEAR_ALTERNATE] == True))]  # noqa: E712 (NaN is not True)
+
+
 register_claim(Claim(
     id="fedpft.fedavg_linear_beats_fedavg", paper="fedpft", source="ICLR Table 9 (App. F) (optional)",
-    statement=f"FedAvg+Linear (a personalised m×m layer) beats FedAvg by > {100 * LINEAR_MARGIN:.0f} points at every α",
-    check=lambda r: compare_each(r, {M: "fedavg_linear"}, {M: "fedavg"}, ALPHA, margin=LINEAR_MARGIN,
-                                 label_a="FedAvg+Linear", label_b="FedAvg"),
+    statement=f"FedAvg+Linear (a personalised m×m layer, trained jointly with FedAvg's model: our reading) beats "
+              f"FedAvg by > {100 * LINEAR_MARGIN:.0f} points at every α",
+    check=lambda r: compare_each(_linear_joint(r), {M: "fedavg_linear"}, {M: "fedavg"}, ALPHA, margin=LINEAR_MARGIN,
+                                 label_a="FedAvg+Linear (joint)", label_b="FedAvg"),
     # CIFAR-10 only: on CIFAR-100 at α = 1.0 FedAvg+Linear falls below FedAvg
     # (ICLR App. F, Table 9).
     paper_columns=("C10",),

@@ -37,6 +37,18 @@ LEFT_OPEN: tuple[Open, ...] = (
          "Tiny-ImageNet column; CIFAR-10, CIFAR-100 and Tiny-ImageNet for Table 13 and Fig. 12; PACS and "
          "DomainNet for Table 10. The notebooks' figures draw the first column; the tables show them all.",
          ("paper",)),
+    Open("FedCAC's collaboration threshold β = 100 rounds",
+         "FedPFT runs FedCAC with the settings of its own paper (ICLR App. D.3) over T = 1000 rounds, so its "
+         "collaboration on critical parameters stops after a tenth of the run. β is that tenth of every run's "
+         "rounds (fedrepro.methods.fedcac, beta_fraction = 0.1, our reading of the ratio): 100 at the paper "
+         "profile, 5 at the laptop's 50 rounds, where β = 100 would never reach the personalised phase.",
+         ("laptop",)),
+    Open("FedAvg+Linear's schedule",
+         "ICLR §1 and App. F insert a personalised linear layer between the global extractor and classifier "
+         "but give no schedule. Table 9's row is trained jointly (the layer, φ and h together for R = 5 epochs, "
+         "as FedAvg trains φ), the row fedpft.fedavg_linear_beats_fedavg reads; FedPFT's alternating schedule "
+         "(4 epochs on the layer, then 1 on φ and h) runs beside it. Both are our readings.",
+         ("laptop", "paper")),
     Open("The R_f sweep \"then plateaus\"",
          "Neither version of the paper says the R_f curve plateaus: ICLR App. L.2 says it \"initially improves "
          "but then declines in some scenarios\", arXiv App. H.2 that it first increases, then decreases. "

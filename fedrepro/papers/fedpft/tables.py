@@ -7,9 +7,11 @@ keep fewer baselines; the paper profile runs every row at every α.
 """
 from __future__ import annotations
 
+import pandas as pd
+
 from ...execute.tuning import LrSearch
 from ..tables import Rows, TableDef
-from .variants import ABLATION_SETTINGS, FIGURE_VARIANTS, overrides
+from .variants import ABLATION_SETTINGS, FIGURE_VARIANTS, LINEAR_ALTERNATE, LINEAR_SCHEDULES, overrides
 from .. import setup
 
 A, M = "data.partition_args.alpha", "method.name"
@@ -135,6 +137,29 @@ def _time_rows(profile: str) -> list[Rows]:
             Rows({M: ("fedper", "fedbn", "fedrod", "fedcac")}, seeds="table", base=base)]
 
 
+# The linear table's rows: each method, FedAvg+Linear once per schedule (LINEAR_SCHEDULES).
+ROW = "row"
+_JOINT = next(k for k, alternate in LINEAR_SCHEDULES.items() if not alternate)
+
+
+def _linear_rows(profile: str) -> list[Rows]:
+    """FedAvg and FedPFT, and FedAvg+Linear under both schedules, over the claim seeds (the claim
+    reads the joint one; the alternating one sits beside it, paired by seed); Local and FedPFT+Con
+    over the table seeds."""
+    return [Rows({M: CLAIM_METHODS, A: ALPHAS}),
+            Rows({M: ("fedavg_linear",), LINEAR_ALTERNATE: tuple(LINEAR_SCHEDULES.values()), A: ALPHAS}),
+            Rows({M: ("local", "fedpft_con"), A: ALPHAS}, seeds="table")]
+
+
+def linear_row_labels(results: pd.DataFrame) -> pd.DataFrame:
+    """``results`` with a ``row`` column: the method, and FedAvg+Linear's label by its schedule (a
+    run that names none ran the method's default, joint)."""
+    label = {alternate: name for name, alternate in LINEAR_SCHEDULES.items()}
+    alt = results[LINEAR_ALTERNATE] if LINEAR_ALTERNATE in results else pd.Series(None, index=results.index)
+    return results.assign(**{ROW: [label[bool(a) if pd.notna(a) else False] if m == "fedavg_linear" else m
+                                   for m, a in zip(results[M], alt)]})
+
+
 def _participation_view(ref):
     """ICLR Table 13 (or arXiv Table 9) with the participation rates as rows and the datasets as
     columns, as ours."""
@@ -171,12 +196,13 @@ TABLES = {
     "ablation": TableDef("fedpft", "ablation", "Ablation (Table 4 settings)", _ablation_rows, index="setting",
                          columns=A, setup="cifar100", reference="T-Ablation", label=lambda a: f"α={a}"),
     # ICLR Table 9: FedAvg with a personalised linear layer before the head.
-    # fedpft.fedavg_linear_beats_fedavg reads FedAvg+Linear beside FedAvg: both over the claim seeds.
-    "linear": TableDef("fedpft", "linear", "FedAvg+Linear (Table 9)",
-                       [Rows({M: (*CLAIM_METHODS, "fedavg_linear"), A: ALPHAS}),
-                        Rows({M: ("local", "fedpft_con"), A: ALPHAS}, seeds="table")],
+    # fedpft.fedavg_linear_beats_fedavg reads FedAvg+Linear (joint) beside FedAvg: both over the
+    # claim seeds. The paper gives no schedule: both of ours are rows, labelled (variants.py), the
+    # paper's number beside the joint one.
+    "linear": TableDef("fedpft", "linear", "FedAvg+Linear (Table 9)", _linear_rows, index=ROW,
                        columns=A, reference="T9", label=lambda a: f"α={a}", datasets=C10_C100,
-                       reference_columns=lambda c: c.startswith("C10")),
+                       reference_columns=lambda c: c.startswith("C10"), derive=linear_row_labels,
+                       reference_view=lambda ref: ref.rename(index={"fedavg_linear": _JOINT})),
     # ICLR Table 1: Probe / Origin / Match (the probes come from analysis.grid.probe_grid).
     "probe": TableDef("fedpft", "probe", "Mismatch probe (Table 1)",
                       # FedPer, FedBN and FedCAC carry the claims that FedAvg's Probe and Match exceed

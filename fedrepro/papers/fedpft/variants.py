@@ -37,6 +37,19 @@ FIGURE_VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
+# FedAvg+Linear's schedule (ICLR §1 and App. F: "insert a personalized linear transformation layer
+# between the global feature extractor and the global classifier"; no schedule is given): the value
+# of its ``alternate`` by row label, each our reading. Joint (the method's default) trains φ for all
+# R = 5 epochs as FedAvg does and is the row fedpft.fedavg_linear_beats_fedavg reads; alternating
+# is FedPFT's schedule, which gives φ FedPFT's 1 epoch a round (the package's only form before
+# issue 54; shown beside it).
+LINEAR_ALTERNATE = "method.args.alternate"
+LINEAR_SCHEDULES: dict[str, bool] = {
+    "fedavg_linear (joint, ours)": False,
+    "fedavg_linear (alternating, ours)": True,
+}
+
+
 def overrides(spec: dict[str, Any]) -> dict[str, Any]:
     """One setting as config overrides: the method and its whole argument dict."""
     return {"method.name": spec["method"], "method.args": spec["args"]}

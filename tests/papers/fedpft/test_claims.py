@@ -244,3 +244,28 @@ def test_prompts_improve_fedavg_needs_its_margin_at_every_alpha():
     extra = pd.concat([ablation({0.1: 0.03, 0.5: 0.02}),
                        pd.DataFrame([{"setting": "III", A: 0.1, "seed": s, "best": 0.0} for s in SEEDS])])
     assert verdict(extra, cid) == "PASS"
+
+
+def test_fedavg_linear_claim_reads_the_joint_schedule():
+    """The paper gives FedAvg+Linear no schedule (ICLR §1, App. F); the claim reads the joint one
+    (our reading) and leaves the alternating row beside it alone, whichever way that row goes."""
+    from fedrepro.papers.fedpft.tables import linear_row_labels
+    from fedrepro.papers.fedpft.variants import LINEAR_ALTERNATE
+
+    def table(joint, alternating):
+        t = _acc(over_seeds([(m, a, v) for a in (0.1, 0.5, 1.0)
+                             for m, v in (("fedavg", 0.70), ("fedavg_linear", joint), ("fedavg_linear", alternating))]))
+        # each α's three rows: FedAvg (no schedule), FedAvg+Linear joint, then alternating
+        t[LINEAR_ALTERNATE] = [None, False, True] * (len(t) // 3)
+        return t
+
+    cid = "fedpft.fedavg_linear_beats_fedavg"
+    assert verdict(table(joint=0.75, alternating=0.68), cid) == "PASS"
+    assert verdict(table(joint=0.68, alternating=0.75), cid) == "FAIL"
+    assert "joint" in evidence(table(joint=0.75, alternating=0.68), cid)
+    labels = linear_row_labels(table(0.75, 0.68))["row"]
+    assert list(labels[:3]) == ["fedavg", "fedavg_linear (joint, ours)", "fedavg_linear (alternating, ours)"]
+    # a run that names no schedule ran the method's default: joint
+    plain = _acc(over_seeds([("fedavg", 0.5, 0.70), ("fedavg_linear", 0.5, 0.75)]))
+    assert verdict(plain, cid) == "PASS"
+    assert set(linear_row_labels(plain)["row"]) == {"fedavg", "fedavg_linear (joint, ours)"}

@@ -161,3 +161,25 @@ def test_the_tables_that_probe_the_final_models_train_the_full_budget():
         assert not {c.hash() for c in stopped} & {c.hash() for c in cfgs}
     assert not any(c.train.stop_when_flat for c in attention_runs("laptop").values())
     assert all(c.train.stop_when_flat for c in fedpft.TABLES["main_default"].configs("laptop"))
+
+
+@pytest.mark.parametrize("profile", ["laptop", "paper"])
+def test_linear_table_runs_both_fedavg_linear_schedules_over_the_claim_seeds(profile):
+    """FedAvg+Linear's schedule is ours (the paper gives none): the table runs it jointly (the claim's
+    row) and alternating, each named, both over FedAvg's seeds; the paper's number sits beside the
+    joint row."""
+    from fedrepro.config import default_seeds
+    from fedrepro.papers.fedpft.variants import LINEAR_SCHEDULES
+
+    table = fedpft.TABLES["linear"]
+    cfgs = [c for c in table.configs(profile) if c.method.name == "fedavg_linear"]
+    seeds = set(default_seeds(profile))
+    by = {}
+    for c in cfgs:
+        by.setdefault(c.method.args["alternate"], set()).add((c.data.partition_args["alpha"], c.seed))
+    fedavg = {(c.data.partition_args["alpha"], c.seed) for c in table.configs(profile) if c.method.name == "fedavg"}
+    assert set(by) == {False, True} and by[False] == by[True] == fedavg
+    assert {s for _, s in fedavg} == seeds
+    assert set(LINEAR_SCHEDULES.values()) == {False, True}
+    ref = table.paper_numbers()
+    assert "fedavg_linear (joint, ours)" in ref.index and "fedavg_linear" not in ref.index
