@@ -434,6 +434,7 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
     t_start, cpu_start = time.perf_counter(), _cpu_seconds()
     searched: dict[str, float] = {}
     searched_memory: dict[str, dict] = {}
+    searched_trained: set[str] = set()
     # One bar for the whole pass: what plan 1 knows (runs, analyses, renders, the tuned rows to
     # come); each stage grows it by what it names beyond that.
     bar = PassProgress(f"reproduce {profile} ({workers} workers)", enabled=progress)
@@ -455,6 +456,7 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
                                     f"(what finished is stored; run again to retry the rest):\n{lines}")
             searched.update(first.done)
             searched_memory.update(first.memory)
+            searched_trained |= first.trained
             notebooks, the_plan, workers, pending_hashes, stale, gpus = planned(workers)
             runs, analyses = the_plan.runs, the_plan.analyses
             pending.update((h, c) for h, c in runs.items() if h in pending_hashes)
@@ -467,6 +469,7 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
                         calls_at_once=renders_at_once(profile, workers), pending=pending_hashes,
                         executor=executor, analyze=analyze, bar=bar, gpus=gpus, after=the_plan.waits)
         pool.done, pool.memory = {**searched, **pool.done}, {**searched_memory, **pool.memory}
+        pool.trained |= searched_trained
         for _ in range(MAX_SEED_STAGES if render else 0):
             if pool.failed:
                 break
@@ -489,6 +492,7 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
                              pending=stage_pending, executor=executor, analyze=analyze, bar=bar, gpus=gpus,
                              after=the_plan.waits)
             pool.done, pool.memory = {**pool.done, **stage.done}, {**pool.memory, **stage.memory}
+            pool.trained |= stage.trained
             pool.failed = {**pool.failed, **stage.failed}
     wall = time.perf_counter() - t_start
     cpu = _cpu_seconds() - cpu_start
@@ -499,6 +503,11 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
                             f"rest):\n{lines}")
 
 
+    # What this process trained: the runs its pools' workers (or its executor) trained, not those
+    # that were unfinished when the pass was planned (another pass over the same store may have
+    # trained some of them meanwhile; their tasks here only waited for that pass's lock).
+    own = pool.own()
+    elsewhere = sorted(h for h in pool.done if h in pending and h not in pool.trained)
     report_nbs = []
     for nb in notebooks:
         rel = str(nb.relative_to(nb_root))
@@ -509,12 +518,12 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
         report_nbs.append({
             "notebook": rel, "render_s": round(pool.done.get(f"render:{rel}", 0.0), 1), "runs": len(hashes),
             "runs_read": len(set(read)), "unplanned_runs": unplanned,
-            "train_s_of_its_runs": round(sum(pool.done.get(h, 0.0) for h in hashes), 1),
+            "train_s_of_its_runs": round(sum(own.get(h, 0.0) for h in hashes), 1),
             "analyses_s": round(sum(pool.done.get(f"{name}:{h}", 0.0) for name, h in the_plan.computes.get(rel, [])),
                                 1),
             "figures": sorted({under_output_root(e["path"]) or e["path"] for e in events if e["event"] == "figure"})})
     by_sort = {"run": 0.0, "analysis": 0.0, "render": 0.0}
-    for key, sec in pool.done.items():
+    for key, sec in own.items():
         by_sort["render" if key.startswith("render:") else "analysis" if ":" in key else "run"] += sec
     report = {
         "profile": profile, "only": only, "cores": cores, "workers": workers, "executor": executor.name,
@@ -524,12 +533,14 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
         # once per process (RSS); see _Monitor.
         "peak_memory_mib": round(monitor.peak_pss / 2**20), "memory": monitor.to_dict(),
         "task_seconds": {k: round(v, 1) for k, v in by_sort.items()},
-        "runs_planned": len(runs), "runs_trained": len(pending), "analyses_planned": len(analyses),
+        "runs_planned": len(runs), "runs_trained": len(pool.trained),
+        # Unfinished when planned, then trained by another process over the same store (not counted above).
+        "runs_trained_elsewhere": elsewhere, "analyses_planned": len(analyses),
         # Stored runs found trained by other code (retrained unless FEDREPRO_STALE=keep) or not checkable.
         "stale_check": stale,
         "unplanned_runs": sum(len(n["unplanned_runs"]) for n in report_nbs),
         "notebooks": report_nbs,
-        "tasks": {k: round(v, 2) for k, v in pool.done.items()},
+        "tasks": {k: round(v, 2) for k, v in own.items()},
         "task_memory_mib": pool.memory,
     }
     from ..runs.store import atomic_write_bytes
@@ -538,7 +549,8 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
     timings = out_dir / ("timings.json" if render else "timings-no-render.json")
     atomic_write_bytes(timings, json.dumps(report, indent=2).encode())
     print(f"[reproduce] {_count(len(notebooks), 'notebook') + ('' if render else ' (not rendered)')} in {wall:.0f} s "
-          f"({len(pending)} runs trained, "
+          f"({len(pool.trained)} runs trained"
+          + (f", {len(elsewhere)} more by another process over the same store" if elsewhere else "") + ", "
           f"{len(analyses)} analyses); CPU use {100 * report['cpu_use']:.0f}% of {cores} cores; peak memory "
           f"{report['peak_memory_mib']} MiB; timings in {under_output_root(timings) or timings}")
     if report["unplanned_runs"]:

@@ -24,9 +24,16 @@ def grid_points(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequen
     list, e.g. 3 seeds for the methods a claim rests on and 1 for the rest of a table.
     """
     subgrids = [dict(grid or {})] if grid is None or isinstance(grid, Mapping) else [dict(g) for g in grid]
+    if not subgrids:
+        raise ConfigError(f"invalid grid={grid!r}; valid: None (the base config alone), a mapping of config keys to "
+                          "lists of values, or a non-empty list of such mappings")
     points = []
     for g in subgrids:
-        sub_seeds = check_seeds(g.pop("seed"), "grid['seed']") if "seed" in g else check_seeds(seeds)
+        name = "grid['seed']" if "seed" in g else "seeds"
+        sub_seeds = check_seeds(g.pop("seed") if "seed" in g else seeds, name)
+        if not sub_seeds:  # no seed is no run: an empty table would read as a grid with nothing to show
+            raise ConfigError(f"invalid {name}=[]; valid: a non-empty list of distinct integers in [0, 2**63), "
+                              "e.g. [0, 1, 2]")
         keys = list(g)
         for k in keys:  # one axis's values: a list (a lone value or an empty list would be a silent mistake)
             given = g[k]
@@ -83,6 +90,9 @@ def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mappi
     processes above) or ``"ray"`` / a :class:`~fedrepro.execute.RayExecutor` with its cluster
     address and per-run CPUs and GPUs. Either way each run is stored the same (folder, files, numbers).
     """
+    if variants is not None and not variants:
+        raise ConfigError("invalid variants={}; valid: None (the base config alone) or a non-empty mapping of "
+                          "variant names to config overrides")
     bases = {None: base} if variants is None else {name: base.replace(**dict(ov)) for name, ov in variants.items()}
     points = [(name, point, seed) for name in bases for point, seed in grid_points(grid, seeds)]
     cfgs = [bases[name].replace(**point, seed=int(seed)) for name, point, seed in points]

@@ -111,26 +111,48 @@ class PoolReport:
     errors: dict[str, BaseException] = field(default_factory=dict, repr=False)  # task key -> its exception
     skipped: int = 0                                        # runs found finished in the store
     memory: dict[str, dict] = field(default_factory=dict)   # task key -> its worker's memory (see _work)
+    # The runs this pool trained itself. A run task whose run another process stored meanwhile (it
+    # was unfinished when the pool was planned, then waited for that process's lock) is done, but
+    # not trained here: counting it would report the other process's work as this one's.
+    trained: set[str] = field(default_factory=set)
 
     def to_dict(self) -> dict:
         return {"workers": self.workers, "seconds": round(self.seconds, 1), "tasks_done": len(self.done),
                 "task_seconds": round(sum(self.done.values()), 1), "already_stored": self.skipped,
-                "failed": self.failed}
+                "runs_trained": len(self.trained), "failed": self.failed}
+
+    def own(self) -> dict[str, float]:
+        """The seconds of the tasks this pool did itself: :attr:`done` without the runs another
+        process trained (a wait for its lock, not a training time)."""
+        # A run task's key is its hash; an analysis's and a call's have a colon ("name:hash", "render:...").
+        return {k: v for k, v in self.done.items() if k in self.trained or ":" in k}
 
 
-def _work(cfg: RunConfig, analysis: str | None, analyze: Analyze | None = None) -> tuple[float, dict]:
-    """One run or analysis in a worker process; returns its seconds and the worker's memory: its
-    resident set after the task and the largest it has had (``ru_maxrss``). Between tasks the
+def _work(cfg: RunConfig, analysis: str | None, analyze: Analyze | None = None) -> tuple[float, dict, bool]:
+    """One run or analysis in a worker process; returns its seconds, the worker's memory (its
+    resident set after the task and the largest it has had, ``ru_maxrss``) and whether this worker
+    trained the run (False when another process stored it first, and for an analysis). Between tasks the
     worker gives its free pages back to the OS, so that one waiting for work (while a notebook
     renders in its slot) holds what it uses rather than its last task's high-water mark."""
     import gc
     import resource
 
     t0 = time.perf_counter()
+    trained = False
     if analysis is None:
-        from .run import run
+        from ..runs.train import train_or_load
+        from .run import engine_trainer
 
-        run(cfg.replace(progress=False))
+        inprocess = engine_trainer("inprocess")
+
+        def trainer(*args, **kwargs):
+            # Called only under the run's lock for a run not finished in the store: this worker
+            # trains (or resumes) it. A run another process finished is loaded without a call.
+            nonlocal trained
+            trained = True
+            return inprocess(*args, **kwargs)
+
+        train_or_load(cfg.replace(progress=False), trainer)  # what fedrepro.run(cfg) does, with its trainer seen
     else:
         analyze(analysis, cfg)
     seconds = time.perf_counter() - t0
@@ -141,7 +163,7 @@ def _work(cfg: RunConfig, analysis: str | None, analyze: Analyze | None = None) 
     rss = psutil.Process().memory_info().rss / 2**20
     # The kernel's high-water mark is updated lazily and can trail the current RSS by a page or two.
     peak = max(rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-    return seconds, {"rss_mib": round(rss), "max_rss_mib": round(peak)}
+    return seconds, {"rss_mib": round(rss), "max_rss_mib": round(peak)}, trained
 
 
 class _Calibration:
@@ -204,7 +226,8 @@ def plan_tasks(runs: Runs, analyses: Analyses = (), pending: set[str] | None = N
 
 
 def _remote_seconds(fut):
-    """A remote run's future as the pool's: its training seconds, and no worker memory here."""
+    """A remote run's future as the pool's: its training seconds, no worker memory here, and whether
+    the executor trained it (not found stored, nor left to another process that held its lock)."""
     from concurrent.futures import Future
 
     out: Future = Future()
@@ -215,7 +238,8 @@ def _remote_seconds(fut):
         elif f.exception() is not None:
             out.set_exception(f.exception())
         else:
-            out.set_result((f.result().seconds, {}))
+            outcome = f.result()
+            out.set_result((outcome.seconds, {}, outcome.status == "trained"))
 
     fut.add_done_callback(done)
     return out
@@ -287,13 +311,16 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
             left += later * sum(report.done.values()) / len(report.done)
         bar.estimate(left / max(1, workers))
 
-    def settle(task: Task, seconds: float | None, error: BaseException | None) -> None:
+    def settle(task: Task, seconds: float | None, error: BaseException | None, trained: bool = False) -> None:
         """Record a finished task; release what waited only for done tasks, and fail (in a
         chain) what needs a failed one."""
         nonlocal blocked
         if error is None:
             report.done[task.key] = seconds
-            calib.add(task, seconds)
+            if trained:
+                report.trained.add(task.key)
+            if trained or task.cfg is None or task.analysis is not None:  # a wait for another's run times nothing
+                calib.add(task, seconds)
         else:
             report.failed[task.key] = f"{type(error).__name__}: {error}"
             report.errors[task.key] = error
@@ -347,14 +374,15 @@ def run_pool(runs: Runs, analyses: Analyses = (), workers: int = 2,
                 finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
                 for fut in finished:
                     task = running.pop(fut)
+                    trained = False
                     try:
                         seconds = fut.result()
-                        if isinstance(seconds, tuple):  # a worker's task: (seconds, memory)
-                            seconds, report.memory[task.key] = seconds
+                        if isinstance(seconds, tuple):  # a worker's or executor's task: (seconds, memory, trained)
+                            seconds, report.memory[task.key], trained = seconds
                     except Exception as e:  # noqa: BLE001  (reported with the rest; others go on)
                         settle(task, None, e)
                     else:
-                        settle(task, seconds, None)
+                        settle(task, seconds, None, trained)
         except BaseException as e:
             if not isinstance(e, Exception):  # Ctrl-C, SIGTERM: stop the workers and renders now, not after their task
                 end_children(keep=before)

@@ -17,7 +17,7 @@ def test_probe_grid_adds_columns_and_caches(tiny):
     cached = list((fedrepro.RunResult(__import__("pathlib").Path(table["path"][0])).path.parent
                    / "_analysis" / "mismatch_probe").glob("*.json"))
     assert len(cached) == 2
-    assert json.loads(cached[0].read_text())["origin"] >= 0
+    assert json.loads(cached[0].read_text())["result"]["origin"] >= 0
     again = probe_grid(table, cfg, progress=False)
     assert again[["origin", "probe", "match"]].equals(out[["origin", "probe", "match"]])
 
