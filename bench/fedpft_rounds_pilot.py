@@ -11,11 +11,15 @@ fedrepro.analysis.by_round (|last_change| < max(0.5, 2 × noise)); tables show t
 (flat: the share of seeds). Per cut: FedPFT − FedAvg (best round) per α, mean and per seed, and the
 verdict of fedpft.beats_fedavg_every_alpha on the runs cut there, as notebook 17 cuts them.
 
-Evidence for the laptop profile's round budget, not a claim of its own."""
+Evidence for the laptop profile's round budget, not a claim of its own. The claim's verdicts at the
+cuts are also recorded as a longer run (fedrepro.papers.diagnose.save_longer) under the output root
+it runs in: run it in a pass's root (FEDREPRO_OUTPUT unset) and that pass's pages read it, the only
+measurement on which a FAIL's cause may say "not a budget artefact"."""
 import pandas as pd
 
 import fedrepro
 from fedrepro.analysis.by_round import at_round, judge
+from fedrepro.papers.diagnose import save_longer
 from fedrepro.papers.verdicts import evaluate_claims
 from fedrepro.papers import setup
 
@@ -30,7 +34,8 @@ if __name__ == "__main__":
     for r in CUTS:
         cut = at_round(grid, r)
         claim = evaluate_claims(cut, ids=["fedpft.beats_fedavg_every_alpha"]).iloc[0]
-        verdicts.append({"round": r, "verdict": claim["verdict"], "deciding effect": claim["interval"]})
+        verdicts.append({"round": r, "claim_id": claim["claim_id"], "verdict": claim["verdict"],
+                         "deciding effect": claim["interval"]})
         for _, x in cut.iterrows():
             change, noise, flat = judge(fedrepro.RunResult(x["path"]).rounds["acc_mean"].dropna().to_numpy()[:r])
             rows.append({"round": r, "method": x[M], "alpha": x[A], "seed": x["seed"],
@@ -50,4 +55,6 @@ if __name__ == "__main__":
     print("FedPFT − FedAvg, best round, per seed:")
     print(diff.unstack("round").round(2), "\n")
     print("fedpft.beats_fedavg_every_alpha on the runs cut after each round:")
-    print(pd.DataFrame(verdicts).set_index("round").to_string())
+    print(pd.DataFrame(verdicts).drop(columns="claim_id").set_index("round").to_string())
+    save_longer(pd.DataFrame(verdicts).rename(columns={"deciding effect": "interval"}), "fedpft_rounds_pilot",
+                "laptop", setup("fedpft", "laptop").train.rounds)

@@ -53,7 +53,7 @@ def per_paper(parts: pd.DataFrame, claims: pd.DataFrame) -> pd.DataFrame:
         verdicts = claims[claims["paper"] == paper]["verdict"].value_counts()
         decided = int(sum(verdicts.get(v, 0) for v in DECIDED))
         rows.append({"paper": paper, "CPU-h": cpu_h, "claims": int(verdicts.sum()),
-                     **{v: int(verdicts.get(v, 0)) for v in ("PASS", "FAIL", "INCONCLUSIVE", "NOT RUN")},
+                     **{v: int(verdicts.get(v, 0)) for v in ("PASS", "FAIL", "INCONCLUSIVE", "UNTESTABLE", "NOT RUN")},
                      "decided": decided, "CPU-h per decided claim": cpu_h / decided if decided else float("nan")})
     return pd.DataFrame(rows).set_index("paper")
 

@@ -46,7 +46,7 @@ NUM = r"[+\-−]?(?:∞|\d[\d.]*(?:e[+\-]?\d+)?)"
 TEST = re.compile(
     rf"(?<=: )(?P<mean>{NUM})(?P<unit>[^\[\];:]*?) \[(?P<low>{NUM}), (?P<high>{NUM})\], required "
     rf"(?P<need>> |< |within ±)(?P<bound>{NUM})[^(;]*? \((?:per seed (?P<per>[^;]*); seeds \[(?P<seeds>[^\]]*)\]"
-    r"|exact[^)]*)\) → (?P<verdict>PASS|FAIL|INCONCLUSIVE)")
+    r"|exact[^)]*)\) → (?P<verdict>PASS|FAIL|INCONCLUSIVE|UNTESTABLE)")
 SECTION = re.compile(r"^### (?P<id>\S+)\n(?P<body>.*?)(?=^##)", re.S | re.M)
 # The largest number of seeds a test's prediction looks for (beyond the last stage: how far off it is).
 FAR = 200

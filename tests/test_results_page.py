@@ -91,11 +91,13 @@ def test_a_recorded_cause_is_used(stored, monkeypatch):
 def test_the_index_counts_verdicts_per_paper_and_links_each_page(stored):
     index = write_pages("laptop", stored)["index"].read_text()
     assert index.startswith("# Results at the laptop profile")
-    assert "| [tour](tour.md) | 2 | 1 | 0 | 1 | 0 | 1 | 7.0 | 247 |" in index
+    # PASS, INCONCLUSIVE, FAIL, UNTESTABLE (counted apart from FAIL), NOT RUN
+    assert "| paper | claims | PASS | INCONCLUSIVE | FAIL | UNTESTABLE | NOT RUN |" in index
+    assert "| [tour](tour.md) | 2 | 1 | 0 | 1 | 0 | 0 | 1 | 7.0 | 247 |" in index
     n_otp = sum(1 for n in CLAIMS.names() if CLAIMS.get(n).paper == "fedotp")
-    assert f"| [fedotp](fedotp.md) | {n_otp} | 1 | 1 | 0 | {n_otp - 2} | 2 | 22.0 | 213 |" in index
+    assert f"| [fedotp](fedotp.md) | {n_otp} | 1 | 1 | 0 | 0 | {n_otp - 2} | 2 | 22.0 | 213 |" in index
     n = len(CLAIMS.names())
-    assert f"| all | {n} | 2 | 1 | 1 | {n - 4} | | | |" in index
+    assert f"| all | {n} | 2 | 1 | 1 | 0 | {n - 4} | | | |" in index
     assert "## Notebooks of no paper" in index and "`backbones/01_vit_standin.ipynb` | 19.3" in index
     assert "Student's t" in index
     # Every claim on one line under its paper: which findings hold, at a glance.
@@ -355,3 +357,34 @@ def test_a_kept_claim_whose_runs_are_stored_gets_todays_cause_and_one_whose_runs
             in pages["tour"].read_text())
     gamma = pages["fedotp"].read_text().split("- reason: ")
     assert any(r.startswith("the interval straddles the bound; likely cause: ") for r in gamma[1:])
+
+
+def test_an_untestable_claim_is_counted_apart_from_fail_with_its_numbers(tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path))
+    room = "required +3.00 pts against a room of +1.37 pts (ceiling 100.00 − R_f=0 98.63)"
+    save_claims(pd.DataFrame([_row("fedpft.rf_sweep_rises", "UNTESTABLE", room=room),
+                              _row("fedpft.rf_sweep_peaks_inside", "FAIL")]), "fedpft_14_hyperparameters", "laptop")
+    pages = write_pages("laptop", tmp_path)
+    n_pft = sum(1 for n in CLAIMS.names() if CLAIMS.get(n).paper == "fedpft")
+    # PASS, INCONCLUSIVE, FAIL, UNTESTABLE, NOT RUN: the untestable claim is not a FAIL.
+    assert f"| [fedpft](fedpft.md) | {n_pft} | 0 | 0 | 1 | 1 | {n_pft - 2} |" in pages["index"].read_text()
+    page = pages["fedpft"].read_text()
+    assert f"1 FAIL, 1 UNTESTABLE, {n_pft - 2} NOT RUN of {n_pft} claims" in page
+    assert f"| {breakable_id('fedpft.rf_sweep_rises')} | UNTESTABLE | the stand-in leaves no room: {room} |" in page
+    assert "**UNTESTABLE**: the claim requires a gain larger than the room" in page
+
+
+def test_a_kept_cause_that_cleared_a_budget_on_flat_curves_is_not_repeated():
+    from fedrepro.app.results_page import _reason
+    from fedrepro.papers.diagnose import RULES_VERSION
+
+    old = {"claim_id": "fedpft.beats_fedavg_every_alpha", "verdict": "FAIL", "evidence": "e", "commit": "abc1234",
+           "cause": "not a budget artefact: the 6 runs it compares are flat; the effect is absent at this profile's "
+                    "scale (data, model and rounds differ from the paper's)", "cause_rules": RULES_VERSION - 1}
+    reason = _reason(pd.Series(old))
+    assert "not a budget artefact" not in reason and "scale" not in reason
+    assert reason.startswith("likely cause: budget not ruled out: no longer run measured (read at `abc1234`")
+    # Another kept cause of an earlier version is shown as read then; one of today's rules as it is.
+    assert _reason(pd.Series({**old, "cause": "seeds: x"})).startswith("likely cause (read at `abc1234` by an")
+    measured = "not a budget artefact up to 100 rounds: y"
+    assert _reason(pd.Series({**old, "cause": measured, "cause_rules": RULES_VERSION})) == f"likely cause: {measured}"

@@ -372,16 +372,16 @@ def cap_tall_bar(ax, heights: pd.Series, unit: str = "") -> None:
 
 def plot_verdicts(verdicts: pd.DataFrame, ax=None, title: str | None = None):
     """A claims × rounds grid of verdicts (:func:`fedrepro.papers.verdicts.verdicts_by_round`):
-    green PASS, amber INCONCLUSIVE, red FAIL, grey NOT RUN, blue REHEARSAL."""
+    green PASS, amber INCONCLUSIVE, red FAIL, grey NOT RUN, blue REHEARSAL, violet UNTESTABLE."""
     from matplotlib.colors import ListedColormap
 
-    code = {"FAIL": 0, "NOT RUN": 1, "INCONCLUSIVE": 2, "PASS": 3, "REHEARSAL": 4}
+    code = {"FAIL": 0, "NOT RUN": 1, "INCONCLUSIVE": 2, "PASS": 3, "REHEARSAL": 4, "UNTESTABLE": 5}
     grid = verdicts.assign(v=verdicts["verdict"].map(code)).pivot(index="claim_id", columns="round", values="v")
     grid = grid.loc[list(dict.fromkeys(verdicts["claim_id"]))]
     if ax is None:
         _, ax = plt.subplots(figsize=(min(14, 2 + 0.35 * grid.shape[1]), 0.5 + 0.45 * len(grid)))
     ax.imshow(grid.to_numpy(dtype=float),
-              cmap=ListedColormap(["#e8a0a6", "#dddddd", "#f5d58a", "#9fd8ad", "#b9cbea"]), vmin=0, vmax=4,
+              cmap=ListedColormap(["#e8a0a6", "#dddddd", "#f5d58a", "#9fd8ad", "#b9cbea", "#cdb8e0"]), vmin=0, vmax=5,
               aspect="auto", interpolation="nearest")
     ax.set_yticks(range(len(grid)))
     ax.set_yticklabels(grid.index, fontsize=8)

@@ -12,6 +12,7 @@ counts the verdicts per paper. Nothing on a page is typed by hand.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -24,7 +25,7 @@ from .reproduce import reused_runs
 from .rehearsal import committed_cost, cost_lines, load_cost
 from ..env.settings import output_path
 from ..papers import PAPERS
-from ..claims.core import KEPT, REHEARSAL, breakable_id, kept_records, record_name, shown_verdicts
+from ..claims.core import KEPT, REHEARSAL, UNTESTABLE, breakable_id, kept_records, record_name, shown_verdicts
 from ..papers import paper as paper_module
 from ..claims import CLAIMS
 from ..claims import INTERVAL
@@ -35,6 +36,9 @@ from ..claims import claims_dir
 from ..runs.store import atomic_write_bytes, atomic_write_json
 
 NO_CAUSE = "no cause recorded"
+# A cause of the rules before version 3 that cleared a budget on flat or settled curves alone.
+# (Version 3 writes "not a budget artefact up to <n> rounds: ..." and only on a measured longer run.)
+_UNMEASURED = re.compile(r"not a budget artefact: ")
 
 
 def _cell(text) -> str:
@@ -187,7 +191,10 @@ def _count(n: int, noun: str) -> str:
 def _verdict_rule() -> list[str]:
     return [f"Each claim measures an effect once per seed (paired by seed) and states a bound. The interval is "
             f"{INTERVAL}. **PASS**: the whole interval clears the bound; **FAIL**: the whole interval falls short "
-            f"of it; **INCONCLUSIVE**: it straddles the bound, so the seeds cannot tell; **NOT RUN**: no notebook "
+            f"of it; **INCONCLUSIVE**: it straddles the bound, so the seeds cannot tell; **{UNTESTABLE}**: the "
+            f"claim requires a gain larger than the room its control leaves at this profile (the "
+            f"ceiling the claim declares minus the control's mean), so no result here could pass it; it is counted "
+            f"apart from FAIL, with both numbers; **NOT RUN**: no notebook "
             f"has checked it at this profile. A claim that needs several effects shows the one that decides it.", ""]
 
 
@@ -207,10 +214,18 @@ def _reason(row) -> str:
     from ..papers.diagnose import RULES_VERSION  # defers torch (the store), as write_pages does
 
     own = _likely_cause(row["claim_id"])
+    if verdict == UNTESTABLE:  # the numbers that make it so come first, whatever else is recorded
+        room = row.get("room") if isinstance(row.get("room"), str) and row.get("room") else row["evidence"]
+        return f"the stand-in leaves no room: {room}" + (f"; likely cause: {own}" if own else "")
     cause = own or (row.get("cause") if isinstance(row.get("cause"), str) else "")
-    if cause and not own and row.get("cause_rules") != RULES_VERSION:
+    at = row.get("commit") if isinstance(row.get("commit"), str) and row.get("commit") else "an older commit"
+    if cause and not own and row.get("cause_rules") != RULES_VERSION and _UNMEASURED.match(cause):
+        # Rules before version 3 cleared a budget on flat curves alone, which cannot clear it: that
+        # reading is not repeated as a cause (issue 54).
+        cause = (f"likely cause: budget not ruled out: no longer run measured (read at `{at}` by an earlier "
+                 "version of these rules, which took flat curves for absence)")
+    elif cause and not own and row.get("cause_rules") != RULES_VERSION:
         # Read off runs this store lacks, by the rules of the pass that recorded it.
-        at = row.get("commit") if isinstance(row.get("commit"), str) and row.get("commit") else "an older commit"
         cause = f"likely cause (read at `{at}` by an earlier version of these rules): {cause}"
     elif cause:
         cause = f"likely cause: {cause}"

@@ -8,7 +8,12 @@ that a verdict says how sure it is:
 
 - **PASS**: the whole interval clears the claim's bound;
 - **FAIL**: the whole interval falls short of it;
-- **INCONCLUSIVE**: the interval straddles the bound: the seeds cannot tell.
+- **INCONCLUSIVE**: the interval straddles the bound: the seeds cannot tell;
+- **UNTESTABLE**: the claim requires a gain larger than the room its control leaves at this profile
+  (a test that declares a ceiling, :class:`Ceiling`): the ceiling of the quantity minus the control's
+  mean is below the bound, so no interval could clear it, whatever the method does. It replaces
+  FAIL and INCONCLUSIVE, never PASS (an effect that clears the bound shows the room was larger than
+  the ceiling said), and its evidence gives both numbers.
 
 The interval is Student's t over the per-seed effects (:data:`INTERVAL`): 90% two-sided, so each
 end is a one-sided 95% bound, the test a one-sided claim ("A beats B by more than m") calls for.
@@ -74,7 +79,9 @@ INTERVAL = "Student's t over the per-seed effects, 90% two-sided (each end a one
 # its max_seeds, and its max_seeds itself as the last stage); the first is the profiles' claim seeds.
 STAGES = (3, 5, 8, 12)
 DEFAULT_MAX_SEEDS = STAGES[0]
-VERDICTS = ("PASS", "INCONCLUSIVE", "FAIL", "NOT RUN")
+# The verdict of a test whose required gain exceeds the room its control leaves (module doc, Ceiling).
+UNTESTABLE = "UNTESTABLE"
+VERDICTS = ("PASS", "INCONCLUSIVE", "FAIL", UNTESTABLE, "NOT RUN")
 # The verdict of every claim read on rehearsal runs (module doc); pages count it only where it occurs.
 REHEARSAL = "REHEARSAL"
 
@@ -162,6 +169,83 @@ def shift_to_change(low: float, high: float, requires: str, bound: float) -> flo
 
 
 @dataclass(frozen=True)
+class Ceiling:
+    """The most the quantity a test compares can reach at this profile, declared beside the test:
+    ``value``, an upper bound of the quantity itself (1.0 for an accuracy kept as a fraction), or
+    ``rows``, a where-mapping (as :func:`select` takes) whose mean over the seeds bounds the
+    reachable value (a tuple or list value names several rows, and the best of them counts: "the
+    best accuracy any of these methods reaches in this setting"). The room a test's control leaves
+    is the ceiling minus the control's mean; a required gain larger than that cannot be shown
+    here, and the test is UNTESTABLE (module doc). ``label`` names the ceiling in the evidence.
+
+    The rows must not hold the method's own runs: a ceiling read off the method would shrink with
+    it, and a claim that misses would never FAIL (:func:`room_left` refuses it)."""
+
+    value: float | None = None
+    rows: Mapping[str, object] | None = None
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        check_value("ceiling", (self.value, self.rows), object,
+                    check=lambda v: (v[0] is None) != (v[1] is None) and (v[1] is None or isinstance(v[1], Mapping)),
+                    valid="Ceiling(value=<an upper bound>) or Ceiling(rows=<a where-mapping>), one of the two")
+
+
+def _matching(results: pd.DataFrame, where: Mapping[str, object]) -> np.ndarray:
+    """Rows of ``results`` matching ``where``; a tuple or list value matches any of its values."""
+    mask = np.ones(len(results), dtype=bool)
+    for k, v in where.items():
+        if k not in results.columns:
+            raise MissingResults(f"column {k!r} absent")
+        col = results[k]
+        mask &= (col.isin(list(v)) if isinstance(v, (tuple, list)) else col == v).to_numpy()
+    return mask
+
+
+def _where_text(where: Mapping[str, object]) -> str:
+    return ", ".join(f"{setting_name(k)}={v}" for k, v in where.items())
+
+
+def room_left(results: pd.DataFrame, ceiling: Ceiling, method: Mapping[str, object], control: Sequence[float],
+              metric: str, seeds: Sequence, label_control: str = "the control") -> tuple[float, str]:
+    """``(room, how)``: the ceiling of ``metric`` minus the control's mean (``control``, its per-seed
+    values), in the metric's units, and how it was measured ("ceiling 100.00 − FedAvg 93.43", in
+    points). A ceiling of rows reads them on ``seeds`` (all their seeds where they have none of them)
+    and refuses rows that hold the ``method``'s (:class:`Ceiling`). Where the results hold none of
+    its rows (a profile whose table runs no baseline beside the sweep), no room is measured:
+    ``(NaN, "")``, and the test is judged as one without a ceiling."""
+    base = float(np.mean(control))
+    if ceiling.value is not None:
+        top, named = float(ceiling.value), ceiling.label or "ceiling"
+    else:
+        rows_where = dict(ceiling.rows or {})
+        if not set(rows_where) <= set(results.columns):
+            return math.nan, ""
+        mask = _matching(results, rows_where)
+        own = mask & _matching(results, {k: v for k, v in method.items() if k in results.columns})
+        if own.any():
+            raise ConfigError(f"invalid ceiling rows {rows_where}: they hold the method's own rows {dict(method)}; "
+                              "valid: rows of other methods or settings (a ceiling read off the method could "
+                              "never let the claim fail)")
+        rows = results[mask]
+        if "seed" in rows.columns and rows["seed"].isin(list(seeds)).any():
+            rows = rows[rows["seed"].isin(list(seeds))]
+        if rows.empty:
+            return math.nan, ""
+        note_runs(rows)
+        several = [k for k, v in rows_where.items() if isinstance(v, (tuple, list))]
+        if several:
+            means = rows.groupby(several)[metric].mean()
+            best = means.idxmax()
+            top = float(means.max())
+            which = dict(zip(several, best if isinstance(best, tuple) else (best,)))
+        else:
+            top, which = float(rows[metric].mean()), rows_where
+        named = f"{ceiling.label or 'ceiling'} {_where_text(which)}"
+    return top - base, f"{named} {100 * top:.2f} − {label_control} {100 * base:.2f}"
+
+
+@dataclass(frozen=True)
 class Test:
     """An effect measured once per seed, its t interval, and what the claim requires of it:
     ``requires`` ">" (the effect exceeds ``bound``), "<" (it falls below ``bound``) or "within"
@@ -183,6 +267,11 @@ class Test:
     # "pFedCSPC needs {} more than FedAvg"). Empty: read off a name "A − B" as "A {} above B" /
     # "A {} below B" (:meth:`reading`); a name that is no difference reads as a level.
     reads: tuple[str, ...] = ()
+    # The room the control leaves: the declared ceiling of the quantity minus the control's mean, in
+    # the effect's units (room_left), and how it was measured; NaN where the test declares no ceiling.
+    # A required gain larger than this makes the test UNTESTABLE (module doc).
+    room: float = math.nan
+    room_of: str = ""
 
     def __post_init__(self) -> None:
         # Only ``requires`` is a choice: the other fields are measurements (a NaN effect is a result to
@@ -221,12 +310,29 @@ class Test:
         return (abs(self.bound) - abs(mean)) / sd
 
     @property
+    def no_room(self) -> bool:
+        """Whether the claim requires a gain larger than the room its control leaves (:attr:`room`):
+        an effect above the bound would put the method above the ceiling. A bound equal to the room
+        is testable: "beats the best baseline" (margin 0, that baseline its own ceiling) can hold."""
+        return self.requires == ">" and math.isfinite(self.room) and self.bound > self.room
+
+    @property
     def verdict(self) -> str:
         _, low, high = self.interval
-        return interval_verdict(low, high, self.requires, self.bound)
+        verdict = interval_verdict(low, high, self.requires, self.bound)
+        # A PASS stands: an effect that clears the bound shows the room was larger than the ceiling said.
+        return UNTESTABLE if self.no_room and verdict != "PASS" else verdict
+
+    @property
+    def room_text(self) -> str:
+        """The required gain against the room its control leaves ("" without a ceiling)."""
+        if not math.isfinite(self.room):
+            return ""
+        return (f"required {self._num(self.bound)}{self.unit} against a room of {self._num(self.room)}{self.unit} "
+                f"({self.room_of})")
 
     def __bool__(self) -> bool:
-        raise TypeError("a Test has three verdicts; read .verdict (PASS, FAIL or INCONCLUSIVE)")
+        raise TypeError("a Test has several verdicts; read .verdict (PASS, FAIL, INCONCLUSIVE or UNTESTABLE)")
 
     def _num(self, x: float, digits: int = 2) -> str:
         if not math.isfinite(x):
@@ -284,7 +390,9 @@ class Test:
         if self.exact:
             return f"{self.name}: {self.interval_text} (exact: no seed changes it) → {self.verdict}"
         per = ", ".join(self._num(v, 1) for v in self.values)
-        return f"{self.name}: {self.interval_text} (per seed {per}; seeds {list(self.seeds)}) → {self.verdict}"
+        # The room after the verdict, so that the part before it reads as every test's does.
+        room = f" ({self.room_text})" if self.room_text else ""
+        return f"{self.name}: {self.interval_text} (per seed {per}; seeds {list(self.seeds)}) → {self.verdict}{room}"
 
 
 # Test.interval_text of a bounded interval, at the end of a claim's interval (after the deciding
@@ -302,6 +410,13 @@ def read_interval(text: str) -> tuple[float, float, str, float, str] | None:
         return None
     _, unit, low, high, need, bound = m.groups()
     return float(low), float(high), {"> ": ">", "< ": "<", "within ±": "within"}[need], float(bound), unit
+
+
+def read_mean(text: str) -> tuple[float, str] | None:
+    """``(mean, unit)`` of a recorded claim's interval as displayed (:attr:`Test.interval_text`); None
+    for an empty or unbounded interval."""
+    m = _INTERVAL_TEXT.search(text or "")
+    return (float(m.group(1)), m.group(2)) if m else None
 
 
 def exceeds(name: str, values, seeds, bound: float = 0.0, **display) -> Test:
@@ -326,12 +441,16 @@ def exact(name: str, value: float, requires: str, bound: float, **display) -> Te
 
 
 def combined(tests: Sequence[Test]) -> str:
-    """The verdict of a claim that needs every test: FAIL if one fails, PASS if all pass, else
-    INCONCLUSIVE."""
+    """The verdict of a claim that needs every test: FAIL if one fails, else UNTESTABLE if one has no
+    room, PASS if all pass, else INCONCLUSIVE. A test that fails decides the claim whatever the room of
+    the others; one without room keeps the claim from passing, and more seeds would not change that."""
     verdicts = [t.verdict for t in tests]
     if not verdicts:
         raise MissingResults("no test to judge")
-    return "FAIL" if "FAIL" in verdicts else "PASS" if all(v == "PASS" for v in verdicts) else "INCONCLUSIVE"
+    for decisive in ("FAIL", UNTESTABLE):
+        if decisive in verdicts:
+            return decisive
+    return "PASS" if all(v == "PASS" for v in verdicts) else "INCONCLUSIVE"
 
 
 def deciding(tests: Sequence[Test]) -> Test:
@@ -364,6 +483,8 @@ class ClaimResult:
     max_seeds: int = DEFAULT_MAX_SEEDS
     # The deciding test's mean effect and requirement in the claim's words (Test.words).
     effect: str = ""
+    # An UNTESTABLE claim's required gain against the room its control leaves (Test.room_text).
+    room: str = ""
 
 
 @dataclass(frozen=True)
@@ -452,10 +573,12 @@ class Claim:
             evidence += (f"; still INCONCLUSIVE at its maximum of {self.max_seeds} seeds: the mean effect is "
                          f"{d:+.2f} per-seed standard deviations from the bound" if d == d else
                          f"; still INCONCLUSIVE at its maximum of {self.max_seeds} seeds")
+        room = decider.room_text if verdict == UNTESTABLE else ""
         if rehearsal_rows(results):
             verdict, evidence = REHEARSAL, f"rehearsal runs, the numbers mean nothing (the check read: {evidence})"
+            room = ""
         return ClaimResult(self.id, self.paper, self.source, self.statement, verdict, interval, evidence,
-                           tuple(sorted(read)), seeds, self.max_seeds, decider.words)
+                           tuple(sorted(read)), seeds, self.max_seeds, decider.words, room)
 
 
 def _is_rehearsal_run(path: str) -> bool:
@@ -573,12 +696,15 @@ def gap_larger_in(first: pd.DataFrame, second: pd.DataFrame, a: Mapping[str, obj
 
 
 def compare(results: pd.DataFrame, a: Mapping[str, object], b: Mapping[str, object], *, metric: str = "best",
-            margin: float = 0.0, label_a: str = "A", label_b: str = "B") -> tuple[Test, str]:
+            margin: float = 0.0, label_a: str = "A", label_b: str = "B",
+            ceiling: Ceiling | None = None) -> tuple[Test, str]:
     """A beats B by more than ``margin``: the paired per-seed difference A − B (``metric``) over the
-    seeds both have, with its interval."""
+    seeds both have, with its interval. With a ``ceiling`` the test also measures the room B leaves
+    (:func:`room_left`), and a margin larger than that makes it UNTESTABLE."""
     seeds, va, vb = paired(results, a, b, metric)
     da, db = va.to_numpy(), vb.to_numpy()
-    test = exceeds(f"{label_a} − {label_b}", da - db, seeds, margin)
+    room = room_left(results, ceiling, a, db, metric, seeds, label_b) if ceiling is not None else (math.nan, "")
+    test = exceeds(f"{label_a} − {label_b}", da - db, seeds, margin, room=room[0], room_of=room[1])
     wins = int((da > db).sum())
     evidence = (f"{label_a} {100 * da.mean():.2f} vs {label_b} {100 * db.mean():.2f} ({metric} acc %, mean over "
                 f"seeds {seeds}); {test.text()}; {label_a} wins {wins}/{len(seeds)} seeds")
@@ -605,17 +731,20 @@ def setting(over: str, value: object) -> str:
 
 
 def compare_each(results: pd.DataFrame, a: Mapping[str, object], b: Mapping[str, object], over: str, *,
-                 metric: str = "best", margin: float = 0.0, label_a: str = "A", label_b: str = "B"
-                 ) -> tuple[list[Test], str]:
+                 metric: str = "best", margin: float = 0.0, label_a: str = "A", label_b: str = "B",
+                 ceiling: Ceiling | None = None) -> tuple[list[Test], str]:
     """:func:`compare` at every value of column ``over`` present for both sides; the claim needs
-    them all."""
+    them all. A ``ceiling`` of rows is read at the same value of ``over`` (unless it names its own)."""
     if over not in results.columns:
         raise MissingResults(f"column {over!r} absent")
     tests, lines = [], []
     for value in sorted(results[over].dropna().unique()):
+        here = ceiling
+        if ceiling is not None and ceiling.rows is not None and over not in ceiling.rows:
+            here = replace(ceiling, rows={**ceiling.rows, over: value})
         try:
             test, ev = compare(results, {**a, over: value}, {**b, over: value}, metric=metric, margin=margin,
-                               label_a=f"{label_a} ({setting(over, value)})", label_b=label_b)
+                               label_a=f"{label_a} ({setting(over, value)})", label_b=label_b, ceiling=here)
         except MissingResults:
             continue
         tests.append(test)
@@ -670,7 +799,8 @@ def save_claims(table: pd.DataFrame, notebook: str, profile: str):
 # Every field the pages read, so that a damaged one is named here and not met as a TypeError there.
 VERDICT_FIELD = OneOf((*VERDICTS, REHEARSAL))
 CLAIM_ROW_FIELDS = {"claim_id": str, "paper": str, "verdict": VERDICT_FIELD,
-                    **{k: MayLack(str) for k in ("statement", "source", "interval", "evidence", "effect", "cause")},
+                    **{k: MayLack(str) for k in ("statement", "source", "interval", "evidence", "effect", "cause",
+                                                  "room")},
                     "seeds": MayLack(ListOf(int)), "max_seeds": MayLack(int), "runs": MayLack(ListOf(str)),
                     "cause_rules": MayLack(int)}
 CLAIMS_FILE_FIX = ("delete it and render its notebook again (`fedrepro reproduce --profile {profile} --only "
@@ -729,7 +859,7 @@ def claims_table_style(table: pd.DataFrame):
     """A pandas Styler that colours verdicts and lets claim ids wrap only between words, for notebooks."""
     colours = {"PASS": "background-color: #d4f4dd", "FAIL": "background-color: #f8d7da",
                "INCONCLUSIVE": "background-color: #fff3cd", "NOT RUN": "background-color: #eeeeee",
-               REHEARSAL: "background-color: #dde7f7"}
+               UNTESTABLE: "background-color: #e6dcf0", REHEARSAL: "background-color: #dde7f7"}
     cols = ["claim_id", "source", "statement", "verdict", "interval", "evidence"]
     # The class lets the teaching site keep the evidence column readable (fedrepro.app.book.builder.SITE_CSS).
     return (table[cols].style.map(lambda v: colours.get(v, ""), subset=["verdict"]).hide(axis="index")

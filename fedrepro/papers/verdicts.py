@@ -33,7 +33,7 @@ def evaluate_claims(results: pd.DataFrame, paper: str | None = None,
     chosen = [registered().get(i) for i in ids] if ids is not None else claims_for(paper or "")
     rows = [c.evaluate(results).__dict__ for c in chosen]
     return pd.DataFrame(rows, columns=["claim_id", "paper", "source", "statement", "verdict", "interval", "evidence",
-                                       "runs", "seeds", "max_seeds", "effect"])
+                                       "runs", "seeds", "max_seeds", "effect", "room"])
 
 
 def notebook_path(name: str | None) -> str:
@@ -62,10 +62,10 @@ def collect_claims(profile: str, root=None) -> pd.DataFrame:
         rows.append(checked.get(name, {"claim_id": c.id, "paper": c.paper, "source": c.source,
                                        "statement": c.statement, "evidence": "no notebook has checked it yet",
                                        "verdict": "NOT RUN", "interval": "", "notebook": None, "runs": [],
-                                       "seeds": [], "max_seeds": c.max_seeds, "effect": "", "commit": None,
-                                       "recorded": None}))
+                                       "seeds": [], "max_seeds": c.max_seeds, "effect": "", "room": "",
+                                       "commit": None, "recorded": None}))
     cols = ["paper", "claim_id", "source", "statement", "verdict", "interval", "evidence", "notebook", "runs", "seeds",
-            "max_seeds", "effect", "commit", "recorded"]
+            "max_seeds", "effect", "room", "commit", "recorded"]
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -8,8 +8,8 @@ import pytest
 import fedrepro
 from fedrepro.claims import core
 from fedrepro.claims.core import exceeds, near_zero, read_interval, shift_to_change
-from fedrepro.papers.diagnose import (FLAT_WINDOW, REACH_WINDOWS, Movement, _trace_name, causes, last_change,
-                                      likely_cause, movement, needed_shift, reach, seed_count)
+from fedrepro.papers.diagnose import (FLAT_WINDOW, REACH_WINDOWS, Movement, _trace_name, cause_of, causes,
+                                      last_change, likely_cause, movement, needed_shift, reach, seed_count)
 from tests.support import tiny_config
 
 
@@ -38,17 +38,18 @@ def test_causes_by_rule():
     assert likely_cause("FAIL", "seeds [0, 1, 2]", moving, (12, 20, 0)) == (
         "budget: " + moving.text() + ", though its verdict has been the same at every cut since round 12 of 20")
     assert "though" not in likely_cause("FAIL", "seeds [0, 1, 2]", moving, (19, 20, 1))
-    # Moving runs under a verdict that held over the last half: settled, not budget.
-    assert likely_cause("FAIL", "seeds [0, 1, 2]", moving, (8, 20, 0)) == (
-        "not a budget artefact: its verdict has been the same at every cut since round 8 of 20, though "
-        + moving.text() + "; the effect is absent at this profile's scale (data, model and rounds differ "
-        "from the paper's)")
+    # Moving runs under a verdict that held over the last half: settled, but no longer run measured, so
+    # the budget is not ruled out (issue 54: a settled or flat curve cannot clear a budget).
+    assert likely_cause("FAIL", "seeds [0, 1, 2]", moving, (8, 20, 0)).startswith(
+        "budget not ruled out: no longer run measured (its verdict has been the same at every cut since round 8 "
+        "of 20, though " + moving.text() + ")")
     assert likely_cause("FAIL", "seeds [0, 1, 2]", moving, (0, 20, 0)).startswith(
-        "not a budget artefact: its verdict was the same at every cut of rounds 1 to 20, though 2 of 6 runs")
+        "budget not ruled out: no longer run measured (its verdict was the same at every cut of rounds 1 to 20, "
+        "though 2 of 6 runs")
     assert likely_cause("INCONCLUSIVE", "seeds [0, 1, 2]", moving, (10, 20, 0)).startswith(
         "seeds: the per-seed effects straddle the bound (its verdict has been the same at every cut since "
         "round 10 of 20, though 2 of 6 runs")
-    assert likely_cause("FAIL", "seeds [0, 1, 2]", flat, (5, 20, 0)).startswith("not a budget artefact")
+    assert likely_cause("FAIL", "seeds [0, 1, 2]", flat, (5, 20, 0)).startswith("budget not ruled out")
     assert likely_cause("INCONCLUSIVE", "seeds [0, 1, 2]", flat).startswith("seeds: the per-seed effects")
     assert likely_cause("INCONCLUSIVE", "(per seed +1.0; seeds [0])", flat).startswith("seeds: it rests on one seed")
     assert likely_cause("FAIL", "", None) == ""
@@ -60,13 +61,13 @@ def test_causes_by_rule():
 @pytest.mark.parametrize("changed", [None, (0, 20, 0), (8, 20, 0), (12, 20, 0), (19, 20, 1), (19, 20, 3)])
 @pytest.mark.parametrize("moving", [0, 2])
 def test_one_cause_per_claim_consistent_with_its_verdict(verdict, changed, moving):
-    cause = likely_cause(verdict, "seeds [0, 1, 2]", Movement(6, moving, 0.03 if moving else 0.001), changed)
-    kinds = [k for k in ("budget:", "noise:", "seeds:", "not a budget artefact:") if k in cause]
-    assert len(kinds) == 1 and cause.startswith(kinds[0]), cause
+    cause = cause_of(verdict, "seeds [0, 1, 2]", Movement(6, moving, 0.03 if moving else 0.001), changed)
+    assert cause.kind and cause.text.startswith(cause.kind + ":"), cause
     if verdict == "FAIL":
-        assert not cause.startswith("seeds:") and "more seeds" not in cause
+        assert cause.kind != "seeds" and "more seeds" not in cause.text
+        assert cause.kind != "not a budget artefact"  # no longer run measured here
     else:
-        assert not cause.startswith("not a budget artefact")
+        assert cause.kind not in ("not a budget artefact", "budget not ruled out")
 
 
 @pytest.mark.parametrize("test", [
@@ -108,7 +109,7 @@ def test_runs_too_slow_to_carry_the_interval_across_are_not_budget():
     assert "at most 0.60 pts, less than the 0.98 pts" in cause
     fail = "-6.76 pts [-8.66, -4.85], required > +0.63 pts"
     assert likely_cause("FAIL", "seeds [0, 1, 2, 3, 4]", Movement(10, 3, 0.022, "it compares", 0.06), None,
-                        needed_shift(fail), 5).startswith("not a budget artefact: 3 of 10 runs")
+                        needed_shift(fail), 5).startswith("budget not ruled out: no longer run measured (3 of 10 runs")
     # Fast enough, or an interval 0.18 from the bound: budget, as before; and so without a reach.
     near = "-1.28 pts [-2.73, +0.18], required > +0.00 pts"
     assert likely_cause("INCONCLUSIVE", "seeds [0, 1, 2, 3, 4]", slow, None, needed_shift(near),

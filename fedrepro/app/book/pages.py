@@ -139,7 +139,8 @@ def index_page(profile: str, rows: list[ClaimRow], papers: list[str], top: list[
     lines += ["## Verdicts", "",
               f"Each claim measures an effect once per seed; the interval is {INTERVAL}. **PASS**: the whole "
               "interval clears the claim's bound; **FAIL**: it falls short of it; **INCONCLUSIVE**: it straddles "
-              "the bound.", "", *verdict_counts(rows, papers), ""]
+              "the bound; **UNTESTABLE**: the claim requires a gain larger than the room its control "
+              "leaves at this profile.", "", *verdict_counts(rows, papers), ""]
     toc = [*(f"papers/{p}" for p in papers), *top, *(["api"] if api else [])]
     lines += ["```{toctree}", ":maxdepth: 1", ":caption: Contents", "", *toc, "```", ""]
     return "\n".join(lines)
