@@ -133,6 +133,14 @@ def load_cifar10(root: Path, download: bool, image_size: int = 32) -> ImageDatas
                         test_y, classes)
 
 
+def _cifar10_files(root: Path, **_: object) -> tuple[Path, list[Path]]:
+    """The files :func:`load_cifar10` reads (digested into its runs: :func:`fedrepro.data.registry.input_digest`)."""
+    folder = root / "cifar-10-batches-py"
+    return folder, [folder / f for f in (*_C10_TRAIN, "test_batch", "batches.meta")]
+
+
+load_cifar10.input_files = _cifar10_files  # type: ignore[attr-defined]
+
 _LABEL_TYPES = {"fine": (b"fine_labels", b"fine_label_names"), "coarse": (b"coarse_labels", b"coarse_label_names")}
 
 
@@ -153,3 +161,12 @@ def load_cifar100(root: Path, download: bool, label_type: str = "fine", image_si
     classes = _names(folder / "meta", names_key)
     return ImageDataset("cifar100", resize_images(train_x, image_size), train_y, resize_images(test_x, image_size),
                         test_y, classes)
+
+
+def _cifar100_files(root: Path, **_: object) -> tuple[Path, list[Path]]:
+    """The files :func:`load_cifar100` reads."""
+    folder = root / "cifar-100-python"
+    return folder, [folder / f for f in ("train", "test", "meta")]
+
+
+load_cifar100.input_files = _cifar100_files  # type: ignore[attr-defined]

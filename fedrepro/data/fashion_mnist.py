@@ -7,6 +7,7 @@ network access.
 from __future__ import annotations
 
 from pathlib import Path
+from types import MappingProxyType
 
 import torch
 
@@ -29,6 +30,22 @@ _FILES = {
     "test_x": "t10k-images-idx3-ubyte",
     "test_y": "t10k-labels-idx1-ubyte",
 }
+# What each file is, for the message of a file that is not what it should be.
+_WHAT = {"train_x": "the Fashion-MNIST training images", "train_y": "the Fashion-MNIST training labels",
+         "test_x": "the Fashion-MNIST test images", "test_y": "the Fashion-MNIST test labels"}
+# The manifest: sha256 of each file's IDX bytes (decompressed, so that a .gz of any compressor and
+# torchvision's unpacked copy check alike), computed from Debian's dataset-fashion-mnist. Its labels
+# are byte for byte those of the published .gz files (md5 25c81989df183df01b3e8a0aad5dffbe and
+# bb300cfdad3c16e7a12a480ee83cd310, as zalandoresearch/fashion-mnist holds them), and its images have
+# the published pixel statistics (train mean 0.2860, std 0.3530). Every read is checked against it:
+# a damaged copy of the right size parses as well as the real file, and no config hash would tell
+# the run it trains apart from the real one.
+MANIFEST = MappingProxyType({
+    "train-images-idx3-ubyte": frozenset({"c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888"}),
+    "train-labels-idx1-ubyte": frozenset({"bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9"}),
+    "t10k-images-idx3-ubyte": frozenset({"5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b"}),
+    "t10k-labels-idx1-ubyte": frozenset({"0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34"}),
+})
 
 
 def candidate_dirs(root: Path) -> list[Path]:
@@ -58,16 +75,24 @@ def _download(root: Path) -> None:
         FashionMNIST(str(root), train=train, download=True)
 
 
+def _read(files: dict[str, Path], key: str, ndim: int):
+    return read_idx(files[key], expect_ndim=ndim, sha256=MANIFEST[_FILES[key]], what=_WHAT[key])
+
+
 def _read_split(files: dict[str, Path], split: str) -> tuple[torch.Tensor, torch.Tensor]:
-    x = read_idx(files[f"{split}_x"], expect_ndim=3)
-    y = read_idx(files[f"{split}_y"], expect_ndim=1)
+    xf, yf = files[f"{split}_x"], files[f"{split}_y"]
+    x = _read(files, f"{split}_x", 3)
+    y = _read(files, f"{split}_y", 1)
+    # Past the manifest only what it admits: these checks name the file at fault should it admit more.
     if len(x) != len(y):
-        raise CorruptCacheError(
-            f"{files[f'{split}_x']} has {len(x)} images but {files[f'{split}_y']} has {len(y)} labels; "
-            f"delete both and fetch them again"
-        )
-    if x.shape[1:] != (28, 28) or (len(y) and int(y.max()) >= len(CLASSES)):
-        raise CorruptCacheError(f"{files[f'{split}_x']} does not hold Fashion-MNIST (shape {x.shape})")
+        raise CorruptCacheError(f"{xf} has {len(x)} images but {yf} has {len(y)} labels; delete both and fetch them "
+                                f"again")
+    if x.shape[1:] != (28, 28):
+        raise CorruptCacheError(f"{xf} does not hold Fashion-MNIST images (shape {x.shape}, expected [N, 28, 28]); "
+                                f"delete it and fetch it again")
+    if len(y) and int(y.max()) >= len(CLASSES):
+        raise CorruptCacheError(f"{yf} does not hold Fashion-MNIST labels (label {int(y.max())}, expected 0-9); "
+                                f"delete it and fetch it again")
     return torch.from_numpy(x).unsqueeze(1), torch.from_numpy(y.astype("int64"))
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import warnings
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -24,7 +25,7 @@ import torch.nn.functional as F
 from ..errors import ConfigError
 from ..params import check_value
 from .base import ImageDataset
-from .cache import load_cache, save_atomic
+from .verified_cache import holds_ids, holds_images, load_verified, save_verified
 from .fashion_mnist import load_fashion_mnist
 from .registry import DATASETS
 from .splits import fashion_mnist_half
@@ -210,6 +211,24 @@ def _cache_path(root: Path, base: ImageDataset, styles: list[str], seed: int, cl
     return Path(root) / "cache" / "fashion_mnist_domains" / f"{h.hexdigest()[:24]}.pt"
 
 
+def _read_cache(path: Path, base: ImageDataset, n_styles: int) -> dict | None:
+    """The rendering cached at ``path`` when it is sound and holds one RGB image and one domain id per
+    source image, else None after a warning naming it (the caller renders again): a cache that was
+    damaged, altered or cut short is never trained on."""
+    c = load_verified(path, ("train_x", "train_d", "test_x", "test_d"), stacklevel=4)
+    if c is None:
+        return None
+    size = tuple(base.train_x.shape[2:])
+    for split, n in (("train", len(base.train_y)), ("test", len(base.test_y))):
+        if not (holds_images(c, f"{split}_x", n, (3, *size)) and holds_ids(c, f"{split}_d", n, n_styles)):
+            got = c.get(f"{split}_x")
+            warnings.warn(f"cache file {path} holds {tuple(getattr(got, 'shape', ()))} {split} images, not the {n} "
+                          f"RGB {size} images with domain ids below {n_styles} of its source; rebuilding it",
+                          stacklevel=3)
+            return None
+    return c
+
+
 @DATASETS.register("fashion_mnist_domains")
 def load_fashion_mnist_domains(
     root: Path, download: bool, styles: Sequence[str] | None = None, seed: int = 0, half: str | None = None,
@@ -234,8 +253,8 @@ def load_fashion_mnist_domains(
 
         base = fashion_mnist_half(base, half)
     cache = _cache_path(root, base, chosen, int(seed), float(clutter))
-    if cache.is_file():
-        c = load_cache(cache, ("train_x", "train_d", "test_x", "test_d"))
+    c = _read_cache(cache, base, len(chosen)) if cache.is_file() else None
+    if c is not None:
         train_x, train_d, test_x, test_d = c["train_x"], c["train_d"], c["test_x"], c["test_d"]
     else:
         # Separate streams per split and purpose, so e.g. the test split's rendering
@@ -244,7 +263,7 @@ def load_fashion_mnist_domains(
         train_x, train_d = render(base.train_x, chosen, a_tr, r_tr, float(clutter))
         test_x, test_d = render(base.test_x, chosen, a_te, r_te, float(clutter))
         cache.parent.mkdir(parents=True, exist_ok=True)
-        save_atomic({"train_x": train_x, "train_d": train_d, "test_x": test_x, "test_d": test_d}, cache)
+        save_verified({"train_x": train_x, "train_d": train_d, "test_x": test_x, "test_d": test_d}, cache)
     return ImageDataset(
         "fashion_mnist_domains", train_x, base.train_y, test_x, base.test_y, list(base.classes),
         train_domain=train_d, test_domain=test_d, domains=chosen,

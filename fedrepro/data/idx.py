@@ -6,7 +6,9 @@ strictly: a truncated download must fail loudly, not yield a short dataset.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import zlib
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -36,11 +38,14 @@ def _read_bytes(path: Path) -> bytes:
         ) from exc
 
 
-def read_idx(path: str | Path, expect_ndim: int | None = None) -> np.ndarray:
+def read_idx(path: str | Path, expect_ndim: int | None = None, sha256: Collection[str] | None = None,
+             what: str = "the expected file") -> np.ndarray:
     """Read an IDX file into an array of its declared dtype and shape.
 
     Raises :class:`CorruptCacheError` naming ``path`` on a bad magic number,
-    a wrong number of dimensions, or a payload whose size does not match the header.
+    a wrong number of dimensions, or a payload whose size does not match the header; and, when
+    ``sha256`` is given, when the sha256 of its IDX bytes (decompressed) is none of those digests:
+    a damaged copy of the right size parses as well as the real one (``what`` names the real one).
     """
     path = Path(path)
     raw = _read_bytes(path)
@@ -62,5 +67,12 @@ def read_idx(path: str | Path, expect_ndim: int | None = None) -> np.ndarray:
     expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if len(raw) - header != expected:
         raise corrupt(f"payload is {len(raw) - header} bytes, header {shape} needs {expected}")
+    if sha256 is not None:
+        got = hashlib.sha256(raw).hexdigest()
+        if got not in sha256:
+            raise CorruptCacheError(
+                f"IDX file {path} is not {what}: its content's sha256 is {got[:16]}..., expected "
+                f"{' or '.join(sorted(d[:16] + '...' for d in sha256))}; it is damaged or another file: "
+                f"delete it and fetch it again")
     # frombuffer is zero-copy over `raw`; astype gives a writable native-endian array.
     return np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))

@@ -19,13 +19,14 @@ import torch
 
 from ..params import check_value
 from .base import ImageDataset
-from .cache import load_cache, save_atomic
+from .digest import files_digest
 from .imaging import check_image_size, decode_images, is_image
 from .options import is_names_list, pick_names
 from .registry import DATASETS
 from .root import data_not_found
+from .verified_cache import holds_images, load_verified, save_verified
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: keyed by the content digest of the domain's images, with a digest of its own
 # Datasets whose archive nests the domain folders one level down: PACS's images sit in kfold/.
 _NESTED = {"pacs": "kfold"}
 
@@ -89,21 +90,24 @@ def _split_flags(entries: list[_Entry], domain: str, test_fraction: float, seed:
 
 
 def _decode_domain(domain_dir: Path, entries: list[_Entry], image_size: int, tag: str = "") -> torch.Tensor:
-    """Decoded images of one domain, via a per-domain cache valid while the file list is unchanged;
-    ``tag`` names a class subset's own cache, so that loading the subset and the whole folder in
-    turn does not rebuild one cache over and over."""
+    """Decoded images of one domain, via a per-domain cache valid while the images are the ones it was
+    decoded from (their content digest) and the cache is sound (its own digest); ``tag`` names a class
+    subset's own cache, so that loading the subset and the whole folder in turn does not rebuild one
+    cache over and over."""
     cache = domain_dir.parent / f".fedrepro_cache_{domain_dir.name}{tag}_{image_size}.pt"
     files = [e.rel for e in entries]
+    source = files_digest([domain_dir / f for f in files], domain_dir)
     if cache.exists():
-        c = load_cache(cache, ("version", "files", "x"))
-        x = c["x"]
-        if c["version"] == CACHE_VERSION and list(c["files"]) == files:
-            if isinstance(x, torch.Tensor) and tuple(x.shape) == (len(files), 3, image_size, image_size):
-                return x
-        # Images were added/removed since: rebuilding is the right thing, not an error.
-        warnings.warn(f"cache {cache} is stale (file list changed); rebuilding it", stacklevel=4)
+        # Images added, removed or changed since, or a damaged cache: rebuilt, with a warning naming it.
+        c = load_verified(cache, ("version", "files", "source", "x"),
+                          {"version": CACHE_VERSION, "files": files, "source": source}, stacklevel=4)
+        if c is not None:
+            if holds_images(c, "x", len(files), (3, image_size, image_size)):
+                return c["x"]
+            warnings.warn(f"cache file {cache} does not hold {len(files)} RGB {image_size}-pixel images; rebuilding "
+                          f"it", stacklevel=4)
     x = decode_images([domain_dir / f for f in files], image_size)
-    save_atomic({"version": CACHE_VERSION, "files": files, "x": x}, cache)
+    save_verified({"version": CACHE_VERSION, "files": files, "source": source, "x": x}, cache)
     return x
 
 
@@ -113,6 +117,19 @@ def _check_options(test_fraction: float, seed: int, domains: object, classes: ob
     check_value("domains", domains, Sequence[str] | None, valid="null or a list of domain names", check=is_names_list)
     check_value("classes", classes, Sequence[str] | None, valid="null or a list of class folder names",
                 check=is_names_list)
+
+
+def _listing(name: str, folder: Path, domains: Sequence[str] | None,
+             classes: Sequence[str] | None) -> tuple[list[str], dict[str, list[_Entry]], str]:
+    """The chosen domains, their images (of the chosen classes) and the class subset's cache tag."""
+    chosen = pick_names("domains", name, domains, [d.name for d in _subdirs(folder)])
+    listing = {d: _list_domain(folder / d) for d in chosen}
+    tag = ""
+    if classes is not None:
+        keep = set(pick_names("classes", name, classes, sorted({e.cls for es in listing.values() for e in es})))
+        listing = {d: [e for e in es if e.cls in keep] for d, es in listing.items()}
+        tag = f"_classes{zlib.crc32(','.join(sorted(keep)).encode()):08x}"
+    return chosen, listing, tag
 
 
 def load_image_folder_at(
@@ -134,13 +151,7 @@ def load_image_folder_at(
     manual = _MANUAL.get(name, _MANUAL["image_folder"]).format(folder=folder)
     if not folder.is_dir():
         raise data_not_found(name, [folder], downloadable=False, manual=manual)
-    chosen = pick_names("domains", name, domains, [d.name for d in _subdirs(folder)])
-    listing = {d: _list_domain(folder / d) for d in chosen}
-    tag = ""
-    if classes is not None:
-        keep = set(pick_names("classes", name, classes, sorted({e.cls for es in listing.values() for e in es})))
-        listing = {d: [e for e in es if e.cls in keep] for d, es in listing.items()}
-        tag = f"_classes{zlib.crc32(','.join(sorted(keep)).encode()):08x}"
+    chosen, listing, tag = _listing(name, folder, domains, classes)
     empty = [d for d, e in listing.items() if not e]
     if empty and len(empty) < len(listing):
         warnings.warn(f"{name}: skipping domain folder(s) without images: {', '.join(empty)}", stacklevel=3)
@@ -171,6 +182,13 @@ def load_image_folder_at(
     )
 
 
+def _folder(name: str, root: Path, path: str | Path | None) -> Path:
+    folder = Path(path).expanduser() if path is not None else root / name
+    if name in _NESTED and (folder / _NESTED[name]).is_dir():
+        folder = folder / _NESTED[name]
+    return folder
+
+
 def _make_loader(name: str) -> Callable[..., ImageDataset]:
     def loader(
         root: Path,
@@ -183,11 +201,17 @@ def _make_loader(name: str) -> Callable[..., ImageDataset]:
         classes: Sequence[str] | None = None,
     ) -> ImageDataset:
         # No download: these sets have no stable, licence-free URL; the error says how to get them.
-        folder = Path(path).expanduser() if path is not None else root / name
-        if name in _NESTED and (folder / _NESTED[name]).is_dir():
-            folder = folder / _NESTED[name]
-        return load_image_folder_at(name, folder, image_size, test_fraction, seed, domains, classes)
+        return load_image_folder_at(name, _folder(name, root, path), image_size, test_fraction, seed, domains,
+                                    classes)
 
+    def input_files(root: Path, path: str | Path | None = None, domains: Sequence[str] | None = None,
+                    classes: Sequence[str] | None = None, **_: object) -> tuple[Path, list[Path]]:
+        """The images the loader reads (digested into its runs: :func:`fedrepro.data.registry.input_digest`)."""
+        folder = _folder(name, root, path)
+        _, listing, _ = _listing(name, folder, domains, classes)
+        return folder, [folder / d / e.rel for d, es in listing.items() for e in es]
+
+    loader.input_files = input_files  # type: ignore[attr-defined]
     loader.__name__ = f"load_{name}"
     loader.__doc__ = (
         f"Multi-domain image folder {name!r} (default folder ``<root>/{name}``), one domain per "

@@ -21,7 +21,9 @@ Labels keep the release's class ids (the class count is the largest id + 1); a c
 the species folder of its images. ``train_user`` holds each training image's user as an index into
 the users' ids in increasing order (numerically where every id is a number); rows with an empty or
 ``NA`` user belong to no user and are left out. Decoded images are cached per image size, keyed by
-the split files' contents.
+the split files' and the listed images' contents, and checked against the cache's own digest on every
+read (:mod:`.verified_cache`); with the images gone, a sound cache of the same split files stands in
+for them.
 """
 from __future__ import annotations
 
@@ -36,10 +38,11 @@ import torch
 from ..errors import CorruptCacheError
 from ..params import check_value
 from .base import ImageDataset
-from .cache import load_cache, save_atomic
+from .digest import files_digest
 from .imaging import check_image_size, decode_images
 from .registry import DATASETS
 from .root import data_not_found
+from .verified_cache import load_verified, save_verified
 
 FOLDER = "inaturalist"
 IMAGES = "train_val_images"
@@ -50,8 +53,8 @@ IMAGES_URL = "https://github.com/visipedia/inat_comp/tree/master/2017 (train_val
 # Rows whose user is one of these belong to no user.
 NO_USER = ("", "NA")
 # Bump when the cached content or layout changes, so old caches are rebuilt.
-CACHE_VERSION = 1
-_CACHE_KEYS = ("version", "splits", "classes", "train_x", "train_y", "train_user", "test_x", "test_y")
+CACHE_VERSION = 2  # 2: keyed by the listed images' content too, with a digest of its own
+_CACHE_KEYS = ("version", "splits", "source", "classes", "train_x", "train_y", "train_user", "test_x", "test_y")
 
 
 def cache_path(folder: Path, image_size: int) -> Path:
@@ -113,20 +116,50 @@ def _check_options(image_size: object, columns: dict[str, object], files: dict[s
     return size
 
 
-def _from_cache(path: Path, splits: str, image_size: int) -> ImageDataset | None:
-    c = load_cache(path, _CACHE_KEYS)
-    if c["version"] != CACHE_VERSION or c["splits"] != splits:
-        warnings.warn(f"cache {path} is stale (other version or split files); rebuilding it", stacklevel=3)
+def _from_cache(path: Path, splits: str, image_size: int, source: str | None) -> ImageDataset | None:
+    """The cached dataset, or None (after a warning naming the file) when the cache is damaged or was
+    built by another version, from other split files or other images (``source``: their digest, None
+    when they are gone)."""
+    expect = {"version": CACHE_VERSION, "splits": splits, **({} if source is None else {"source": source})}
+    c = load_verified(path, _CACHE_KEYS, expect, stacklevel=4)
+    if c is None:
         return None
     try:
         ds = ImageDataset("inaturalist", c["train_x"], c["train_y"], c["test_x"], c["test_y"], list(c["classes"]),
                           train_user=c["train_user"])
     except (ValueError, AttributeError, TypeError) as exc:
-        raise CorruptCacheError(f"cache file {path} is inconsistent ({exc}); delete it and it will be rebuilt") from exc
+        warnings.warn(f"cache file {path} is inconsistent ({exc}); rebuilding it", stacklevel=3)
+        return None
     if ds.image_size != image_size:
-        raise CorruptCacheError(f"cache file {path} holds {ds.image_size}-pixel images, expected {image_size}; "
-                                f"delete it and it will be rebuilt")
+        warnings.warn(f"cache file {path} holds {ds.image_size}-pixel images, expected {image_size}; rebuilding it",
+                      stacklevel=3)
+        return None
     return ds
+
+
+def _splits(train_file: Path, test_file: Path, user_column: str, image_column: str,
+            class_column: str) -> tuple[list[dict[str, str]], list[int], list[dict[str, str]], list[int], list[str]]:
+    """The split files read and checked: training rows with a user and their classes, test rows and
+    their classes, and every listed image id (training first)."""
+    train = _read_rows(train_file, {"user": user_column, "image": image_column, "class": class_column})
+    test = _read_rows(test_file, {"image": image_column, "class": class_column})
+    # Class ids checked on every row, so that an error names the file's own line.
+    train_y, test_y = _class_ids(train, train_file), _class_ids(test, test_file)
+    train_y = [y for y, r in zip(train_y, train) if r["user"] not in NO_USER]
+    train = [r for r in train if r["user"] not in NO_USER]
+    if not train:
+        raise CorruptCacheError(f"{train_file} lists no training image with a user; check the file and user_column")
+    ids = [r["image"] for r in train] + [r["image"] for r in test]
+    if len(set(ids)) != len(ids):
+        raise CorruptCacheError(f"{train_file} and {test_file} list an image twice (in one split or in both); "
+                                f"the split must be disjoint")
+    return train, train_y, test, test_y, ids
+
+
+def _listed_images(image_dir: Path, ids: list[str]) -> tuple[dict[str, Path], list[Path]]:
+    """The image index, and the files of the listed images that are there."""
+    index = _image_index(image_dir)
+    return index, [index[i] for i in ids if i in index]
 
 
 @DATASETS.register("inaturalist")
@@ -159,24 +192,14 @@ def load_inaturalist(
                    f"(giving {image_dir}/<supercategory>/<species>/<image_id>.jpg)",
             reason=f"Missing: {', '.join(map(str, needed))}.")
     splits = f"{_digest(train_file, test_file)}:{user_column},{image_column},{class_column}"
+    train, train_y, test, test_y, ids = _splits(train_file, test_file, user_column, image_column, class_column)
+    index, present = _listed_images(image_dir, ids)
     cache = cache_path(folder, image_size)
     if cache.exists():
-        ds = _from_cache(cache, splits, image_size)
+        # From the listed images as they are; with every one of them gone, the cache stands in for them.
+        ds = _from_cache(cache, splits, image_size, files_digest(present, image_dir) if present else None)
         if ds is not None:
             return ds
-    train = _read_rows(train_file, {"user": user_column, "image": image_column, "class": class_column})
-    test = _read_rows(test_file, {"image": image_column, "class": class_column})
-    # Class ids checked on every row, so that an error names the file's own line.
-    train_y, test_y = _class_ids(train, train_file), _class_ids(test, test_file)
-    train_y = [y for y, r in zip(train_y, train) if r["user"] not in NO_USER]
-    train = [r for r in train if r["user"] not in NO_USER]
-    if not train:
-        raise CorruptCacheError(f"{train_file} lists no training image with a user; check the file and user_column")
-    ids = [r["image"] for r in train] + [r["image"] for r in test]
-    if len(set(ids)) != len(ids):
-        raise CorruptCacheError(f"{train_file} and {test_file} list an image twice (in one split or in both); "
-                                f"the split must be disjoint")
-    index = _image_index(image_dir)
     missing = [i for i in ids if i not in index]
     if missing:
         raise CorruptCacheError(f"{len(missing)} images listed in the split files are not under {image_dir} "
@@ -196,7 +219,23 @@ def load_inaturalist(
         classes,
         train_user=torch.tensor([users[r["user"]] for r in train], dtype=torch.int64),
     )
-    save_atomic({"version": CACHE_VERSION, "splits": splits, "classes": classes, "train_x": ds.train_x,
-                 "train_y": ds.train_y, "train_user": ds.train_user, "test_x": ds.test_x, "test_y": ds.test_y},
-                cache)
+    save_verified({"version": CACHE_VERSION, "splits": splits, "source": files_digest(present, image_dir),
+                   "classes": classes, "train_x": ds.train_x, "train_y": ds.train_y, "train_user": ds.train_user,
+                   "test_x": ds.test_x, "test_y": ds.test_y}, cache)
     return ds
+
+
+def _input_files(root: Path, path: str | Path | None = None, train_csv: str = TRAIN_CSV, test_csv: str = TEST_CSV,
+                 images: str = IMAGES, user_column: str = "user_id", image_column: str = "image_id",
+                 class_column: str = "class", **_: object) -> tuple[Path, list[Path]]:
+    """The files :func:`load_inaturalist` reads (digested into its runs:
+    :func:`fedrepro.data.registry.input_digest`): the split files and the listed images; none when the
+    images are gone and the cache serves."""
+    folder = Path(path).expanduser() if path is not None else root / FOLDER
+    train_file, test_file = folder / train_csv, folder / test_csv
+    ids = _splits(train_file, test_file, user_column, image_column, class_column)[4]
+    present = _listed_images(folder / images, ids)[1]
+    return folder, [train_file, test_file, *present] if present else []
+
+
+load_inaturalist.input_files = _input_files  # type: ignore[attr-defined]

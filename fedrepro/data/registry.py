@@ -8,12 +8,14 @@ typo in a config never silently falls back to a default.
 from __future__ import annotations
 
 import inspect
+import json
 import os
 from typing import Any, Callable
 
-from ..errors import ConfigError
+from ..errors import ConfigError, FedreproError
 from ..registry import Registry
 from .base import ImageDataset
+from .digest import dataset_digest, files_digest
 from .rehearsal import NO_FILES, Served, load_rehearsal, served
 from .root import data_root, download_allowed, is_rehearsal
 
@@ -82,9 +84,35 @@ def _defaults(name: str) -> dict[str, Any]:
     return {p: params[p].default for p in dataset_options(name) if params[p].default is not inspect.Parameter.empty}
 
 
+def input_digest(name: str, args: dict[str, Any] | None = None,
+                 root: str | os.PathLike[str] | None = None) -> str | None:
+    """sha256 of the files that ``load_dataset(name, root, **args)`` reads, for a dataset whose files
+    differ from user to user (its loader's ``input_files(root, **options)`` lists them); a run records
+    it, and a stored run is reused only while it is unchanged (:func:`fedrepro.runs.fingerprint.inputs`).
+
+    None where there is nothing to compare: a dataset that reads no files, or only files checked against
+    a manifest (Fashion-MNIST and what is rendered from it), the rehearsal root, and files that are not
+    here (the run cannot be trained here; what is stored stays readable). Computed once per process,
+    dataset, options and data root (:func:`fedrepro.data.digest.dataset_digest`)."""
+    files_of = getattr(DATASETS.get(name), "input_files", None)
+    if files_of is None or is_rehearsal(root):
+        return None
+    options = {**_defaults(name), **(args or {})}
+
+    def compute() -> str | None:
+        try:
+            folder, files = files_of(data_root(root), **options)
+            return files_digest(files, folder) if files else None
+        except (OSError, FedreproError):  # missing or unreadable: the load itself says what is wrong
+            return None
+
+    return dataset_digest((name, json.dumps(options, sort_keys=True, default=str), str(data_root(root))), compute)
+
+
 def list_datasets() -> list[str]:
     """Names accepted by :func:`load_dataset`, sorted."""
     return DATASETS.names()
 
 
-__all__ = ["DATASETS", "Loader", "dataset_options", "list_datasets", "load_dataset", "rehearsal_shape"]
+__all__ = ["DATASETS", "Loader", "dataset_options", "input_digest", "list_datasets", "load_dataset",
+           "rehearsal_shape"]

@@ -3,7 +3,10 @@
 Val labels come from ``val/val_annotations.txt``: all val images sit in one
 folder, so labelling them by folder structure (as some libraries do) silently
 gives every val image class 0. Decoded tensors are cached because decoding
-110k JPEGs takes far longer than reading one tensor file.
+110k JPEGs takes far longer than reading one tensor file; the cache is keyed by
+the content digest of the files it was decoded from and checked against its own
+digest on every read (:mod:`.verified_cache`), so changed images or a damaged
+cache are decoded again, never trained on.
 """
 from __future__ import annotations
 
@@ -14,16 +17,17 @@ import torch
 
 from ..errors import CorruptCacheError
 from .base import ImageDataset
-from .cache import load_cache, save_atomic
+from .digest import files_digest
 from .imaging import check_image_size, decode_images, is_image
 from .registry import DATASETS
 from .root import data_not_found
+from .verified_cache import load_verified, save_verified
 
 FOLDER = "tiny-imagenet-200"
 URL = "http://cs231n.stanford.edu/tiny-imagenet-200.zip"
 # Bump when the cached content or layout changes, so old caches are rebuilt.
-CACHE_VERSION = 1
-_CACHE_KEYS = ("version", "wnids", "classes", "train_x", "train_y", "test_x", "test_y")
+CACHE_VERSION = 2  # 2: keyed by the source files' digest, with a digest of its own
+_CACHE_KEYS = ("version", "wnids", "source", "classes", "train_x", "train_y", "test_x", "test_y")
 
 
 def cache_path(folder: Path, image_size: int) -> Path:
@@ -115,24 +119,35 @@ def _ensure_present(root: Path, folder: Path, download: bool) -> None:
     )
 
 
-def _from_cache(path: Path, wnids: list[str], image_size: int) -> ImageDataset | None:
-    """The cached dataset, or None if the cache is for another version/class set (stale)."""
-    c = load_cache(path, _CACHE_KEYS)
-    if c["version"] != CACHE_VERSION or list(c["wnids"]) != wnids:
-        warnings.warn(f"cache {path} is stale (other version or class list); rebuilding it", stacklevel=3)
+def _from_cache(path: Path, wnids: list[str], image_size: int, source: str | None) -> ImageDataset | None:
+    """The cached dataset, or None (after a warning naming the file) when the cache is damaged, or was
+    built by another version, for another class list or from other source files (``source``: their
+    digest; None when they are gone)."""
+    expect = {"version": CACHE_VERSION, "wnids": wnids, **({} if source is None else {"source": source})}
+    c = load_verified(path, _CACHE_KEYS, expect, stacklevel=4)
+    if c is None:
         return None
     try:
         ds = ImageDataset(
             "tiny_imagenet", c["train_x"], c["train_y"], c["test_x"], c["test_y"], list(c["classes"])
         )
     except (ValueError, AttributeError, TypeError) as exc:
-        raise CorruptCacheError(f"cache file {path} is inconsistent ({exc}); delete it and it will be rebuilt") from exc
+        warnings.warn(f"cache file {path} is inconsistent ({exc}); rebuilding it", stacklevel=3)
+        return None
     if ds.image_size != image_size or ds.in_channels != 3:
-        raise CorruptCacheError(
-            f"cache file {path} holds {tuple(ds.train_x.shape[1:])} images, expected (3, {image_size}, {image_size}); "
-            f"delete it and it will be rebuilt"
-        )
+        warnings.warn(f"cache file {path} holds {tuple(ds.train_x.shape[1:])} images, expected "
+                      f"(3, {image_size}, {image_size}); rebuilding it", stacklevel=3)
+        return None
     return ds
+
+
+def _sources(folder: Path, wnids: list[str]) -> tuple[list[Path], list[int], list[Path], list[int], list[Path]]:
+    """Training and val images with their labels, and every file the dataset is read from."""
+    train_paths, train_labels = _train_files(folder, wnids)
+    val_paths, val_labels = _val_files(folder, wnids)
+    texts = [folder / "wnids.txt", folder / "val" / "val_annotations.txt"]
+    texts += [folder / "words.txt"] if (folder / "words.txt").is_file() else []
+    return train_paths, train_labels, val_paths, val_labels, texts + train_paths + val_paths
 
 
 @DATASETS.register("tiny_imagenet")
@@ -146,13 +161,15 @@ def load_tiny_imagenet(root: Path, download: bool, image_size: int = 64) -> Imag
     _ensure_present(root, folder, download)
     wnids = _read_wnids(folder)
     cache = cache_path(folder, image_size)
+    sources = _present_sources(folder, wnids) if cache.exists() else _sources(folder, wnids)
+    # The cache must come from the images as they are; with them gone it stands in for them alone.
+    source = None if sources is None else files_digest(sources[4], folder)
     if cache.exists():
-        ds = _from_cache(cache, wnids, image_size)
+        ds = _from_cache(cache, wnids, image_size, source)
         if ds is not None:
             return ds
+    train_paths, train_labels, val_paths, val_labels, read = sources or _sources(folder, wnids)
     classes = _class_names(folder, wnids)
-    train_paths, train_labels = _train_files(folder, wnids)
-    val_paths, val_labels = _val_files(folder, wnids)
     ds = ImageDataset(
         "tiny_imagenet",
         decode_images(train_paths, image_size),
@@ -161,11 +178,31 @@ def load_tiny_imagenet(root: Path, download: bool, image_size: int = 64) -> Imag
         torch.tensor(val_labels, dtype=torch.int64),
         classes,
     )
-    save_atomic(
+    save_verified(
         {
-            "version": CACHE_VERSION, "wnids": wnids, "classes": classes,
+            "version": CACHE_VERSION, "wnids": wnids, "source": files_digest(read, folder), "classes": classes,
             "train_x": ds.train_x, "train_y": ds.train_y, "test_x": ds.test_x, "test_y": ds.test_y,
         },
         cache,
     )
     return ds
+
+
+def _present_sources(folder: Path, wnids: list[str]) -> tuple | None:
+    """:func:`_sources`, or None when the training images are gone (a cache then stands in for them)."""
+    try:
+        sources = _sources(folder, wnids)
+    except CorruptCacheError:
+        return None
+    return sources if sources[0] else None
+
+
+def _input_files(root: Path, **_: object) -> tuple[Path, list[Path]]:
+    """The files :func:`load_tiny_imagenet` reads (digested into its runs:
+    :func:`fedrepro.data.registry.input_digest`); none when the images are gone and the cache serves."""
+    folder = root / FOLDER
+    sources = _present_sources(folder, _read_wnids(folder))
+    return folder, [] if sources is None else sources[4]
+
+
+load_tiny_imagenet.input_files = _input_files  # type: ignore[attr-defined]

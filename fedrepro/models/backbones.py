@@ -13,10 +13,12 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from ..data.cache import load_problem
 from ..errors import ConfigError
 
 # Called before block i with the current tokens [B, T, d]; returning a tensor replaces them.
@@ -129,6 +131,18 @@ class FrozenBackbone(nn.Module, abc.ABC):
         return self
 
 
+def read_weights(path: str | Path, what: str = "pretrained weights", fix: str = "",
+                 error: type[Exception] = ConfigError) -> Any:
+    """What the local weights file ``path`` holds, read with ``torch.load(weights_only=True)``:
+    tensors, numbers and containers only, so that a file from elsewhere cannot run code as it is
+    read. Any failure (a refused pickled object, a truncated file) is one ``error`` naming ``what``
+    and ``path``, then ``fix``."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # pickle/zip errors come in many types; the path is what the user needs
+        raise error(f"{what} {path} {load_problem(e)}" + (f"; {fix}" if fix else "")) from e
+
+
 def load_pretrained(model: nn.Module, path: str | Path) -> nn.Module:
     """Load a local state-dict file into ``model`` strictly; never downloads.
 
@@ -140,10 +154,7 @@ def load_pretrained(model: nn.Module, path: str | Path) -> nn.Module:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"pretrained weights not found: {path} (load_pretrained never downloads)")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # pickle/zip errors come in many types; the path is what the user needs
-        raise ConfigError(f"could not read pretrained weights {path}: {e}") from e
+    state = read_weights(path)
     if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
         state = state["state_dict"]
     if not isinstance(state, dict):

@@ -18,7 +18,6 @@ Text always goes through open_clip's BPE tokenizer (its bundled vocabulary).
 from __future__ import annotations
 
 import hashlib
-import json
 import warnings
 import zipfile
 from collections.abc import Sequence
@@ -30,8 +29,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import ConfigError, DataNotFoundError
+from ..errors import ConfigError, CorruptCacheError, DataNotFoundError
 from ..params import check_fields, hp
+from .backbones import read_weights
+from .record import load_checked, read_record, record_entry
 
 PAPER_ARCHS = ("ViT-B-16", "RN50")
 # The committed stand-in, written by ``fedrepro pretrain clip`` (record beside it, same stem, .json).
@@ -428,7 +429,7 @@ def read_state_dict(path: str | Path) -> dict[str, Tensor]:
             warnings.simplefilter("ignore", FutureWarning)
             state = torch.jit.load(str(path), map_location="cpu").state_dict()
     else:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = read_weights(path, "CLIP weights file")
     if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
         state = state["state_dict"]
     if not isinstance(state, dict) or not state:
@@ -475,26 +476,38 @@ def load_clip(arch: str, weights: str | Path, source: str = "openai") -> ClipBac
     return clip
 
 
+# What to do about a stand-in whose checkpoint or record is missing, unreadable or does not match.
+STANDIN_FIX = ("run `fedrepro pretrain clip` (or `make pretrain`) to regenerate it, or restore the committed "
+               "fedrepro/models/weights/clip_standin.pt and .json")
+
+
 def standin_record(path: str | Path | None = None) -> dict:
-    """The JSON record beside a stand-in checkpoint: config, data hash, versions, quality numbers."""
+    """The JSON record beside a stand-in checkpoint: config, data hash, weights hash, versions, quality
+    numbers (a one-line error naming it when it is missing or not a JSON object)."""
     path = Path(path) if path is not None else STANDIN_CHECKPOINT
-    record_path = path.with_suffix(".json")
-    if not record_path.is_file():
-        raise DataNotFoundError(f"no record {record_path}; run `fedrepro pretrain clip` to regenerate the stand-in")
-    return json.loads(record_path.read_text())
+    record = read_record(path, STANDIN_FIX)
+    if record is None:
+        raise DataNotFoundError(f"no record {path.with_suffix('.json')}; {STANDIN_FIX}")
+    return record
 
 
 def load_standin(path: str | Path | None = None) -> ClipBackbone:
-    """The pretrained CPU stand-in (default: the committed :data:`STANDIN_CHECKPOINT`)."""
+    """The pretrained CPU stand-in (default: the committed :data:`STANDIN_CHECKPOINT`), its weights
+    checked against the ``weights_hash`` of its record: a damaged or swapped file is a one-line error
+    naming it, never a backbone that prompt methods then train on."""
     path = Path(path) if path is not None else STANDIN_CHECKPOINT
     if not path.is_file():
-        raise DataNotFoundError(
-            f"no stand-in CLIP at {path}; run `fedrepro pretrain clip` (or `make pretrain`) to regenerate it"
-        )
+        raise DataNotFoundError(f"no stand-in CLIP at {path}; {STANDIN_FIX}")
     record = standin_record(path)
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    arch = record_entry(record, path, "config", "arch", fix=STANDIN_FIX)
+    try:
+        shape = StandinArch(**arch)
+    except (TypeError, ConfigError) as e:
+        raise CorruptCacheError(f"checkpoint record {path.with_suffix('.json')} has an invalid config.arch "
+                                f"({str(e).splitlines()[0] if str(e) else type(e).__name__}); {STANDIN_FIX}") from e
+    state = load_checked(path, record, STANDIN_FIX)
     vocab_ids = state.pop("vocab_ids", None)
-    clip = build_standin(StandinArch(**record["config"]["arch"]), vocab_ids, seed=0)
+    clip = build_standin(shape, vocab_ids, seed=0)
     load_weights(clip, {k: v.float() if v.is_floating_point() else v for k, v in state.items()})
     return clip
 
@@ -502,6 +515,7 @@ def load_standin(path: str | Path | None = None) -> ClipBackbone:
 __all__ = [
     "PAPER_ARCHS",
     "STANDIN_CHECKPOINT",
+    "STANDIN_FIX",
     "WEIGHT_SOURCES",
     "ClipBackbone",
     "CoOpPrompts",

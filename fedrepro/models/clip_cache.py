@@ -10,6 +10,7 @@ never be served stale tokens.
 from __future__ import annotations
 
 import hashlib
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..data.cache import load_cache, save_atomic
+from ..data.verified_cache import load_verified, save_verified
 from ..data.root import data_root
 from ..errors import ConfigError
 from .clip import ClipBackbone
@@ -72,14 +73,18 @@ def image_tokens(
         return compute_image_tokens(clip, images, augment, batch_size)
     key = cache_key(clip, images, augment_tag)
     path = Path(cache_dir) / f"clip_tokens-{key[:24]}.pt"
-    if path.is_file():
-        entry = load_cache(path, ("key", "tokens"))
-        if entry["key"] != key:
-            raise ConfigError(f"cache file {path} holds another entry (hash prefix clash); delete it")
-        return entry["tokens"]
+    # A cache in a shared data root is checked against its own digest and key, and must hold one token
+    # set per image: a damaged, altered or short one is computed again (a warning names it).
+    entry = load_verified(path, ("key", "tokens"), {"key": key}) if path.is_file() else None
+    if entry is not None:
+        tokens = entry["tokens"]
+        if isinstance(tokens, Tensor) and tokens.dim() == 3 and len(tokens) == len(images):
+            return tokens
+        warnings.warn(f"cache file {path} does not hold the tokens of {len(images)} images; rebuilding it",
+                      stacklevel=2)
     tokens = compute_image_tokens(clip, images, augment, batch_size)
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_atomic({"key": key, "tokens": tokens}, path)
+    save_verified({"key": key, "tokens": tokens}, path)
     return tokens
 
 

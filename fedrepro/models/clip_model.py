@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -23,7 +24,7 @@ from torch import Tensor, nn
 
 from ..errors import ConfigError
 from .base import SplitModel
-from .clip import PAPER_ARCHS, WEIGHT_SOURCES, ClipBackbone, load_clip, load_standin
+from .clip import PAPER_ARCHS, STANDIN_CHECKPOINT, WEIGHT_SOURCES, ClipBackbone, load_clip, load_standin
 from .registry import MODELS
 
 ARCHS = ("standin", *PAPER_ARCHS)
@@ -48,14 +49,19 @@ def clip_backbone(arch: str = "standin", weights: str | None = None, source: str
     if weights is not None and not isinstance(weights, str):
         raise ConfigError(f"model.args.weights must be a file path (a string) or null, got {weights!r}")
     if arch != "standin" and weights is None:
-        weights = os.environ.get(ENV_CLIP_WEIGHTS)
+        weights = _from_env(arch)
         if not weights:
             raise ConfigError(f"model.args.weights must name a local {arch} CLIP file (or set ${ENV_CLIP_WEIGHTS}); "
                               "nothing is downloaded, see docs/backbones.md")
-        # A folder serves every architecture, one <arch>.pt each: FedOTP's tables read RN50 and ViT-B/16.
-        if os.path.isdir(weights):
-            weights = os.path.join(weights, f"{arch}.pt")
     return _cached_backbone(arch, weights, source)
+
+
+def _from_env(arch: str) -> str | None:
+    weights = os.environ.get(ENV_CLIP_WEIGHTS)
+    # A folder serves every architecture, one <arch>.pt each: FedOTP's tables read RN50 and ViT-B/16.
+    if weights and os.path.isdir(weights):
+        weights = os.path.join(weights, f"{arch}.pt")
+    return weights or None
 
 
 class ClipImageFeatures(nn.Module):
@@ -105,5 +111,16 @@ def clip(num_classes: int, in_channels: int = 3, image_size: int = 28, *, arch: 
     repeated to RGB and resized to the CLIP's own input size by its preprocessing."""
     return ClipClassifier(clip_backbone(arch, weights, source), num_classes)
 
+
+def _weight_files(arch: str = "standin", weights: str | None = None, **_: object) -> list[Path]:
+    """The weights file a ``clip`` model reads, for its runs' input digest
+    (:func:`fedrepro.models.record.weights_digest`): $FEDREPRO_CLIP_WEIGHTS is not in the config."""
+    if arch == "standin":
+        return [Path(weights) if weights else STANDIN_CHECKPOINT]
+    found = weights if weights is not None else _from_env(arch)
+    return [Path(found)] if found else []
+
+
+clip.weight_files = _weight_files  # type: ignore[attr-defined]
 
 __all__ = ["ARCHS", "ENV_CLIP_WEIGHTS", "ClipClassifier", "ClipImageFeatures", "clip", "clip_backbone"]

@@ -1,7 +1,11 @@
-"""Writing a pretrained checkpoint with the record that makes it reproducible and judgeable.
+"""Writing a pretrained checkpoint with the record that makes it reproducible and judgeable, and
+reading it back checked against that record.
 
 Beside ``<name>.pt`` goes ``<name>.json``: the config, the hash of the exact pretraining data, the
 hash of the weights, package versions, thread count, wall time and the measured quality numbers.
+:func:`read_record` and :func:`load_checked` read them back: a record that is not JSON, a checkpoint
+that does not load, and weights whose hash is not the record's ``weights_hash`` (a flipped bit, a
+file swapped for another) are each a one-line error naming the file, never a backbone built from them.
 """
 from __future__ import annotations
 
@@ -19,7 +23,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..data.digest import file_digest
 from ..env.atomic import atomic_write_bytes, write_error
+from ..errors import CorruptCacheError, FedreproError
+from .backbones import read_weights
+from .registry import MODELS, model_kwargs
 
 MAX_BYTES = 10_000_000  # committed checkpoints stay small enough for git
 # What a pretraining config's ``out`` may be (checkpoint_path_ok), and what to do when it cannot be written.
@@ -113,3 +121,73 @@ def checkpoint_path_ok(out: str) -> bool:
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     return parent.is_dir() and os.access(parent, os.W_OK)
+
+
+def read_record(path: str | Path, fix: str) -> dict[str, Any] | None:
+    """The JSON record beside the checkpoint ``path`` (``<stem>.json``), or None when there is none.
+
+    A record that cannot be read, is not JSON or is not a JSON object is a one-line
+    :class:`CorruptCacheError` naming it (``fix``: how to get a sound one)."""
+    record_path = Path(path).with_suffix(".json")
+    if not record_path.is_file():
+        return None
+    try:
+        record = json.loads(record_path.read_bytes())
+    except (OSError, UnicodeDecodeError, ValueError) as e:  # JSONDecodeError is a ValueError
+        raise CorruptCacheError(f"checkpoint record {record_path} is unreadable or not JSON ({type(e).__name__}: "
+                                f"{str(e).splitlines()[0] if str(e) else ''}); {fix}") from e
+    if not isinstance(record, dict):
+        raise CorruptCacheError(f"checkpoint record {record_path} holds a JSON {type(record).__name__}, not an "
+                                f"object; {fix}")
+    return record
+
+
+def record_entry(record: Mapping[str, Any], path: str | Path, *keys: str, fix: str) -> Any:
+    """``record[keys[0]][keys[1]]...`` of the record beside ``path``, or a one-line error naming the record."""
+    value: Any = record
+    for i, key in enumerate(keys):
+        if not isinstance(value, Mapping) or key not in value:
+            raise CorruptCacheError(f"checkpoint record {Path(path).with_suffix('.json')} has no "
+                                    f"{'.'.join(keys[:i + 1])!r}; {fix}")
+        value = value[key]
+    return value
+
+
+def load_checked(path: str | Path, record: Mapping[str, Any] | None, fix: str) -> dict[str, Tensor]:
+    """The state dict in the checkpoint ``path`` (tensors only: ``weights_only``), checked against the
+    ``weights_hash`` of its ``record`` when there is one.
+
+    A file that does not load (cut short, not a checkpoint) or holds no state dict, and weights whose
+    :func:`state_hash` is not the record's, are each a one-line :class:`CorruptCacheError` naming
+    ``path`` (``fix``: how to get a sound one)."""
+    path = Path(path)
+    state = read_weights(path, "checkpoint", fix, CorruptCacheError)  # weights_only: no pickle runs
+    if not isinstance(state, dict) or not all(isinstance(v, Tensor) for v in state.values()):
+        raise CorruptCacheError(f"checkpoint {path} holds a {type(state).__name__}, not a state dict of tensors; "
+                                f"{fix}")
+    if record is not None:
+        want = record_entry(record, path, "weights_hash", fix=fix)
+        got = state_hash(state)
+        if got != want:
+            raise CorruptCacheError(f"checkpoint {path} does not match its record {path.with_suffix('.json')}: its "
+                                    f"weights hash to {got[:16]}..., the record says {str(want)[:16]}...; the file "
+                                    f"is damaged or was replaced; {fix}")
+    return state
+
+
+def weights_digest(model: str, args: Mapping[str, Any] | None = None) -> str | None:
+    """sha256 of the pretrained weights file(s) that model ``model`` with ``args`` reads (its builder's
+    ``weight_files(**args)`` lists them: a path in the config, a committed checkpoint, or a file an
+    environment variable names, which the config does not hold), or None when it reads none or they
+    are not here. A run records it, and a stored run is reused only while it is unchanged
+    (:func:`fedrepro.runs.fingerprint.inputs`). Each file is read once per process."""
+    files_of = getattr(MODELS.get(model), "weight_files", None)
+    if files_of is None:
+        return None
+    try:
+        files = files_of(**{**model_kwargs(model), **(args or {})})
+        if not files:
+            return None
+        return hashlib.sha256("\n".join(file_digest(f) for f in files).encode()).hexdigest()
+    except (OSError, FedreproError):  # missing or unreadable: building the model says what is wrong
+        return None

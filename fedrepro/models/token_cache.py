@@ -10,6 +10,7 @@ in, so cached and uncached runs are bitwise identical.
 from __future__ import annotations
 
 import hashlib
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import torch
 from torch import Tensor
 
 from ..data.base import norm_tensors, to_float
-from ..data.cache import load_cache, save_atomic
+from ..data.verified_cache import load_verified, save_verified
 from ..data.root import data_root
 from .record import state_hash, tensor_hash
 from .vit import ViTBackbone
@@ -49,11 +50,17 @@ class TokenCache:
                block: int) -> Tensor:
         """[N, T, d] tokens entering ``block`` (no prompts), read from disk or computed and stored."""
         path = self.root / f"vit-tokens-{self.key(backbone, images, mean, std, block)}.pt"
-        if path.is_file():
-            return load_cache(path, ["tokens"])["tokens"]
+        # Checked against its own digest, and one token set per image: a damaged, altered or short cache
+        # is computed again (a warning names it), never fed to a method.
+        entry = load_verified(path, ["tokens", "block"], {"block": block}) if path.is_file() else None
+        if entry is not None:
+            if isinstance(entry["tokens"], Tensor) and len(entry["tokens"]) == len(images):
+                return entry["tokens"]
+            warnings.warn(f"cache file {path} does not hold the tokens of {len(images)} images; rebuilding it",
+                          stacklevel=2)
         tokens = compute_tokens(backbone, images, mean, std, block)
         self.root.mkdir(parents=True, exist_ok=True)
-        save_atomic({"tokens": tokens, "block": block}, path)
+        save_verified({"tokens": tokens, "block": block}, path)
         return tokens
 
 

@@ -11,7 +11,6 @@ timm is an optional dependency (the ``clip`` extra), imported only when a ViT is
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, CorruptCacheError, FedreproError
 from .backbones import BlockHook, FrozenBackbone, chain_hooks, insert_prompts
+from .record import load_checked, read_record
 from .base import SplitModel, check_positive
 from .registry import MODELS
 
@@ -79,10 +79,16 @@ def committed_weights(name: str) -> Path:
     return path
 
 
+# What to do about a checkpoint that does not load or does not match its record.
+WEIGHTS_FIX = ("regenerate it with `fedrepro pretrain vit` (`make pretrain`), restore the committed file, or "
+               "name a sound file in model.args.weights")
+
+
 def checkpoint_meta(path: str | Path) -> dict[str, Any]:
-    """The JSON written beside a checkpoint by ``fedrepro pretrain`` ({} if there is none)."""
-    meta = Path(path).with_suffix(".json")
-    return json.loads(meta.read_text()) if meta.is_file() else {}
+    """The JSON written beside a checkpoint by ``fedrepro pretrain`` ({} if there is none; a one-line
+    error naming it when it is not a JSON object)."""
+    record = read_record(path, WEIGHTS_FIX)
+    return {} if record is None else record
 
 
 def _resolve_weights(weights: str | Path | None) -> Path | None:
@@ -115,13 +121,30 @@ def build_timm_vit(shape: ViTShape, weights: str | Path | None = None, tag: str 
     overlay = None
     if path is not None:
         overlay = {"file": str(path), "custom_load": path.suffix == ".npz"}  # .npz: JAX layout, timm's own reader
-        source = checkpoint_meta(path).get("shape")
+        record = checkpoint_meta(path)
+        if "weights_hash" in record:
+            # A checkpoint this repository pretrained: its weights must be the ones its record describes
+            # (a flipped bit or a swapped file is an error naming it, not a backbone to train prompts on).
+            load_checked(path, record, WEIGHTS_FIX)
+        source = record.get("shape")
         if source:
-            overlay["input_size"] = (source["in_channels"], source["image_size"], source["image_size"])
-    return timm.create_model(
-        f"{TIMM_ARCH}.{tag}", pretrained=path is not None, pretrained_cfg_overlay=overlay, num_classes=0,
-        **shape.timm_kwargs(),
-    )
+            try:
+                overlay["input_size"] = (source["in_channels"], source["image_size"], source["image_size"])
+            except (TypeError, KeyError) as e:
+                raise CorruptCacheError(f"checkpoint record {path.with_suffix('.json')} has an invalid shape "
+                                        f"({type(e).__name__}: {e}); {WEIGHTS_FIX}") from e
+    try:
+        return timm.create_model(
+            f"{TIMM_ARCH}.{tag}", pretrained=path is not None, pretrained_cfg_overlay=overlay, num_classes=0,
+            **shape.timm_kwargs(),
+        )
+    except FedreproError:
+        raise
+    except Exception as e:  # noqa: BLE001  (a file timm cannot read fails in many types: zip, EOF, npz, keys)
+        if path is None:
+            raise
+        raise CorruptCacheError(f"weights file {path} does not load into a ViT of this shape ({type(e).__name__}: "
+                                f"{(str(e).strip().splitlines() or [''])[0][:200]}); {WEIGHTS_FIX}") from e
 
 
 class ViTBackbone(FrozenBackbone):
@@ -226,6 +249,16 @@ def vit_b16(
     shape = ViTShape(image_size, in_channels, VIT_B16.patch_size, VIT_B16.dim, VIT_B16.depth, VIT_B16.heads,
                      VIT_B16.mlp_ratio, pad=image_size % VIT_B16.patch_size != 0)
     return vit_model(shape, num_classes, weights, tag)
+
+
+def _weight_files(weights: str | None = None, **_: object) -> list[Path]:
+    """The weights file a ``tiny_vit`` or ``vit_b16`` reads, for its runs' input digest
+    (:func:`fedrepro.models.record.weights_digest`)."""
+    path = _resolve_weights(weights)
+    return [] if path is None else [path]
+
+
+tiny_vit.weight_files = vit_b16.weight_files = _weight_files  # type: ignore[attr-defined]
 
 
 def shape_dict(shape: ViTShape) -> dict[str, Any]:

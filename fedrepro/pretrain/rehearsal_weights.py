@@ -34,6 +34,15 @@ def _save(state: dict, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def _done(path: Path) -> object:
+    """What ``done.json`` says was written, or None when it is missing or unreadable (cut short by a
+    crash or an edit): the weights are then written again, over whatever is there."""
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return None
+
+
 def write_rehearsal_weights(folder: str | Path, seed: int = 0) -> dict[str, Path]:
     """Write (once) the random full-size weights under ``folder``; returns their paths:
     ``{"vit_b16": file, "clip": folder of <arch>.pt files}``."""
@@ -43,8 +52,7 @@ def write_rehearsal_weights(folder: str | Path, seed: int = 0) -> dict[str, Path
     paths = {"vit_b16": folder / VIT_B16_FILE, "clip": folder / CLIP_FOLDER}
     done = folder / "done.json"
     record = {"seed": seed, "files": [VIT_B16_FILE, *(f"{CLIP_FOLDER}/{a}.pt" for a in CLIP_ARCHS)]}
-    if done.is_file() and json.loads(done.read_text()) == record and all((folder / f).is_file()
-                                                                           for f in record["files"]):
+    if _done(done) == record and all((folder / f).is_file() for f in record["files"]):
         return paths
     from ..models import create_model
     from ..models.clip import build_paper_clip

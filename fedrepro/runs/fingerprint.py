@@ -39,6 +39,7 @@ from typing import Callable
 
 from ..config import RunConfig
 from ..env.host import PACKAGE_PARENT
+from ..errors import FedreproError
 
 ROOT = PACKAGE_PARENT
 PACKAGE = ROOT / "fedrepro"
@@ -223,12 +224,34 @@ def combine(files: dict[str, str], links: list[str] = ()) -> str:
     return hashlib.sha256(json.dumps([sorted(files.values()), sorted(links)]).encode()).hexdigest()[:16]
 
 
+def inputs(cfg: RunConfig) -> dict[str, str]:
+    """Content digests of the input files of ``cfg``'s run that vary from user to user and that its config
+    does not fix: the dataset's files (:func:`fedrepro.data.registry.input_digest`) and a pretrained
+    weights file (:func:`fedrepro.models.record.weights_digest`); only those that are here. Recorded
+    apart from the code fingerprint (a Ray driver need not hold the data its workers read)."""
+    from ..data.registry import input_digest
+    from ..models.record import weights_digest
+
+    found = {"data": lambda: input_digest(cfg.data.dataset, cfg.data.dataset_args),
+             "weights": lambda: weights_digest(cfg.model.name, cfg.model.args)}
+    out = {}
+    for kind, digest in found.items():
+        try:
+            value = digest()
+        except FedreproError:  # an unknown name fails validation elsewhere, with its own message
+            value = None
+        if value:
+            out[kind] = value
+    return out
+
+
 def record(cfg: RunConfig) -> dict:
-    """What a run stores in its ``meta.json``."""
+    """What a run stores in its ``meta.json`` (``inputs`` only where it reads such files: :func:`inputs`)."""
     files, links = _code_today(cfg)
     data = data_files(cfg, files)
+    found = inputs(cfg)
     return {"code_fingerprint": combine({**files, **data}, links), "code_files": files, "code_links": links,
-            "data_files": data, "fingerprint_version": VERSION}
+            "data_files": data, "fingerprint_version": VERSION, **({"inputs": found} if found else {})}
 
 
 @lru_cache(maxsize=64)
@@ -302,4 +325,13 @@ def staleness(cfg: RunConfig, meta: dict) -> Staleness:
     if "data_files" in meta:  # runs recorded before data files were covered are checked on code alone
         data, had = data_files(cfg, files), meta["data_files"]
         changed += _unmatched(data, had) + _unmatched(had, data)
+    had = meta.get("inputs")
+    if isinstance(had, dict) and had:
+        # Trained on other input files (a changed dataset or weights file): its result is not this input's.
+        # Files that are not here today cannot be compared, and leave the stored run readable.
+        now = inputs(cfg)
+        moved = [f"{kind} input files" for kind in sorted(had) if kind in now and now[kind] != had[kind]]
+        if moved:
+            changed += moved
+            how += " and its recorded input digests"
     return Staleness(STALE if changed else FRESH, tuple(sorted(set(changed))), how)

@@ -21,3 +21,5 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("FEDREPRO_DOWNLOAD", raising=False)
     # The Debian package is installed on some machines; tests must not fall back to it.
     monkeypatch.setattr(fm, "DEBIAN_DIR", tmp_path / "no-debian-package")
+    # The test's own manifest, to which write_fake_fmnist adds its tiny files (tests/data/fmnist_files.py).
+    monkeypatch.setattr(fm, "MANIFEST", dict(fm.MANIFEST))

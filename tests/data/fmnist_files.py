@@ -1,13 +1,20 @@
 """Tiny Fashion-MNIST files in the true IDX format, for the Fashion-MNIST, IDX and Fashion-MNIST
-domains loader tests."""
+domains loader tests.
+
+The loader admits only files in its manifest (fedrepro.data.fashion_mnist.MANIFEST); the
+``_isolated`` fixture (tests/data/conftest.py) gives each test a copy of it, to which
+:func:`write_fake_fmnist` adds the files it writes. A file damaged afterwards is not in it."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import struct
 from pathlib import Path
 
 import numpy as np
 import torch
+
+import fedrepro.data.fashion_mnist as fm
 
 DEBIAN = Path("/usr/share/datasets/fashion-mnist")
 
@@ -28,6 +35,8 @@ def write_fake_fmnist(folder: Path, n_train: int = 60, n_test: int = 24, gz: boo
     }
     folder.mkdir(parents=True, exist_ok=True)
     for name, a in arrays.items():
+        # Outside _isolated the manifest is read-only: this fails rather than trust a fake for good.
+        fm.MANIFEST[name] = fm.MANIFEST[name] | {hashlib.sha256(idx_bytes(a)).hexdigest()}
         if gz:
             with gzip.open(folder / f"{name}.gz", "wb") as f:
                 f.write(idx_bytes(a))

@@ -58,3 +58,25 @@ def test_key_covers_data_augmentation_and_weights(tmp_path, clip):
 def test_augmentation_needs_a_tag(tmp_path, clip):
     with pytest.raises(ConfigError, match="augment_tag"):
         image_tokens(clip, _images(), cache_dir=tmp_path, augment=_flip)
+
+
+@pytest.mark.parametrize("damage", ["altered", "short"])
+def test_a_damaged_token_cache_is_computed_again(tmp_path, clip, damage):
+    # The cache sits in a data root others may share: it is checked against its own digest and must hold
+    # one token set per image (issue 53, class 5); a bad one is recomputed with a warning naming it.
+    from fedrepro.data.verified_cache import DIGEST, content_digest
+
+    x = _images()
+    first = image_tokens(clip, x, cache_dir=tmp_path)
+    (path,) = tmp_path.iterdir()
+    entry = torch.load(path, weights_only=True)
+    if damage == "altered":
+        entry["tokens"][0, 0, 0] += 1.0
+    else:
+        entry = {k: v for k, v in entry.items() if k != DIGEST}
+        entry["tokens"] = entry["tokens"][:3]
+        entry[DIGEST] = content_digest(entry)
+    torch.save(entry, path)
+    with pytest.warns(UserWarning, match="rebuilding it"):
+        again = image_tokens(clip, x, cache_dir=tmp_path)
+    assert torch.equal(again, first)

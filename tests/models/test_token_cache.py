@@ -44,3 +44,20 @@ def test_key_changes_with_weights_data_and_block(tmp_path):
     }
     assert len(keys) == 5
     assert cache.key(a, images, MEAN, STD, 2) == TokenCache(tmp_path).key(backbone(0), images.clone(), MEAN, STD, 2)
+
+
+def test_an_altered_token_cache_is_computed_again(tmp_path):
+    # Checked against its own digest (issue 53, class 5): an edited cache is recomputed with a warning.
+    import pytest
+
+    vit = backbone().eval()
+    images = torch.randint(0, 256, (6, 1, 28, 28), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    cache = TokenCache(tmp_path)
+    first = cache.tokens(vit, images, MEAN, STD, block=1)
+    (path,) = tmp_path.glob("vit-tokens-*.pt")
+    entry = torch.load(path, weights_only=True)
+    entry["tokens"][0, 0, 0] += 1.0
+    torch.save(entry, path)
+    with pytest.warns(UserWarning, match="altered.*rebuilding it"):
+        again = cache.tokens(vit, images, MEAN, STD, block=1)
+    assert torch.equal(again, first)
