@@ -11,7 +11,7 @@ from fedrepro.errors import ConfigError
 from fedrepro.papers.tables import Rows, TableDef
 from fedrepro.runs.pipeline import prepare_data
 from fedrepro.papers.plan import Need, Plan
-from fedrepro.execute.tuning import LrSearch, TuningPending
+from fedrepro.execute.tuning import MIN_VALIDATION_IMAGES, RULE_MARGIN, LrSearch, TuningPending
 
 
 def test_validation_is_hashed_only_when_set(tiny):
@@ -32,14 +32,33 @@ def test_a_search_names_what_is_wrong_with_it(kw, match):
         LrSearch(**kw)
 
 
+def _units(scores: dict, clients: int = 20, spread: float = 0.01) -> dict:
+    """Per-(seed, client) validation values around each rate's score: a common client effect plus
+    a small noise, so that differences of a few points are many standard errors apart."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    index = pd.MultiIndex.from_product([[1000], range(clients)], names=["seed", "client"])
+    base = rng.normal(0, 0.05, clients)
+    return {lr: pd.Series(v + base + rng.normal(0, spread, clients), index=index) for lr, v in scores.items()}
+
+
+def _fake(monkeypatch, scores, n_images=500, **kw):
+    units = _units(scores, **kw)
+    monkeypatch.setattr(LrSearch, "scores", lambda self, c: dict(scores))
+    monkeypatch.setattr(LrSearch, "units", lambda self, c: (units, n_images))
+
+
 def test_the_best_validation_score_wins_and_ties_go_to_the_setups_own_rate(tiny, monkeypatch):
     search = LrSearch(grid=(0.1, 0.01, 0.001))
     cfg = tiny(**{"train.lr": 0.01})
-    monkeypatch.setattr(LrSearch, "scores", lambda self, c: {0.1: 0.5, 0.01: 0.7, 0.001: 0.6})
+    _fake(monkeypatch, {0.1: 0.5, 0.01: 0.7, 0.001: 0.6})
     assert search.choose(cfg).train.lr == 0.01
-    monkeypatch.setattr(LrSearch, "scores", lambda self, c: {0.1: 0.8, 0.01: 0.7, 0.001: 0.6})
+    _fake(monkeypatch, {0.1: 0.8, 0.01: 0.7, 0.001: 0.6})
     assert search.choose(cfg).train.lr == 0.1
-    monkeypatch.setattr(LrSearch, "scores", lambda self, c: {0.1: 0.7, 0.01: 0.7, 0.001: 0.7})
+    assert search.decide(cfg).separated and search.decide(cfg).rule == RULE_MARGIN
+    # A flat score is within noise: the rule picks (no paper rate: the median candidate, 0.01).
+    _fake(monkeypatch, {0.1: 0.7, 0.01: 0.7, 0.001: 0.7})
     assert search.choose(cfg).train.lr == 0.01
     assert LrSearch(grid=(0.1, 0.01), applies=lambda c: False).choose(cfg) is cfg
 
@@ -62,11 +81,17 @@ def test_a_tuned_table_waits_for_its_search_then_runs_each_row_at_its_chosen_rat
     results = table.run("smoke", seeds=[0, 1], base=base, progress=False)
     search = table.search("smoke")
     for cfg in table.configs("smoke", seeds=[0, 1], base=base):
-        scores = search.scores(cfg)
-        assert cfg.train.lr == max(scores, key=scores.get)  # no ties on these runs
+        decision = search.decide(cfg)
+        # These runs score a handful of validation images: too few to pick a winner, so the rule picks
+        # (no paper rate: the median of the two, the lower).
+        assert decision.too_little_data and decision.n_images < MIN_VALIDATION_IMAGES
+        assert cfg.train.lr == decision.rate == 0.02
     assert set(results["lr"]) <= {0.2, 0.02} and len(results) == 4
     shown = search.table(table._untuned("smoke", [0], None, None, base, {}), lambda c: c.method.name)
-    assert list(shown.index) == ["fedavg", "local"] and list(shown.columns) == ["lr=0.2", "lr=0.02", "chosen lr"]
+    assert list(shown.index) == ["fedavg", "local"]
+    assert list(shown.columns) == ["lr=0.2", "lr=0.02", "chosen lr", "lr best", "lr runner-up", "lr margin", "lr SE",
+                                   "lr n val", "lr seeds", "lr rule"]
+    assert shown["lr rule"].str.startswith("too little data").all()
     # The search never scored the test split: each client's validation split is cut from its
     # training split (tests/test_validation_split.py checks the cut itself).
     ds, part = prepare_data(search_cfgs[0])
@@ -83,8 +108,9 @@ def test_a_rate_that_diverges_at_once_is_stored_unscored_and_loses(tiny, monkeyp
     assert res.summary["diverged_round"] == 1 and pd.isna(res.summary["final_acc_mean"])
     restore()
     search = LrSearch(grid=(0.3, 0.03))
-    monkeypatch.setattr(LrSearch, "scores", lambda self, c: {0.3: float("-inf"), 0.03: 0.4})
+    _fake(monkeypatch, {0.3: float("-inf"), 0.03: 0.4})
     assert search.choose(tiny()).train.lr == 0.03
+    assert search.decide(tiny()).margin == float("inf") and search.decide(tiny()).separated
 
 
 def test_a_plan_holds_only_the_search_runs_of_a_table_that_waits_and_marks_its_notebook(tiny, monkeypatch):

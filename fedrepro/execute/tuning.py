@@ -3,11 +3,24 @@
 A table that compares methods gives each the same budget: every row (a method, or a method with
 its own arguments) tries every learning rate of one grid, on its own config with a share of the
 training split held out as validation data (``data.validation``; the test split is never read),
-at one seed that no claim reads (:data:`TUNING_SEED`: a claim's seeds count up from 0, to 12 at
-most), so that no claim's runs share a seed and a split with the search that chose their rate. The rate with the
-highest validation score is the row's, for every seed of the
-table. A row that still fails to learn at its best rate is a straw man of the table, not of the
-tuning, and the notebook shows it apart.
+at seeds that no claim reads (:data:`TUNING_SEED` and, with ``repeats``, the seeds after it: a
+claim's seeds count up from 0, to 12 at most), so that no claim's runs share a seed and a split with
+the search that chose their rate. The rate is the row's for every seed of the table. A row that
+still fails to learn at its best rate is a straw man of the table, not of the tuning, and the
+notebook shows it apart.
+
+**A search decides only what its validation data can tell apart** (:meth:`LrSearch.decide`). A
+rate's score is its mean validation score over the tuning seeds. The best rate wins outright only
+when (a) its runs were scored on at least :data:`MIN_VALIDATION_IMAGES` validation images in all
+(every tuning seed's, summed), and (b) it beats every other rate by more than the standard error
+of their paired difference, computed from the per-client differences (each client at each tuning
+seed is one pair; a metric without per-client values pairs the seeds). Otherwise the rates that
+data cannot tell from the best (all the scored rates when there is too little data) are the
+candidates, and a stated rule picks one: the paper's own rate (``paper_rate``) if it is among them,
+else the median candidate (by value; the lower of the two middle ones for an even count). The
+decision, its margin (the best rate's score minus the runner-up's), the standard error, the number
+of validation images and the rule are kept with it (:class:`SearchDecision`) and shown beside every
+searched row (:meth:`LrSearch.table`).
 
 The search runs are ordinary runs (stored, reused, fingerprinted). Until all of a row's search
 runs are stored, its rate is unknown: :meth:`LrSearch.choose` raises :class:`TuningPending`
@@ -16,16 +29,18 @@ before planning the table again.
 """
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from ..config import RunConfig
 from ..errors import ConfigError, FedreproError
-from ..runs.store import RunStore
+from ..runs.store import RunResult, RunStore
 from ..params import check_fields, hp
 
 
@@ -54,11 +69,20 @@ def provisional_rates() -> Iterator[list[RunConfig]]:
         _WAITING.reset(token)
 
 
-# The search's seed: none of the claim seeds (0, 1, 2, ... up to a sequential claim's 12) nor the
-# table seeds (0, 1, 2), so that a claim never reads the seed its rates were chosen at.
+# The search's first seed: none of the claim seeds (0, 1, 2, ... up to a sequential claim's 12) nor the
+# table seeds (0, 1, 2), so that a claim never reads the seed its rates were chosen at. A search with
+# ``repeats`` also runs at the seeds after it (1001, 1002, ...).
 TUNING_SEED = 1000
 # The rates a search may choose: the step size of every parameter, or of the prompts alone.
 SEARCH_KEYS = ("train.lr", "train.prompt_lr")
+# The fewest validation images (over all tuning seeds) on which a search may pick its best rate outright;
+# below it the stated rule picks (LrSearch.decide). At 100 images one image moves a score by a point.
+MIN_VALIDATION_IMAGES = 100
+# How a decision was made (SearchDecision.rule).
+RULE_MARGIN = "best by more than its SE"
+RULE_PAPER = "within noise: the paper's rate"
+RULE_MEDIAN = "within noise: the median candidate"
+TOO_LITTLE = "too little data"
 
 
 def _rates(grid: Any) -> bool:
@@ -71,20 +95,169 @@ def _rates(grid: Any) -> bool:
 
 
 @dataclass(frozen=True)
+class SearchDecision:
+    """How a search chose a row's rate: ``rate`` (the one the row trains at), ``best`` (the highest
+    validation score) and ``runner_up`` (the second), ``margin`` (best − runner-up, in the metric's
+    units; +inf when the runner-up diverged), ``se`` (the standard error of their paired difference),
+    ``n_images`` (validation images, summed over the tuning seeds), ``n_pairs`` (the paired units: clients
+    × seeds, or seeds), ``seeds`` (the tuning seeds), ``candidates`` (the rates the data cannot tell
+    from the best, or every scored rate with too little data) and ``rule`` (:data:`RULE_MARGIN`, or
+    the rule that picked among the candidates, prefixed with :data:`TOO_LITTLE` when ``n_images`` <
+    :data:`MIN_VALIDATION_IMAGES`)."""
+
+    rate: float
+    best: float
+    runner_up: float | None
+    margin: float
+    se: float
+    n_images: int
+    n_pairs: int
+    seeds: tuple[int, ...]
+    candidates: tuple[float, ...]
+    rule: str
+
+    @property
+    def too_little_data(self) -> bool:
+        return self.rule.startswith(TOO_LITTLE)
+
+    @property
+    def separated(self) -> bool:
+        """Whether the best rate won on its margin (not by the rule)."""
+        return self.rule == RULE_MARGIN
+
+    def text(self, key: str = "lr", scale: float = 100.0, unit: str = " pts") -> str:
+        """One line: the rate, the margin and its SE, the data behind it and the rule."""
+        if self.runner_up is None:
+            vs = "no runner-up"
+        else:
+            m = "+∞" if math.isinf(self.margin) else f"{scale * self.margin:+.2f}{unit}"
+            vs = f"{key} {self.best:g} {m} over {key} {self.runner_up:g} (SE {scale * self.se:.2f}{unit})"
+        return (f"{key} {self.rate:g} ({self.rule}): {vs}; {self.n_images} validation images over "
+                f"{len(self.seeds)} tuning seed{'s' if len(self.seeds) != 1 else ''}")
+
+
+# Per-unit validation values of a stored run, by (path, summary file stamp, metric): decide() reads each
+# search run once per process however many rows and seeds ask for it.
+_UNITS: dict[tuple, tuple[pd.Series, int]] = {}
+
+
+def _client_column(metric: str) -> tuple[str, str] | None:
+    """``(when, column)`` of a per-client metric (``final_acc_mean`` -> ``("final", "acc")``), else None."""
+    when, _, rest = metric.partition("_")
+    if when not in ("final", "best") or not rest.endswith("_mean"):
+        return None
+    return when, rest.removesuffix("_mean")
+
+
+def run_units(result: RunResult, metric: str) -> tuple[pd.Series, int]:
+    """``(values, n_images)`` of one stored search run: its per-client ``metric`` at the round the
+    metric reads (the final round, or the best round for ``best_*``) over the participating clients
+    with a score, indexed by client, and their validation images; a metric that is no per-client
+    mean gives the run's one value (index -1) and the images of the final round."""
+    summary = result.summary
+    f = result.path / "summary.json"
+    try:
+        stat = f.stat()
+        stamp = (stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        stamp = None
+    key = (str(result.path), stamp, metric)
+    if stamp is not None and key in _UNITS:
+        return _UNITS[key]
+    clients = result.clients
+    spec = _client_column(metric)
+    if clients.empty:
+        out = pd.Series(dtype=float), 0
+    else:
+        if spec is not None and spec[0] == "best" and summary.get("best_round"):
+            at = summary["best_round"]
+        else:
+            at = clients["round"].max()
+        rows = clients[(clients["round"] == at) & ~clients["held_out"].fillna(False).astype(bool)]
+        if spec is not None and spec[1] in rows:
+            scored = rows[rows[spec[1]].notna()]
+            out = (pd.Series(scored[spec[1]].to_numpy(dtype=float), index=scored["client"].astype(int)),
+                   int(scored["n_test"].fillna(0).sum()))
+        else:
+            v = summary.get(metric)
+            value = float("nan") if v is None else float(v)
+            out = pd.Series([value], index=[-1]), int(rows["n_test"].fillna(0).sum())
+    if stamp is not None:
+        _UNITS[key] = out
+    return out
+
+
+def _paired(a: pd.Series, b: pd.Series) -> tuple[float, float, int]:
+    """``(mean, standard error, n)`` of the paired differences a − b over their common units (SE +inf
+    with fewer than two pairs: nothing to estimate the noise from)."""
+    if a.empty or b.empty:
+        return float("nan"), math.inf, 0
+    common = a.index.intersection(b.index)
+    d = (a.loc[common] - b.loc[common]).to_numpy(dtype=float)
+    d = d[np.isfinite(d)]
+    if d.size == 0:
+        return float("nan"), math.inf, 0
+    se = float(d.std(ddof=1) / math.sqrt(d.size)) if d.size >= 2 else math.inf
+    return float(d.mean()), se, int(d.size)
+
+
+def median_candidate(candidates: Sequence[float]) -> float:
+    """The median of ``candidates`` by value; the lower of the two middle ones for an even count."""
+    ordered = sorted(float(c) for c in candidates)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def decide_rate(scores: Mapping[float, float], units: Mapping[float, pd.Series], n_images: int,
+           ranked: Sequence[float], paper_rate: float | None = None, seeds: Sequence[int] = ()) -> SearchDecision:
+    """The search's rule (the module docstring) on validation ``scores`` by rate, their per-unit values
+    ``units`` by rate (indexed alike: (seed, client) pairs), ``n_images`` validation images in all, the
+    rates ``ranked`` best first (ties already broken) and the paper's rate (None: not given)."""
+    best = ranked[0]
+    runner_up = ranked[1] if len(ranked) > 1 else None
+    gaps = {}
+    for r in ranked[1:]:
+        if scores[r] == -math.inf and scores[best] > -math.inf:  # a diverged rate is told apart by its divergence
+            gaps[r] = (math.inf, 0.0)
+            continue
+        _, se, _ = _paired(units.get(best, pd.Series(dtype=float)), units.get(r, pd.Series(dtype=float)))
+        gaps[r] = (scores[best] - scores[r], se)
+    margin, se = gaps[runner_up] if runner_up is not None else (float("nan"), float("nan"))
+    n_pairs = _paired(units.get(best, pd.Series(dtype=float)),
+                      units.get(runner_up, pd.Series(dtype=float)))[2] if runner_up is not None else 0
+    finite = [r for r in ranked if scores[r] > -math.inf]
+    if n_images < MIN_VALIDATION_IMAGES:
+        pool, prefix = finite or list(ranked), f"{TOO_LITTLE} ({n_images} < {MIN_VALIDATION_IMAGES} images); "
+    else:
+        pool, prefix = [best] + [r for r, (m, s) in gaps.items() if not m > s], ""
+        if len(pool) == 1:
+            return SearchDecision(best, best, runner_up, margin, se, n_images, n_pairs, tuple(seeds), (best,),
+                                  RULE_MARGIN)
+    if paper_rate is not None and any(math.isclose(paper_rate, r, rel_tol=1e-9) for r in pool):
+        rate, rule = next(r for r in pool if math.isclose(paper_rate, r, rel_tol=1e-9)), RULE_PAPER
+    else:
+        rate, rule = median_candidate(pool), RULE_MEDIAN
+    return SearchDecision(float(rate), best, runner_up, margin, se, n_images, n_pairs, tuple(seeds),
+                          tuple(sorted(float(r) for r in pool)), prefix + rule)
+
+
+@dataclass(frozen=True)
 class LrSearch:
     """``key`` (``train.lr``, or ``train.prompt_lr``) per row, chosen from ``grid`` by ``metric`` on
-    validation data.
+    validation data, by the rule of :meth:`decide` (the module docstring).
 
-    ``validation``: the share of each run's training split held out (stratified) as its test
-    split; ``seed``: the one seed the search runs at (:data:`TUNING_SEED`, which no claim reads);
+    ``validation``: the share of each run's training split held out (at random) as its test
+    split; ``seed``: the first seed the search runs at (:data:`TUNING_SEED`, which no claim reads),
+    ``repeats``: how many seeds from it (each rate runs at every one, and its score is the mean), so
+    that the search has enough validation data to tell its rates apart; ``paper_rate``: the rate the
+    rule picks when the rates are within noise and it is among them (None: the median candidate);
     ``applies``: which rows are searched (default all; the others keep their config's rate);
     ``on``: the config a row's search runs on (default the row's own; e.g. the method on one
-    reference split, so that every table showing the method uses one search). Ties go to the rate
-    nearest the setup's own (the first in grid order when equally near), so a flat score never
-    moves a row away from it. Every rate trains one fixed budget: a row that stops when flat
-    (``train.stop_when_flat``) is searched at ``train.flat_from`` rounds (the pilot's budget it trains
-    in full; its maximum when that is 0) without the rule, so its rates are never compared at rounds
-    their own curves chose, and its search runs are the first rounds of its own runs.
+    reference split, so that every table showing the method uses one search). Ties of the mean
+    score go to the rate nearest the setup's own (the first in grid order when equally near), so a
+    flat score never moves the best rate away from it. Every rate trains one fixed budget: a row that
+    stops when flat (``train.stop_when_flat``) is searched at ``train.flat_from`` rounds (the pilot's
+    budget it trains in full; its maximum when that is 0) without the rule, so its rates are never
+    compared at rounds their own curves chose, and its search runs are the first rounds of its own runs.
     """
 
     grid: tuple[float, ...] = hp(check=_rates, valid="two or more distinct positive learning rates")
@@ -100,6 +273,8 @@ class LrSearch:
     eta: int = hp(3, ge=2)
     on: Callable[[RunConfig], RunConfig] | None = hp(None)
     key: str = hp("train.lr", choices=SEARCH_KEYS)
+    repeats: int = hp(1, ge=1, le=100)
+    paper_rate: float | None = hp(None, gt=0)
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -113,15 +288,21 @@ class LrSearch:
         PEP-FedPT's head rate then prompt rate, names each)."""
         return (self,)
 
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        """The tuning seeds: ``seed`` and the ``repeats − 1`` after it."""
+        return tuple(self.seed + i for i in range(self.repeats))
+
     def full_configs(self, cfg: RunConfig) -> list[RunConfig]:
-        """The row's full search runs: its config at the search seed, on validation data, once per rate."""
+        """The row's full search runs: its config on validation data, once per rate and tuning seed
+        (rate by rate)."""
         if not self.searched(cfg):
             return []
         start = cfg if self.on is None else self.on(cfg)
         t = start.train
         fixed = {"train.stop_when_flat": False, "train.rounds": t.flat_from or t.rounds} if t.stop_when_flat else {}
-        return [start.replace(**{**fixed, "seed": self.seed, "data.validation": self.validation, self.key: float(lr)})
-                for lr in self.grid]
+        return [start.replace(**{**fixed, "seed": s, "data.validation": self.validation, self.key: float(lr)})
+                for lr in self.grid for s in self.seeds]
 
     def rate(self, cfg: RunConfig) -> float:
         """``cfg``'s value of the searched rate (``key``)."""
@@ -164,8 +345,8 @@ class LrSearch:
 
     def ranked(self, scores: Mapping[float, float], own: float) -> list[float]:
         """The grid's rates that ``scores`` scores, best first: by score, a tie to the rate nearest
-        ``own`` (the setup's), then in grid order. The search's one ranking rule: :meth:`choose`
-        takes the first, :meth:`survivors` the first :meth:`kept`."""
+        ``own`` (the setup's), then in grid order. The search's one ranking rule: :meth:`decide`
+        starts from it, :meth:`survivors` takes the first :meth:`kept`."""
         scored = [lr for lr in self.grid if float(lr) in scores]
         return [float(lr) for lr in sorted(scored, key=lambda lr: (-scores[float(lr)], abs(lr - own),
                                                                     self.grid.index(lr)))]
@@ -176,10 +357,11 @@ class LrSearch:
         and the rates whose full runs it trains, read off the stored
         full runs of the same search without it (``rounds_of``: a full run's stored rounds): a short
         run is the first :meth:`short_rounds` rounds of its rate's full run, bit for bit
-        (:mod:`fedrepro.runs.prefix`), so its score is the full run's score at that round. The
-        survivors' full scores are the stored ones. Raises :class:`TuningPending` until every full
-        run is stored, and :class:`ConfigError` where a short run is not such a prefix (its last
-        round not evaluated in the full run, or a method whose rounds depend on their number)."""
+        (:mod:`fedrepro.runs.prefix`), so its score is the full run's score at that round (the mean
+        over the tuning seeds). The survivors' full runs decide as :meth:`decide` does. Raises
+        :class:`TuningPending` until every full run is stored, and :class:`ConfigError` where a short
+        run is not such a prefix (its last round not evaluated in the full run, or a method whose
+        rounds depend on their number)."""
         from ..methods import METHODS
         from ..runs.prefix import reads_total_rounds
 
@@ -194,44 +376,49 @@ class LrSearch:
         if reads_total_rounds(METHODS.get(full[0].method.name)):
             raise ConfigError(f"replay_halving: {full[0].method.name}'s rounds depend on train.rounds, so a short "
                               "run is not the first rounds of the full one; train it instead")
-        summaries = self._stored_summaries(full)
-        final = self._scores_of(summaries)
+        results = self._stored_results(full)
         at, column = self.short_rounds(cfg), self.metric.removeprefix("final_")
-        short = {}
+        per_seed: dict[float, list[float]] = {}
         for c in full:
-            diverged = summaries[self.rate(c)].get("diverged_round")
+            lr = self.rate(c)
+            diverged = results[(lr, c.seed)].summary.get("diverged_round")
             if diverged is not None and diverged <= at:  # the short run diverges in the same round
-                short[self.rate(c)] = float("-inf")  # and loses, as a diverged full run does
+                per_seed.setdefault(lr, []).append(float("-inf"))  # and loses, as a diverged full run does
                 continue
             rounds = rounds_of(c)
             row = rounds[rounds["round"] == at]
             if row.empty or column not in row or pd.isna(row[column].iloc[0]):
                 raise ConfigError(f"replay_halving: run {c.hash()} has no {column} at round {at} (eval_every="
                                   f"{c.train.eval_every}); train the short run instead")
-            short[self.rate(c)] = float(row[column].iloc[0])
+            per_seed.setdefault(lr, []).append(float(row[column].iloc[0]))
+        short = {lr: float(np.mean(v)) for lr, v in per_seed.items()}
         keep = self.ranked(short, self.rate(cfg))[:self.kept()]
-        return self.ranked({lr: final[lr] for lr in keep}, self.rate(cfg))[0], keep
+        return self._decide_on(cfg, [c for c in full if self.rate(c) in keep], results).rate, keep
 
     def short_scores(self, cfg: RunConfig) -> dict[float, float]:
-        """Validation score per rate of the short runs with ``halving``."""
+        """Validation score per rate of the short runs with ``halving`` (the mean over the tuning seeds)."""
         return self._stored_scores(self.short_configs(cfg))
 
-    def scores(self, cfg: RunConfig) -> dict[float, float]:
-        """Validation score per rate for ``cfg``'s row (with ``halving``, of the survivors' full runs
-        only); raises :class:`TuningPending` when some search runs are not stored (or are stale under
-        the stale policy, so they will be trained anew)."""
+    def _decided_runs(self, cfg: RunConfig) -> list[RunConfig]:
+        """The full runs the decision reads (with ``halving``, the survivors' only)."""
         runs = self.full_configs(cfg)
         if self.halving:
             keep = self.survivors(cfg)
             runs = [c for c in runs if self.rate(c) in keep]
-        return self._stored_scores(runs)
+        return runs
+
+    def scores(self, cfg: RunConfig) -> dict[float, float]:
+        """Validation score per rate for ``cfg``'s row, the mean over the tuning seeds (with ``halving``,
+        of the survivors' full runs only); raises :class:`TuningPending` when some search runs are not
+        stored (or are stale under the stale policy, so they will be trained anew)."""
+        return self._stored_scores(self._decided_runs(cfg))
 
     def _stored_scores(self, runs: list[RunConfig]) -> dict[float, float]:
-        return self._scores_of(self._stored_summaries(runs))
+        return self._scores_of({k: r.summary for k, r in self._stored_results(runs).items()})
 
-    def _stored_summaries(self, runs: list[RunConfig]) -> dict[float, dict]:
-        """Each run's stored summary by rate; raises :class:`TuningPending` naming the runs not stored
-        (or stale under the stale policy, so they will be trained anew)."""
+    def _stored_results(self, runs: list[RunConfig]) -> dict[tuple[float, int], RunResult]:
+        """Each run's stored result by (rate, seed); raises :class:`TuningPending` naming the runs not
+        stored (or stale under the stale policy, so they will be trained anew)."""
         from ..runs.train import is_stale as _is_stale, on_stale_policy
 
         policy = on_stale_policy()
@@ -239,37 +426,73 @@ class LrSearch:
                    or _is_stale(RunStore(c.runs_dir), c, policy)]
         if missing:
             raise TuningPending(missing)
-        return {self.rate(c): RunStore(c.runs_dir).load(c).summary for c in runs}
+        return {(self.rate(c), c.seed): RunStore(c.runs_dir).load(c) for c in runs}
 
-    def _scores_of(self, summaries: Mapping[float, dict]) -> dict[float, float]:
-        out = {}
-        for lr, summary in summaries.items():
+    def _scores_of(self, summaries: Mapping[tuple[float, int], dict]) -> dict[float, float]:
+        """The mean score over the tuning seeds by rate; a rate that diverged at any seed (no score)
+        loses to any rate that was scored at every seed."""
+        per_rate: dict[float, list[float]] = {}
+        for (lr, _), summary in summaries.items():
             if self.metric not in summary:
                 raise ConfigError(f"LrSearch(metric={self.metric!r}): run {summary.get('config_hash')} has no such "
                                   "summary value; valid: " + ", ".join(sorted(k for k in summary
                                                                                if k.startswith(("best_", "final_")))))
             v = summary[self.metric]  # NaN is stored as null
-            # A diverged run (no score) loses to any run that was scored.
-            out[lr] = float("-inf") if v is None or v != v else float(v)
-        return out
+            per_rate.setdefault(lr, []).append(float("-inf") if v is None or v != v else float(v))
+        return {lr: float(np.mean(v)) if all(math.isfinite(x) for x in v) else float("-inf")
+                for lr, v in per_rate.items()}
+
+    def units(self, cfg: RunConfig) -> tuple[dict[float, pd.Series], int]:
+        """``(values by rate, n_images)``: each rate's per-unit validation values over the tuning seeds,
+        indexed by (seed, client) (:func:`run_units`), and the validation images one rate's runs were
+        scored on, summed over the seeds (the most of any rate's: a diverged run scores none)."""
+        return self._units_of(self._stored_results(self._decided_runs(cfg)))
+
+    def _units_of(self, results: Mapping[tuple[float, int], RunResult]) -> tuple[dict[float, pd.Series], int]:
+        parts: dict[float, list[pd.Series]] = {}
+        images: dict[float, int] = {}
+        for (lr, seed), res in results.items():
+            values, n = run_units(res, self.metric)
+            parts.setdefault(lr, []).append(pd.Series(values.to_numpy(), index=pd.MultiIndex.from_arrays(
+                [[seed] * len(values), values.index.to_numpy()], names=["seed", "client"])))
+            images[lr] = images.get(lr, 0) + n
+        units = {lr: pd.concat(p) for lr, p in parts.items()}
+        return units, max(images.values(), default=0)
+
+    def _decide_on(self, cfg: RunConfig, runs: list[RunConfig],
+                   results: Mapping[tuple[float, int], RunResult] | None = None) -> SearchDecision:
+        results = {k: v for k, v in (results or self._stored_results(runs)).items()
+                   if k in {(self.rate(c), c.seed) for c in runs}}
+        scores = self._scores_of({k: r.summary for k, r in results.items()})
+        units, n_images = self._units_of(results)
+        return decide_rate(scores, units, n_images, self.ranked(scores, self.rate(cfg)), self.paper_rate, self.seeds)
+
+    def decide(self, cfg: RunConfig) -> SearchDecision:
+        """How the search picks ``cfg``'s row's rate (the module docstring's rule) from its stored runs;
+        raises :class:`TuningPending` until they are stored."""
+        scores = self.scores(cfg)
+        units, n_images = self.units(cfg)
+        return decide_rate(scores, units, n_images, self.ranked(scores, self.rate(cfg)), self.paper_rate, self.seeds)
 
     def choose(self, cfg: RunConfig) -> RunConfig:
         """``cfg`` with its row's chosen rate (unchanged when the row is not searched)."""
         if not self.searched(cfg):
             return cfg
         try:
-            scores = self.scores(cfg)
+            decision = self.decide(cfg)
         except TuningPending as e:
             waiting = _WAITING.get()
             if waiting is None:
                 raise
             waiting.extend(e.configs)
             return cfg
-        return cfg.replace(**{self.key: self.ranked(scores, self.rate(cfg))[0]})
+        return cfg.replace(**{self.key: decision.rate})
 
     def table(self, cfgs: Sequence[RunConfig], label: Callable[[RunConfig], str]) -> pd.DataFrame:
         """The search as a table: one row per searched row of ``cfgs`` (by ``label``), one column per
-        rate (the validation score), and the rate chosen."""
+        rate (the validation score, the mean over the tuning seeds), the rate chosen, and beside it
+        the decision (:class:`SearchDecision`): the best rate's margin over the runner-up, its SE, the
+        validation images and the rule."""
         rows, seen = [], set()
         for cfg in cfgs:
             name = label(cfg)
@@ -277,11 +500,18 @@ class LrSearch:
                 continue
             seen.add(name)
             scores = self.scores(cfg)
+            d = self.decide(cfg)
             key = self.key.split(".", 1)[1]
             short = {f"short {key}={lr:g}": v for lr, v in self.short_scores(cfg).items()} if self.halving else {}
             full = {f"{key}={lr:g}": scores.get(float(lr), float("nan")) for lr in self.grid}  # NaN: pruned
-            rows.append({"row": name, **short, **full, f"chosen {key}": self.rate(self.choose(cfg))})
+            rows.append({"row": name, **short, **full, f"chosen {key}": d.rate, **decision_columns(d, key)})
         return pd.DataFrame(rows).set_index("row") if rows else pd.DataFrame()
+
+
+def decision_columns(d: SearchDecision, key: str = "lr") -> dict[str, Any]:
+    """A decision's columns beside its row (:meth:`LrSearch.table`), named after the searched key."""
+    return {f"{key} best": d.best, f"{key} runner-up": d.runner_up, f"{key} margin": d.margin, f"{key} SE": d.se,
+            f"{key} n val": d.n_images, f"{key} seeds": len(d.seeds), f"{key} rule": d.rule}
 
 
 STRAW_CHANCE = 2.0  # a score below twice chance has not learned the task

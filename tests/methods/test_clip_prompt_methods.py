@@ -256,7 +256,7 @@ def test_pfedprompt_cache_holds_only_the_clients_own_train_split(tiny):
     feats = m.features(c, "test")
     logits = m.score(st.shared["ctx"], feats)
     aff = torch.exp(-5.5 * (1 - feats.pooled @ m.cache(c)[0].T))
-    want = m.result(logits + aff @ m.cache(c)[1], feats.labels)
+    want = m.result(logits + m.cache_weight * aff @ m.cache(c)[1], feats.labels)  # tests/methods/test_pfedprompt.py
     res = m.evaluate(st.shared, st.client_states[c.cid], c, None)
     assert res.correct == want.correct and res.loss_sum == pytest.approx(want.loss_sum, rel=1e-6)
     assert res.correct > m.result(logits, feats.labels).correct  # the cache knows the client's classes

@@ -9,6 +9,12 @@ At the small profiles each method trains at its own learning rate, the best of {
 1} on validation data of the noisy pathological split (at the row's shot count) at the tuning seed
 (:func:`fedrepro.papers.fedotp.tables.lr_search`; notebook 01 shows the search); the paper profile
 keeps the official code's 0.001 for every method.
+
+Local CoOp runs at two budgets: ``coop``, the paper's row, at the official code's (one session of
+:data:`COOP_SESSION_EPOCHS` epochs, :mod:`fedrepro.methods.coop`), and ``coop (equal budget, ours)``,
+its prompt trained every round as the federated methods' are. pFedPrompt (our reading) runs with its
+cache weighed against the CLIP's logit scale (``pfedprompt``, the default) and unscaled
+(``pfedprompt (unscaled cache)``), :mod:`fedrepro.methods.pfedprompt`.
 """
 from __future__ import annotations
 
@@ -21,8 +27,18 @@ METHODS = (*BASELINES, "fedotp")
 TRAINED = tuple(m for m in METHODS if m != "zeroshot_clip")
 LR_GRID = (0.001, 0.01, 0.1, 1.0)
 
+# The official code's local CoOp: one session of MAX_EPOCH = 10 epochs (configs/trainers/GLP_OT/local.yaml;
+# federated_main.py's "local" branch breaks its round loop after the first round).
+COOP_SESSION_EPOCHS = 10
+COOP_EQUAL = "coop (equal budget, ours)"
+PFEDPROMPT_UNSCALED = "pfedprompt (unscaled cache)"
+# The methods whose row is more than the method's name: CoOp at the official budget.
+METHOD_ROWS = {"coop": {M: "coop", ARGS: {"session_epochs": COOP_SESSION_EPOCHS}}}
+
 # Table 4's variants (and "ours": KL-penalised UOT), and our prompt-set ablations.
 SETTINGS = {
+    COOP_EQUAL: {M: "coop"},
+    PFEDPROMPT_UNSCALED: {M: "pfedprompt", ARGS: {"cache_scale": "none"}},
     "fedotp_average": {M: "fedotp", ARGS: {"ot": "average"}},
     "fedotp_ot": {M: "fedotp", ARGS: {"ot": "ot"}},
     "fedotp_kl_uot (ours)": {M: "fedotp", ARGS: {"ot": "kl_uot"}},
@@ -39,7 +55,9 @@ SETTINGS = {
 }
 ABLATIONS = ("fedotp_local_only (ours)", "fedotp_global_only (ours)")
 OT_VARIANTS = ("fedotp_average", "fedotp_ot", "fedotp")
-QUIRKS = tuple(k for k in SETTINGS if k.startswith("official") or "," in k)
+QUIRKS = tuple(k for k in SETTINGS if k.startswith("official") or k.split(",")[0] in METHODS and "," in k)
+# Each baseline's other reading, shown beside it (claims read the first of each pair).
+SECOND_READINGS = {"coop": COOP_EQUAL, "pfedprompt": PFEDPROMPT_UNSCALED}
 
 
 def _method(name: str) -> str:
@@ -49,6 +67,8 @@ def _method(name: str) -> str:
 def row(name: str, profile: str) -> dict:
     """The config overrides of a row key (a method, a variant, an ablation or a quirk) at ``profile``."""
     # Its learning rate is the search's (tables.lr_search), not a constant here.
+    if name in METHOD_ROWS:
+        return {k: dict(v) if isinstance(v, dict) else v for k, v in METHOD_ROWS[name].items()}
     return {M: name} if name in METHODS else dict(SETTINGS[name])
 
 

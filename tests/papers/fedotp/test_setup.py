@@ -6,8 +6,9 @@ import pytest
 from fedrepro.errors import ConfigError
 from fedrepro.methods import METHODS
 from fedrepro.papers import PAPERS, paper, setup, variants
-from fedrepro.papers.fedotp.tables import STUDY_ARMS, lr_search, study_label
-from fedrepro.papers.fedotp.variants import LR_GRID, TRAINED, SETTINGS, row
+from fedrepro.papers.fedotp.tables import SEARCH_VALIDATION, STUDY_ARMS, lr_search, study_label
+from fedrepro.papers.fedotp.variants import (COOP_EQUAL, COOP_SESSION_EPOCHS, LR_GRID, PFEDPROMPT_UNSCALED, SETTINGS,
+                                             TRAINED, row)
 from fedrepro.papers.fedotp.variants import METHODS as ROWS
 
 PROFILES = ("smoke", "laptop", "paper")
@@ -86,15 +87,48 @@ def test_every_table_resolves(profile):
         len(mod.datasets(profile)) * len(mod.TABLES["label_shift"].configs(profile, tuned=False))
 
 
-def test_a_pathological_rows_search_runs_at_its_own_shot_count():
+def test_a_pathological_rows_search_runs_at_twice_its_own_shot_count_half_held_out():
     search, shots = lr_search("laptop"), paper("fedotp").TABLES["shots"]
+    assert search.validation == SEARCH_VALIDATION == 0.5 and search.seeds == (1000, 1001, 1002)
+    assert search.paper_rate == 0.001  # the official code's, which the rule picks within noise
     for cfg in shots.configs("laptop", tuned=False):
         n = cfg.data.partition_args["shots"]
         searched = {c.data.partition_args["shots"] for c in search.search_configs(cfg)}
-        assert searched == {max(n, 2)}, n  # 1 shot leaves nothing to hold out: searched at 2
-    # A Dirichlet row keeps the 4-shot pathological search.
+        assert searched == {2 * n}, n  # a client trains on about the row's images, and as many are held out
+    # A Dirichlet row keeps the pathological split's search (4 shots, so 8).
     base = setup("fedotp", "laptop", "dirichlet").replace(**{"method.name": "fedotp"})
-    assert {c.data.partition_args["shots"] for c in search.search_configs(base)} == {4}
+    assert {c.data.partition_args["shots"] for c in search.search_configs(base)} == {8}
+
+
+def test_the_search_of_a_4_shot_row_has_enough_validation_images_to_decide():
+    """Issue 55: the search held out 10 images in all, and one image chose FedOTP's rate. Now a 4-shot
+    row's search scores at least MIN_VALIDATION_IMAGES, counted on the splits it runs on."""
+    from fedrepro.execute.tuning import MIN_VALIDATION_IMAGES
+    from fedrepro.runs.pipeline import prepare_data
+
+    search = lr_search("laptop")
+    cfg = setup("fedotp", "laptop", "pathological:noisy", method__name="fedotp")
+    runs = [c for c in search.full_configs(cfg) if c.train.lr == LR_GRID[0]]
+    assert len(runs) == len(search.seeds)
+    images = sum(sum(len(t) for t in prepare_data(c)[1].test) for c in runs)
+    assert images >= MIN_VALIDATION_IMAGES, images
+    # The old search: a fifth of 8 shots at one seed.
+    old = runs[0].replace(**{"data.validation": 0.2, "data.partition_args.shots": 4})
+    assert sum(len(t) for t in prepare_data(old)[1].test) == 10
+
+
+def test_coop_and_pfedprompt_rows_search_with_their_own_budget_and_cache():
+    search = lr_search("laptop")
+    for name, arg in (("coop", "session_epochs"), (COOP_EQUAL, None), ("pfedprompt", None),
+                      (PFEDPROMPT_UNSCALED, "cache_scale")):
+        cfg = setup("fedotp", "laptop", "pathological").replace(**row(name, "laptop"))
+        args = {c.method.args.get(arg) for c in search.search_configs(cfg)} if arg else set()
+        assert args == ({cfg.method.args[arg]} if arg else set()), name
+    assert row("coop", "laptop")["method.args"] == {"session_epochs": COOP_SESSION_EPOCHS}
+    assert row(COOP_EQUAL, "laptop") == {"method.name": "coop"}
+    label = paper("fedotp").TABLES["label_shift"].configs("laptop", tuned=False)
+    shown = {(c.method.name, c.method.args.get("session_epochs"), c.method.args.get("cache_scale")) for c in label}
+    assert {("coop", 10, None), ("coop", None, None), ("pfedprompt", None, None), ("pfedprompt", None, "none")} <= shown
 
 
 def test_every_study_arm_searches_its_own_config_and_is_named_by_it():
@@ -104,4 +138,8 @@ def test_every_study_arm_searches_its_own_config_and_is_named_by_it():
     assert {study_label(c) for c in cfgs} == set(STUDY_ARMS)
     for cfg in cfgs:
         runs = search.search_configs(cfg)
-        assert len(runs) == len(LR_GRID) and {study_label(c) for c in runs} == {study_label(cfg)}
+        assert len(runs) == len(LR_GRID) * len(search.seeds)
+        # The arm itself, at twice its shots (half held out as validation).
+        n = cfg.data.partition_args["shots"]
+        assert {study_label(c.replace(**{"data.partition_args.shots": n})) for c in runs} == {study_label(cfg)}
+        assert {c.data.partition_args["shots"] for c in runs} == {2 * n}
