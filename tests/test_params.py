@@ -36,6 +36,8 @@ NOT_OPTIONS = {
     "fedrepro/papers/plan.py:Need": "its one check relates two fields (exactly one of table= and runs=)",
     "fedrepro/claims/core.py:Test": "a measurement: its one hand check relates two fields (one distinct seed "
                                     "per value)",
+    "fedrepro/papers/diagnose.py:Cause": "a computed record, not an option: its checks relate its fields (a cause "
+                                         "that blames budget, scale or stand-in names its measurement)",
 }
 PACKAGE = Path(fedrepro.__file__).parent
 
