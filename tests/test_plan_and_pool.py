@@ -183,7 +183,7 @@ def test_a_pool_handed_its_gpus_trains_auto_device_runs_without_torch_in_the_sch
 def test_a_config_keeps_its_hash_through_pickling_and_recomputes_it_when_a_field_changes(tiny):
     cfg = tiny()
     h = cfg.hash()
-    back = pickle.loads(pickle.dumps(cfg))
+    back = pickle.loads(pickle.dumps(cfg))  # unsafe-load-ok: its own pickle of a config, in-process
     assert back == cfg and back.hash() == h and back.to_dict() == cfg.to_dict()
     back.seed = 7  # a config is not frozen: the kept hash must not outlive a change
     assert back.hash() == tiny(seed=7).hash() != h

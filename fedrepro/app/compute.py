@@ -39,11 +39,10 @@ from ..env.host import repo_root
 from ..env.jsonfiles import read_json_file
 from ..execute.local import SETUP_COST, Task, estimate_cost, unfinished
 from ..execute.tuning import provisional_rates
-from ..methods import METHODS
 from ..papers import PAPERS, claim_seeds, load_all, paper as paper_package
 from ..papers.plan import needs_of, notebook_key
 from ..papers.verdicts import notebook_path
-from ..runs.prefix import candidates
+from ..runs.prefix import prefixes_among
 from ..runs.store import RunResult
 
 # The report of the last whole laptop pass, committed (docs/speed.md): the default calibration.
@@ -270,8 +269,7 @@ def prefix_saving(runs: Mapping[str, RunConfig], cal: Calibration) -> tuple[floa
     above): the donor's training, less the set-up every run pays (:func:`estimate_cost`'s constant).
     The pass trains each run after its prefixes (:func:`fedrepro.runs.prefix.waits_for`)."""
     saved, n = 0.0, 0
-    for cfg in runs.values():
-        found = [c for c in candidates(cfg, METHODS.get(cfg.method.name)) if c.hash() in runs]
+    for found in prefixes_among(runs).values():
         if found:
             donor = found[0]
             cost = estimate_cost(donor)

@@ -4,12 +4,15 @@ A sample of finished runs (chosen by config filters, or N at random with a seed)
 into a scratch folder by the pool's spawned workers, each at the thread count its config fixes, and
 each run's per-round and per-client metrics are compared with the stored ones:
 
-- **identical**: every metric equal, bit for bit;
-- **rounding**: not identical, but no metric differs by more than :data:`ROUNDING` (float sums
-  taken in another order);
-- **different**: a metric differs by more; the largest difference is reported;
+- **identical**: every metric equal, bit for bit, and every tensor and value of the final state
+  (``final_state.pt``: the trained models, which no metric line shows whole);
+- **rounding**: not identical, but no metric differs by more than :data:`ROUNDING`, and no value of
+  the final state by more than :data:`STATE_ROUNDING` of its size (float sums taken in another
+  order);
+- **different**: a metric or a state value differs by more; the largest difference is reported;
 - **damaged**: the stored run fails its own checks (every file against its recorded sha256, its
-  config against its folder name) and is not trained again; the report names the file.
+  config against its folder name, a final state that loads as tensors only) and is not trained
+  again; the report names the file.
 
 Timings are not compared. Each report line also says where the stored run was made (CPU model,
 threads, torch build, allocator, commit) and where it was verified.
@@ -27,9 +30,13 @@ from ..config import RunConfig, from_dict
 from ..errors import ConfigError, CorruptCacheError
 from ..env.host import cpu_model
 from ..execute.local import run_pool
-from ..runs.store import FINISHED_FILES, RunResult, read_json, read_jsonl
+from ..runs.store import FINISHED_FILES, RunResult, read_json, read_jsonl, read_run_file
 
 ROUNDING = 1e-9
+# A final state's values after float sums in another order: within this share of their size
+# (|a - b| <= STATE_ROUNDING * max(1, |a|)). A model's float32 weights carry a few units in the last
+# place of such noise; a state swapped for another run's differs by orders of magnitude more.
+STATE_ROUNDING = 1e-4
 # "damaged": the stored run fails its own checks (a file against its recorded sha256, its config
 # against its folder name); it is not trained again, as there is nothing trustworthy to compare.
 OUTCOMES = ("identical", "rounding", "different", "damaged")
@@ -49,7 +56,78 @@ def _is_timing(key: str) -> bool:
     return key.startswith("time_") or key.endswith("_s")
 
 
+def _state_differences(a, b, where: str) -> tuple[bool, float, str] | str:
+    """How two final states (nested dicts, lists and tensors) differ: ``(identical, largest relative
+    difference, where)``, or a text saying where their structure differs."""
+    import torch
+
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape \
+                or a.dtype != b.dtype:
+            return f"{where}: {_kind(a)} stored, {_kind(b)} trained"
+        if torch.equal(a, b):
+            return True, 0.0, ""
+        if not a.is_floating_point():
+            return False, math.inf, where
+        x, y = a.double(), b.double()
+        both_nan = torch.isnan(x) & torch.isnan(y)
+        diff = ((x - y).abs() / x.abs().clamp_min(1.0)).masked_fill(both_nan, 0.0)
+        d = float(diff.max()) if diff.numel() else 0.0
+        return False, (math.inf if math.isnan(d) else d), where
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return f"{where}: keys {sorted(map(str, a))[:5]} stored, {sorted(map(str, b))[:5]} trained"
+        parts = [(k, a[k], b[k]) for k in a]
+    elif isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if len(a) != len(b):
+            return f"{where}: {len(a)} entries stored, {len(b)} trained"
+        parts = list(zip(range(len(a)), a, b))
+    else:
+        same = a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+        return (True, 0.0, "") if same else f"{where}: {a!r} stored, {b!r} trained"
+    identical, worst, at = True, 0.0, ""
+    for k, x, y in parts:
+        got = _state_differences(x, y, f"{where}[{k!r}]")
+        if isinstance(got, str):
+            return got
+        identical &= got[0]
+        if not got[0] and (got[1] > worst or not at):
+            worst, at = got[1], got[2]
+    return identical, worst, at
+
+
+def _kind(v) -> str:
+    shape = getattr(v, "shape", None)
+    return type(v).__name__ if shape is None else f"{type(v).__name__}{list(shape)} {v.dtype}"
+
+
+def compare_states(stored: Path, fresh: Path) -> tuple[str, float, str]:
+    """``(outcome, largest relative difference, where)`` of two run folders' final states, each read
+    as tensors only and checked against its recorded sha256 (CorruptCacheError otherwise)."""
+    got = _state_differences(RunResult(stored).final_state(), RunResult(fresh).final_state(), "final_state.pt")
+    if isinstance(got, str):
+        return "different", math.inf, got
+    identical, worst, where = got
+    if identical:
+        return "identical", 0.0, ""
+    return ("rounding" if worst <= STATE_ROUNDING else "different"), worst, where
+
+
 def compare_runs(stored: Path, fresh: Path) -> tuple[str, float, str]:
+    """``(outcome, largest difference, where)`` of two run folders: their rounds and clients tables,
+    then their final states (:func:`compare_states`)."""
+    outcome, diff, where = _compare_lines(stored, fresh)
+    if outcome == "different":
+        return outcome, diff, where
+    state, sdiff, swhere = compare_states(stored, fresh)
+    if state == "identical":
+        return outcome, diff, where
+    if state == "different" or outcome == "identical":
+        return state, sdiff, swhere
+    return outcome, diff, where  # both within rounding: the metrics' difference is reported
+
+
+def _compare_lines(stored: Path, fresh: Path) -> tuple[str, float, str]:
     """``(outcome, largest difference, where)`` of two run folders' rounds and clients tables."""
     worst, where, identical = 0.0, "", True
     for name in ("rounds.jsonl", "clients.jsonl"):
@@ -100,7 +178,7 @@ def file_differences(a: Path, b: Path, across_hosts: bool = False) -> list[str]:
         out.append(f"files {names[0]} and {names[1]}")
         return out
     for name in ("final_state.pt", "clients.jsonl"):
-        if (a / name).read_bytes() != (b / name).read_bytes():
+        if read_run_file(a / name) != read_run_file(b / name):
             out.append(name)
     timeless = [[_without(r, [k for k in r if _is_timing(k)]) for r in read_jsonl(p / "rounds.jsonl")] for p in (a, b)]
     if timeless[0] != timeless[1]:
@@ -173,6 +251,7 @@ def damaged(folder: Path) -> str | None:
         return problem
     try:
         res.verify(deep=True)
+        res.final_state()  # tensors only: a pickled object in it, whatever its record, is damage
     except CorruptCacheError as e:
         return str(e)
     return None
@@ -222,7 +301,11 @@ def verify(paths: Sequence[Path], workers: int = 1, progress: bool = True) -> li
                 out.append(Verified(p.name, "different", math.inf, f"training failed: {report.failed[p.name]}",
                                     _provenance(meta), here))
                 continue
-            outcome, diff, where = compare_runs(p, Path(scratch) / p.name)
+            try:
+                outcome, diff, where = compare_runs(p, Path(scratch) / p.name)
+            except CorruptCacheError as e:  # a file changed since it was checked above
+                out.append(Verified(p.name, "damaged", math.inf, str(e), _provenance(meta), here))
+                continue
             out.append(Verified(p.name, outcome, diff, where, _provenance(meta), here))
     out += [Verified(p.name, "damaged", math.inf, bad[p.name], _provenance(_meta_or_empty(p)), here)
             for p in map(Path, paths) if p.name in bad]

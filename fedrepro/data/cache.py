@@ -4,10 +4,18 @@ Decoding JPEG datasets takes minutes, so decoded tensors are cached next to the
 data. A crash mid-write must never leave a half-written cache that later loads
 as garbage, hence write-to-temp + ``os.replace``; and a cache that cannot be
 read is reported (with the fix) rather than silently rebuilt over.
+
+Every file fedrepro reads back with ``torch.load`` (these caches, the store's states and
+checkpoints, pretrained weights) may have been written by someone else (a shared data folder or
+store), so it is read with ``weights_only=True``: tensors, numbers, strings and containers of
+them, never a pickled object, whose unpickling could run any code. :func:`load_problem` says in
+one line why such a load failed.
 """
 from __future__ import annotations
 
 import os
+import re
+import stat
 import tempfile
 import warnings
 from pathlib import Path
@@ -44,6 +52,19 @@ def save_atomic(obj: Any, path: Path) -> bool:
             os.unlink(tmp)
 
 
+def load_problem(exc: BaseException) -> str:
+    """Why ``torch.load(..., weights_only=True)`` failed, in one line: a refused pickled object (the
+    global or opcode torch's restricted unpickler named), or the first line of any other error."""
+    text = str(exc)
+    if "Weights only load failed" in text:
+        found = re.search(r"GLOBAL ([\w.]+)", text) or re.search(r"(Unsupported operand \d+)", text)
+        what = f" ({found.group(1)})" if found else ""
+        return (f"holds a pickled Python object{what}, not only tensors and numbers; refused without "
+                "unpickling it (written by an older fedrepro, or planted)")
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return f"is unreadable ({type(exc).__name__}: {first[:200]})"
+
+
 def load_cache(path: Path, required: Iterable[str]) -> dict[str, Any]:
     """Read a cache dict written by :func:`save_atomic`, checking it has the ``required`` keys.
 
@@ -51,13 +72,16 @@ def load_cache(path: Path, required: Iterable[str]) -> dict[str, Any]:
     delete it if it is unreadable or malformed.
     """
     path = Path(path)
+    fix = "delete it and it will be rebuilt from the source images"
     try:
+        # A FIFO or device in place of the cache would hang or fill the memory: regular files only.
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise CorruptCacheError(f"cache file {path} is not a regular file; {fix}")
         obj = torch.load(path, map_location="cpu", weights_only=True)
+    except CorruptCacheError:
+        raise
     except Exception as exc:  # torch raises many types for a bad file (EOF, unpickling, zip)
-        raise CorruptCacheError(
-            f"cache file {path} is unreadable ({type(exc).__name__}: {exc}); "
-            f"delete it and it will be rebuilt from the source images"
-        ) from exc
+        raise CorruptCacheError(f"cache file {path} {load_problem(exc)}; {fix}") from exc
     missing = [k for k in required if not isinstance(obj, dict) or k not in obj]
     if missing:
         raise CorruptCacheError(

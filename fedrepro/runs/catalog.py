@@ -28,6 +28,7 @@ import hashlib
 import json
 import logging
 import os
+import stat
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -40,7 +41,7 @@ from ..errors import ConfigError, CorruptCacheError
 from ..config import FREE_DICTS, CONFIG_SECTIONS, RunConfig
 from ..config import yaml_load
 from .columns import blank_untested, order_round_columns
-from .store import RunResult, read_checkpoint
+from .store import RunResult, read_checkpoint, read_run_file
 
 log = logging.getLogger("fedrepro")
 
@@ -156,9 +157,10 @@ def matches(cfg: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
 
 
 def _read_json(path: Path) -> Any:
+    # Through the store's reader: a link to /dev/zero or a FIFO in place of a run file is not read.
     try:
-        return json.loads(path.read_bytes())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return json.loads(read_run_file(path))
+    except (OSError, CorruptCacheError, UnicodeDecodeError, json.JSONDecodeError):
         return None
 
 
@@ -169,11 +171,15 @@ def _lock_held(runs_dir: Path, name: str) -> bool:
         import fcntl
     except ImportError:  # pragma: no cover  (no locks without fcntl: see store.RunLock)
         return False
+    # Without following a link or blocking (a FIFO would hang the listing), and on regular files only.
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(runs_dir / ".locks" / f"{name}.lock", os.O_RDONLY)
+        fd = os.open(runs_dir / ".locks" / f"{name}.lock", flags)
     except OSError:
         return False
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         return False
     except BlockingIOError:
@@ -337,7 +343,13 @@ def list_runs(runs_dir: str | os.PathLike | None = None, *, method: str | Sequen
     where = parse_where(where)
     rows = []
     for folder in run_folders(runs_dir):
-        row = run_record(folder)
+        try:
+            row = run_record(folder)
+        except (OSError, CorruptCacheError, ValueError, TypeError, AttributeError) as e:
+            # One folder that cannot be read is no run: it must not hide the others.
+            log.warning("fedrepro: skipped %s in the runs folder: %s; delete it or make it a run folder", folder,
+                        (str(e).splitlines() or [type(e).__name__])[0])
+            continue
         if any(want is not None and str(row[col]) not in want for col, want in wanted.items()):
             continue
         if where and not matches(row["config"], where):
@@ -396,9 +408,9 @@ def run_rounds(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for run in runs[ids + ["path"]].to_dict("records"):
         try:
-            lines = (Path(run.pop("path")) / "rounds.jsonl").read_text(encoding="utf-8").splitlines()
+            lines = read_run_file(Path(run.pop("path")) / "rounds.jsonl").decode("utf-8").splitlines()
             rows += [{**run, **json.loads(line)} for line in lines if line.strip()]
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        except (OSError, CorruptCacheError, UnicodeDecodeError, json.JSONDecodeError, TypeError):
             continue
     if not rows:
         return pd.DataFrame(columns=ids + ["round"])
@@ -452,10 +464,11 @@ class StoredRun:
 def _checked(folder: Path, name: str, record: Mapping[str, Any] | None, problems: list[str]) -> bytes | None:
     f = folder / name
     try:
-        data = f.read_bytes()
-    except OSError as e:
-        if f.exists():
-            problems.append(f"{name} is unreadable ({e.strerror or e})")
+        data = read_run_file(f)
+    except FileNotFoundError:
+        return None
+    except CorruptCacheError as e:
+        problems.append(str(e))
         return None
     entry = (record or {}).get(name)
     if isinstance(entry, dict) and hashlib.sha256(data).hexdigest() != entry.get("sha256"):
@@ -505,16 +518,14 @@ def read_run(folder: str | os.PathLike, checkpoint: bool = True) -> StoredRun:
 
 
 def _checkpoint_state(f: Path, problems: list[str]) -> dict:
-    if not f.is_file():
-        return {}
-
+    # Read as a resume reads it: checked against its sha256, tensors and plain values only (a pickled
+    # object in it is refused unread), never through a link or from a FIFO.
     try:
-        ckpt = read_checkpoint(f.read_bytes(), f)
+        ckpt = read_checkpoint(read_run_file(f), f)
+    except FileNotFoundError:
+        return {}
     except CorruptCacheError as e:
         problems.append(str(e))
-        return {}
-    except OSError as e:
-        problems.append(f"checkpoint.pt is unreadable ({e.strerror or e}); delete it to restart the run from round 0")
         return {}
     state = ckpt.get("state") if isinstance(ckpt, dict) else None
     return state if isinstance(state, dict) else {}

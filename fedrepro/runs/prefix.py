@@ -35,18 +35,22 @@ finished or failed.
 from __future__ import annotations
 
 import ast
-import contextlib
 import inspect
+import json
+import logging
+import os
 import sys
 from functools import lru_cache
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
-from ..config import RunConfig
-from ..errors import ConfigError
+from ..config import RunConfig, from_dict
+from ..errors import ConfigError, CorruptCacheError, FedreproError
 from ..env.settings import env_flag
 from ..fl.engine import SimState
 from ..methods import METHODS
-from .store import RunResult, RunStore, read_jsonl
+from .store import RunResult, RunStore, read_json
+
+log = logging.getLogger("fedrepro")
 
 ENV_SHARE = "FEDREPRO_SHARE_PREFIX"
 
@@ -71,51 +75,164 @@ def reads_total_rounds(method) -> bool:
                if c.__module__.split(".")[0] == "fedrepro")
 
 
-def candidates(cfg: RunConfig, method) -> list[RunConfig]:
-    """The configs whose stored runs may be prefixes of ``cfg``'s (the module's conditions on the
+# The fields in which a run and its prefixes differ: the rounds and the early stop (whose window and
+# first round are hashed only with it). Every other hashed field of a prefix is the run's.
+_ROUND_FIELDS = ("rounds", "stop_when_flat", "flat_window", "flat_from")
+
+
+def family(cfg: RunConfig) -> str:
+    """What a run and its prefixes share: the config as it is hashed, but for :data:`_ROUND_FIELDS`."""
+    d = cfg.hashed_dict()
+    for k in _ROUND_FIELDS:
+        d["train"].pop(k, None)
+    return json.dumps(d, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _relation(cfg: RunConfig, c: RunConfig) -> tuple[int, int, int] | None:
+    """How ``c`` (of ``cfg``'s :func:`family`) may be a prefix of ``cfg``, as the key that orders the
+    candidates (the twin first, then the most rounds first, the fixed run before the run with the
+    rule at equal rounds), or None when it may not be one (the module's conditions on the configs)."""
+    t, u = cfg.train, c.train
+    if u.stop_when_flat and not t.stop_when_flat:  # the twin, a prefix where the rule stopped it early
+        ok, kind = u.rounds == t.rounds and t.flat_from < t.rounds, 0
+    elif t.stop_when_flat and not u.stop_when_flat:  # without the rule, up to flat_from rounds
+        ok, kind = u.rounds % t.eval_every == 0 and u.rounds <= t.flat_from, 1
+    else:  # fewer rounds (an evaluated round); with the rule, no fewer than flat_from
+        ok, kind = (u.rounds < t.rounds and u.rounds % t.eval_every == 0
+                    and (not t.stop_when_flat or u.rounds >= t.flat_from)), 2
+    if not ok:
+        return None
+    # Exactly cfg with c's rounds and rule (the same flat_* where hashed): c's hash, or no prefix.
+    try:
+        same = cfg.replace(**{"train.rounds": u.rounds, "train.stop_when_flat": u.stop_when_flat}).hash() == c.hash()
+    except ConfigError:
+        return None
+    return (0 if kind == 0 else 1, -u.rounds, 0 if kind == 1 else 1) if same else None
+
+
+def candidates(cfg: RunConfig, method, among: Iterable[RunConfig]) -> list[RunConfig]:
+    """The configs of ``among`` whose runs may be prefixes of ``cfg``'s (the module's conditions on the
     configs; the store's are :func:`donor`'s), the longest first: ``cfg`` with fewer rounds (an
     evaluated round); for a run that stops when flat, no fewer than ``train.flat_from`` (below it the
     config is not valid), and ``cfg`` without the rule up to ``flat_from`` rounds; for a run without
-    the rule, ``cfg`` with it (its twin, a prefix where the rule stopped it early)."""
-    t = cfg.train
+    the rule, ``cfg`` with it (its twin, a prefix where the rule stopped it early).
+
+    The configs that exist (stored, or in a pass) are matched against ``cfg``, rather than every
+    shorter config listed: the cost does not grow with ``train.rounds``."""
     if reads_total_rounds(method):
         return []
-    out = []
-    if not t.stop_when_flat and t.flat_from < t.rounds:  # else the rule cannot stop its twin early
-        with contextlib.suppress(ConfigError):
-            out.append(cfg.replace(**{"train.stop_when_flat": True}))
-    fixed = cfg.replace(**{"train.stop_when_flat": False}) if t.stop_when_flat else None
-    for r in range(t.rounds, 0, -1):
-        if r % t.eval_every:
+    mine = family(cfg)
+    found = [(key, c) for c in among if family(c) == mine and (key := _relation(cfg, c)) is not None]
+    return [c for _, c in sorted(found, key=lambda kc: kc[0])]
+
+
+def prefixes_among(runs: Mapping[str, RunConfig]) -> dict[str, list[RunConfig]]:
+    """For each of ``runs`` (by hash), :func:`candidates` among the others, the longest first (those
+    with any). Each config's :func:`family` is worked out once, so a pass of thousands of runs takes
+    seconds."""
+    groups: dict[str, list[tuple[str, RunConfig]]] = {}
+    for h, cfg in runs.items():
+        groups.setdefault(family(cfg), []).append((h, cfg))
+    out = {}
+    for members in groups.values():
+        if len(members) < 2:
             continue
-        if fixed is not None and r <= t.flat_from:
-            out.append(fixed.replace(**{"train.rounds": r}))
-        if r < t.rounds and (fixed is None or r >= t.flat_from):
-            out.append(cfg.replace(**{"train.rounds": r}))
+        for h, cfg in members:
+            if reads_total_rounds(METHODS.get(cfg.method.name)):
+                continue
+            found = [(key, c) for g, c in members if g != h and (key := _relation(cfg, c)) is not None]
+            if found:
+                out[h] = [c for _, c in sorted(found, key=lambda kc: kc[0])]
+    return out
+
+
+# The stored config of each run folder of a runs folder, read once per process (a folder's name is
+# its config's hash, so what it holds does not change), with the fields that rule most configs out
+# at once (:func:`_glance`); None for a folder that is not a run.
+_SEEN: dict[str, dict[str, tuple[tuple, dict] | None]] = {}
+
+
+def _glance(c: dict) -> tuple:
+    return tuple(str((c.get(a) or {}).get(b) if b else c.get(a)) if isinstance(c.get(a) or {}, dict) else None
+                 for a, b in (("method", "name"), ("data", "dataset"), ("model", "name"), ("seed", None)))
+
+
+def stored_configs(store: RunStore, cfg: RunConfig) -> list[RunConfig]:
+    """The configs of the runs stored in ``store`` that may share ``cfg``'s :func:`family` (same
+    method, dataset, model and seed): read from the folders' ``config.json`` (each once per process),
+    so the cost grows with the runs stored, never with ``train.rounds``."""
+    root = store.root
+    if not root.is_dir():
+        return []
+    seen = _SEEN.setdefault(str(root.resolve()), {})
+    want = _glance(cfg.to_dict())
+    out = []
+    with os.scandir(root) as it:
+        names = [e.name for e in it if not e.name.startswith(".")]
+    for name in names:
+        if name not in seen:
+            try:
+                stored = read_json(root / name / "config.json")
+            except (OSError, CorruptCacheError):
+                continue  # not (yet) a run: looked at again next time
+            ok = isinstance(stored, dict) and isinstance(stored.get("config"), dict)
+            seen[name] = (_glance(stored["config"]), stored["config"]) if ok else None
+        if seen[name] is None or seen[name][0] != want:
+            continue
+        try:
+            c = from_dict(seen[name][1])
+        except (FedreproError, KeyError, TypeError, ValueError):
+            continue
+        if c.hash() == name:
+            out.append(c)
     return out
 
 
 def donor(cfg: RunConfig, store: RunStore, method, part_hash: str,
-          stale: Callable[[RunConfig], bool]) -> RunResult | None:
+          stale: Callable[[RunConfig], bool]) -> tuple[RunResult, SimState] | None:
     """The stored run among :func:`candidates` that trained the most rounds of ``cfg``'s (the first
     of equals) and is a prefix of it: finished, not stale, not diverged, on the same partition; a
-    twin with the rule only where the rule stopped it before ``cfg``'s last round. None if there is
-    none."""
-    best = None
-    for c in candidates(cfg, method):
-        if store.status(c) != "done" or stale(c):
-            continue
-        res = store.load(c)
+    twin with the rule only where the rule stopped it before ``cfg``'s last round. With it, the
+    engine's state after its last round (:func:`start_state`), checked and read before the new run
+    is begun: a candidate that fails a check (a file against its recorded sha256, a state that is not
+    tensors, or not a run of ``cfg``'s clients) is passed over with a warning, for the next longest.
+    None if there is none (the run then starts from round 0)."""
+    def usable(c: RunConfig) -> RunResult | None:
+        try:
+            if store.status(c) != "done" or stale(c):
+                return None
+            res = store.load(c)
+        except CorruptCacheError as e:
+            log.warning("fedrepro: passed over %s as a prefix of run %s: %s", store.path(c), cfg.hash(), e)
+            return None
         if res.summary.get("diverged_round") is not None or res.meta.get("partition_hash") != part_hash:
+            return None
+        return res
+
+    def loaded(res: RunResult) -> tuple[RunResult, SimState] | None:
+        try:
+            return res, start_state(res, cfg)
+        except CorruptCacheError as e:
+            log.warning("fedrepro: prefix %s of run %s is damaged, not started from: %s", res.path, cfg.hash(), e)
+            return None
+
+    twin = None  # the twin that stopped early: before any shorter run, after any longer one
+    for c in candidates(cfg, method, stored_configs(store, cfg)):
+        res = usable(c)
+        if res is None:
             continue
-        twin = c.train.stop_when_flat and not cfg.train.stop_when_flat
-        if twin and not res.summary.get("stopped_early"):
-            continue  # the twin trained every round: it is the run itself, not a prefix
-        if best is None or int(res.summary["rounds"]) > int(best.summary["rounds"]):
-            best = res
-        if not twin:  # the other candidates come longest first: none after this one is longer
-            return best
-    return best
+        if c.train.stop_when_flat and not cfg.train.stop_when_flat:
+            if res.summary.get("stopped_early"):  # else it trained every round: the run itself, not a prefix
+                twin = res
+            continue
+        if twin is not None and int(twin.summary["rounds"]) >= int(res.summary["rounds"]):
+            found, twin = loaded(twin), None
+            if found:
+                return found
+        found = loaded(res)
+        if found:  # else damaged: the next shorter one
+            return found
+    return loaded(twin) if twin is not None else None
 
 
 def waits_for(runs: Mapping[str, RunConfig]) -> dict[str, frozenset[str]]:
@@ -124,12 +241,7 @@ def waits_for(runs: Mapping[str, RunConfig]) -> dict[str, frozenset[str]]:
     prefix sharing is on."""
     if not sharing():
         return {}
-    out = {}
-    for h, cfg in runs.items():
-        found = frozenset(c.hash() for c in candidates(cfg, METHODS.get(cfg.method.name))) & runs.keys()
-        if found:
-            out[h] = found
-    return out
+    return {h: frozenset(c.hash() for c in found) for h, found in prefixes_among(runs).items()}
 
 
 def _nan(row: dict) -> dict:
@@ -137,12 +249,25 @@ def _nan(row: dict) -> dict:
     return {k: float("nan") if v is None else v for k, v in row.items()}
 
 
-def start_state(res: RunResult) -> SimState:
+def start_state(res: RunResult, cfg: RunConfig | None = None) -> SimState:
     """The engine's state after the stored run's last round (on the CPU): its final state, round and
-    client rows, and the next round."""
-    res.verify(deep=True)
+    client rows, and the next round. Each file is read once and checked against its recorded sha256
+    (:meth:`RunResult.verify` checks the rest), the state loads as tensors and plain values only, and
+    it must be a run of ``cfg``'s clients with a row per round it trained; else CorruptCacheError."""
+    res.verify()
     final = res.final_state()
-    rounds = [_nan(r) for r in read_jsonl(res.path / "rounds.jsonl")]
-    clients = [_nan(r) for r in read_jsonl(res.path / "clients.jsonl")]
-    return SimState(next_round=int(res.summary["rounds"]), shared=final["shared"], server_state=final["server_state"],
+    rounds = [_nan(r) for r in res.checked_rows("rounds.jsonl")]
+    clients = [_nan(r) for r in res.checked_rows("clients.jsonl")]
+    n = int(res.summary["rounds"])
+    f = res.path / "final_state.pt"
+    if not isinstance(final["shared"], dict) or not isinstance(final["server_state"], dict) \
+            or not all(isinstance(s, dict) for s in final["client_states"]):
+        raise CorruptCacheError(f"run file {f} does not hold dicts of a run's state; delete the folder {res.path}")
+    if cfg is not None and len(final["client_states"]) != cfg.data.num_clients:
+        raise CorruptCacheError(f"run file {f} holds {len(final['client_states'])} clients' states, not the "
+                                f"{cfg.data.num_clients} of its config; delete the folder {res.path}")
+    if [r.get("round") for r in rounds] != list(range(1, n + 1)):
+        raise CorruptCacheError(f"run file {res.path / 'rounds.jsonl'} does not hold rounds 1 to {n}; delete the "
+                                f"folder {res.path}")
+    return SimState(next_round=n, shared=final["shared"], server_state=final["server_state"],
                     client_states=final["client_states"], client_rows=clients, round_rows=rounds)

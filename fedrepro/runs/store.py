@@ -29,10 +29,22 @@ by size at load and by hash when it is read) and the structure (a config that ha
 name, one rounds line per round). A run finished before the record existed ("legacy", no
 ``files_sha256``) gets the structural checks only. Any mismatch raises
 :class:`~fedrepro.errors.CorruptCacheError` naming the file and the fix.
+
+Safety: a store may be shared, so its files are input from whoever can write the folder, and a
+sha256 record only proves that a file is what that writer recorded. So ``final_state.pt`` and
+``checkpoint.pt`` hold tensors, numbers, strings and lists, tuples and dicts of them only
+(:func:`plain_state`, checked as they are written), and are read with ``torch.load(weights_only=True)``:
+a pickled object in one (a planted payload, or an older fedrepro's checkpoint) is refused unread,
+as a one-line CorruptCacheError. Run files are read only when they are regular files, not symbolic
+links, of at most :data:`MAX_FILE_BYTES` for their kind (:func:`read_run_file`): a link to
+``/dev/zero`` or a FIFO in a run folder is reported as damage, not read; lock files are opened
+without following links (:class:`RunLock`).
 """
 from __future__ import annotations
 
+import collections
 import contextlib
+import errno
 import hashlib
 import importlib.metadata
 import io
@@ -93,6 +105,12 @@ _SUMMARY_KEYS = ("rounds", "best_round", "best_acc_mean", "final_acc_mean", "con
 # (resumable anywhere from them) and a finished one's.
 PARTIAL_FILES = ("config.json", "meta.json", "checkpoint.pt")
 FINISHED_FILES = (*_RECORDED, "summary.json")
+# The most bytes a run file of each kind may hold before it is read whole (read_run_file): far above
+# what a run writes (a config or summary is kilobytes; a lines file a few hundred bytes per round, or
+# per evaluated round and client; a state a model per client), so that only a file that is not a
+# run's (a planted or runaway one) is refused, before it is read into memory.
+MAX_FILE_BYTES = {".json": 64 << 20, ".jsonl": 4 << 30, ".pt": 256 << 30, ".lock": 4096}
+_MAX_OTHER_BYTES = 64 << 20
 
 
 def _clean(obj: Any) -> Any:
@@ -133,7 +151,7 @@ def _torch_bytes(obj: Any) -> bytes:
     import torch
 
     buf = io.BytesIO()
-    torch.save(obj, buf)
+    torch.save(plain_state(obj), buf)
     return buf.getvalue()
 
 
@@ -166,15 +184,56 @@ def check_checkpoint(data: bytes, where: Path) -> bytes:
 
 
 def read_checkpoint(data: bytes, where: Path) -> Any:
-    """The state a checkpoint file's ``data`` holds, after :func:`check_checkpoint`."""
+    """The state a checkpoint file's ``data`` holds, after :func:`check_checkpoint`; tensors and plain
+    values only (:func:`load_state`)."""
+    return load_state(check_checkpoint(data, where), f"checkpoint {where}",
+                      "delete it to restart this run from round 0")
+
+
+def load_state(data: bytes, what: str, fix: str) -> Any:
+    """A state or checkpoint read from its torch bytes with ``weights_only=True``: a pickled object in
+    it is refused without being unpickled (it could run any code), as a one-line
+    :class:`CorruptCacheError` naming ``what``, then ``fix``."""
     import torch
 
-    body = check_checkpoint(data, where)
+    from ..data.cache import load_problem  # with torch: listing runs imports neither
+
     try:
-        return torch.load(io.BytesIO(body), map_location="cpu", weights_only=False)
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises several types for a file it cannot read
-        raise CorruptCacheError(f"checkpoint {where} is unreadable ({type(e).__name__}: {e}); delete it to "
-                                "restart this run from round 0") from e
+        raise CorruptCacheError(f"{what} {load_problem(e)}; {fix}") from e
+
+
+# What a stored state may hold besides tensors and containers: what torch's weights_only loader reads back.
+_PLAIN_LEAVES = (str, int, float, bool, complex, bytes, type(None))
+
+
+def plain_state(obj: Any, where: str = "state") -> Any:
+    """``obj`` as a stored state may hold it: tensors, numbers, strings, ``None`` and lists, tuples and
+    dicts of them (what ``torch.load(weights_only=True)`` reads back). A numpy scalar becomes the
+    Python number it equals (the same value); anything else is a TypeError naming where it is, as it
+    is written, rather than a state no one can read back."""
+    import numpy as np
+    import torch
+
+    if isinstance(obj, (torch.Tensor, torch.dtype, torch.Size, torch.device)) or type(obj) in _PLAIN_LEAVES:
+        return obj
+    if isinstance(obj, (np.number, np.bool_)):
+        return obj.item()
+    if type(obj) in (dict, collections.OrderedDict):
+        for k in obj:
+            if type(k) not in _PLAIN_LEAVES:
+                _not_plain(k, f"a key of {where}")
+        return type(obj)((k, plain_state(v, f"{where}[{k!r}]")) for k, v in obj.items())
+    if type(obj) in (list, tuple):
+        return type(obj)(plain_state(v, f"{where}[{i}]") for i, v in enumerate(obj))
+    return _not_plain(obj, where)
+
+
+def _not_plain(obj: Any, where: str):
+    raise TypeError(f"{where} is a {type(obj).__module__}.{type(obj).__qualname__}; a stored state holds "
+                    "tensors, numbers, strings and lists, tuples and dicts of them only (it is read back "
+                    "with torch.load(weights_only=True))")
 
 
 def _summary_digest(summary: dict) -> str:
@@ -187,10 +246,67 @@ def _corrupt(path: Path, why: str, folder: Path | None = None) -> CorruptCacheEr
     return CorruptCacheError(f"run file {path} {why}; delete the folder {folder} to run this config again")
 
 
+def file_limit(path: Path) -> int:
+    """The most bytes :func:`read_run_file` reads from ``path`` (:data:`MAX_FILE_BYTES` by suffix)."""
+    return MAX_FILE_BYTES.get(Path(path).suffix, _MAX_OTHER_BYTES)
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_READ_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def read_run_file(path: Path, limit: int | None = None) -> bytes:
+    """The bytes of the run file ``path``, read only when it is a regular file (not a symbolic link,
+    a FIFO or a device) of at most ``limit`` bytes (default :func:`file_limit`): opened without
+    following a link and without blocking, then checked on the open descriptor. Otherwise, or when
+    it cannot be read, a one-line :class:`CorruptCacheError` naming it (FileNotFoundError when it
+    does not exist)."""
+    path = Path(path)
+    limit = file_limit(path) if limit is None else limit
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        if e.errno == errno.ELOOP and _NOFOLLOW:
+            raise _corrupt(path, "is a symbolic link, not a file fedrepro wrote (refused: it may point anywhere)") \
+                from e
+        raise _corrupt(path, f"is unreadable ({e.strerror or e})") from e
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _corrupt(path, "is not a regular file (a FIFO, device or folder; refused)")
+        if st.st_size > limit:
+            raise _corrupt(path, f"holds {st.st_size} bytes, more than the {limit} a run file of its kind may hold")
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 24))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            raise _corrupt(path, f"grew past the {limit} bytes a run file of its kind may hold while it was read")
+        return data
+    except OSError as e:
+        raise _corrupt(path, f"is unreadable ({e.strerror or e})") from e
+    finally:
+        os.close(fd)
+
+
+def _is_regular(path: Path) -> bool:
+    """Whether ``path`` itself (not what a link points to) is a regular file."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _read_bytes(path: Path) -> bytes:
     try:
-        return path.read_bytes()
-    except OSError as e:
+        return read_run_file(path)
+    except FileNotFoundError as e:
         raise _corrupt(path, f"is unreadable ({e.strerror or e})") from e
 
 
@@ -295,7 +411,7 @@ class RunResult:
 
     def _checked_bytes(self, name: str) -> bytes:
         f = self.path / name
-        if not f.is_file():
+        if not os.path.lexists(f):
             raise _corrupt(f, "is missing from a finished run")
         data = _read_bytes(f)
         entry = self._record_entry(name)
@@ -305,11 +421,18 @@ class RunResult:
 
     def _check_size(self, name: str) -> None:
         f = self.path / name
-        if not f.is_file():
-            raise _corrupt(f, "is missing from a finished run")
+        try:
+            st = os.lstat(f)
+        except OSError:
+            raise _corrupt(f, "is missing from a finished run") from None
+        if not stat.S_ISREG(st.st_mode):  # a link or FIFO is refused as read_run_file refuses it
+            raise _corrupt(f, "is not a regular file (a symbolic link, FIFO or device; refused)")
+        if st.st_size > file_limit(f):
+            raise _corrupt(f, f"holds {st.st_size} bytes, more than the {file_limit(f)} a run file of its kind "
+                           "may hold")
         entry = self._record_entry(name)
-        if entry is not None and f.stat().st_size != entry.get("bytes"):
-            raise _corrupt(f, f"has {f.stat().st_size} bytes, not the {entry.get('bytes')} recorded when the run "
+        if entry is not None and st.st_size != entry.get("bytes"):
+            raise _corrupt(f, f"has {st.st_size} bytes, not the {entry.get('bytes')} recorded when the run "
                            "finished (truncated or replaced)")
 
     def verify(self, deep: bool = False) -> "RunResult":
@@ -402,15 +525,24 @@ class RunResult:
         return self.summary["final_acc_mean"]
 
     def final_state(self) -> dict:
-        """``{"shared": ..., "server_state": ..., "client_states": [...]}`` after the last round (CPU)."""
-        import torch
-
+        """``{"shared": ..., "server_state": ..., "client_states": [...]}`` after the last round (CPU):
+        read once, checked against its recorded sha256, and loaded as tensors and plain values only
+        (:func:`load_state`: a pickled object in it is refused unread, whatever its record says)."""
         f = self.path / "final_state.pt"
-        data = self._checked_bytes("final_state.pt")
-        try:
-            return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
-        except Exception as e:
-            raise _corrupt(f, f"is unreadable ({type(e).__name__}: {e})") from e
+        state = load_state(self._checked_bytes("final_state.pt"), f"run file {f}",
+                           f"delete the folder {self.path} to run this config again")
+        if not isinstance(state, dict) or not {"shared", "server_state", "client_states"} <= state.keys() \
+                or not isinstance(state["client_states"], list):
+            raise _corrupt(f, "does not hold a run's final state ({'shared', 'server_state', 'client_states'})")
+        return state
+
+    def checked_rows(self, name: str) -> list[dict]:
+        """The rows of ``rounds.jsonl`` or ``clients.jsonl``, read once and checked against the recorded
+        sha256 (what a run that starts from this one copies)."""
+        rows = _parse_jsonl(self.path / name, self._checked_bytes(name))
+        if not all(isinstance(r, dict) for r in rows):
+            raise _corrupt(self.path / name, "holds a line that is not a JSON object")
+        return rows
 
     def final_clients(self) -> pd.DataFrame:
         c = self.clients
@@ -424,14 +556,42 @@ class RunResult:
 
 class RunLock:
     """An exclusive ``flock`` on one lock file. The OS drops it when the process dies, so a killed
-    run never blocks its config. (Without ``fcntl``, e.g. on Windows, it always succeeds.)"""
+    run never blocks its config. (Without ``fcntl``, e.g. on Windows, it always succeeds.)
+
+    The lock file is opened without following a symbolic link and used only when it is a regular file
+    with one link: whoever can write ``.locks/`` could otherwise aim it at any file the launcher may
+    write, which would then be truncated to hold the lock's holder. Created with the mode the umask
+    gives a new file (as the store's other files); one that this user may not write (another user's,
+    in a shared store) is locked read-only, without its holder line."""
 
     def __init__(self, file: Path):
         self.file = file
         self._fd: int | None = None
 
+    def _open(self) -> tuple[int, bool]:
+        """The lock file's descriptor, and whether it is writable; CorruptCacheError when it is not a
+        plain lock file."""
+        fix = "remove it (fedrepro creates its lock files itself; nobody holds a lock through it)"
+        extra = _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+        writable = True
+        try:
+            try:
+                fd = os.open(self.file, os.O_RDWR | os.O_CREAT | extra, 0o666)
+            except PermissionError:
+                fd, writable = os.open(self.file, os.O_RDONLY | extra), False
+        except OSError as e:
+            if e.errno == errno.ELOOP and _NOFOLLOW:
+                raise CorruptCacheError(f"lock file {self.file} is a symbolic link; {fix}") from e
+            raise
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            os.close(fd)
+            what = "has other hard links" if stat.S_ISREG(st.st_mode) else "is not a regular file"
+            raise CorruptCacheError(f"lock file {self.file} {what}; {fix}")
+        return fd, writable
+
     def acquire(self, block: bool) -> bool:
-        fd = os.open(self.file, os.O_RDWR | os.O_CREAT, 0o666)
+        fd, writable = self._open()
         if fcntl is not None:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | (0 if block else fcntl.LOCK_NB))
@@ -443,9 +603,10 @@ class RunLock:
                 raise
         self._fd = fd
         # Who holds it, for the message a busy launcher gets (best effort: read without the lock).
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        if writable:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
         return True
 
     def release(self) -> None:
@@ -455,9 +616,10 @@ class RunLock:
 
     def holder(self) -> str:
         try:
-            return self.file.read_text().strip() or "another process"
-        except OSError:
+            text = read_run_file(self.file).decode("utf-8", "replace").strip()
+        except (OSError, CorruptCacheError):
             return "another process"
+        return " ".join(text.split())[:200] or "another process"
 
 
 class RunStore:
@@ -476,7 +638,7 @@ class RunStore:
         if not p.is_dir():
             return "missing"
         cfg_file = p / "config.json"
-        if not cfg_file.is_file():
+        if not os.path.lexists(cfg_file):
             raise _corrupt(cfg_file, "is missing (the folder was not written by fedrepro, or was edited)", p)
         stored = read_json(cfg_file)
         if not isinstance(stored, dict) or stored.get("hash") != p.name:
@@ -484,12 +646,12 @@ class RunStore:
             raise CorruptCacheError(f"{cfg_file} hashes to {got!r}, not to its folder name "
                                     f"{p.name!r}; delete the folder {p}")
         self._check_config_matches(cfg_file, stored)
-        if not (p / "meta.json").is_file():
+        if not os.path.lexists(p / "meta.json"):
             raise _corrupt(p / "meta.json", "is missing (a run folder holds config.json and meta.json from the "
                            "start; was it edited?)", p)
-        if (p / "summary.json").is_file():
+        if os.path.lexists(p / "summary.json"):
             for name in ("rounds.jsonl", "clients.jsonl", "meta.json", "final_state.pt"):
-                if not (p / name).is_file():
+                if not os.path.lexists(p / name):
                     raise CorruptCacheError(f"finished run {p} is missing {name}; delete the folder to re-run")
             return "done"
         return "partial"
@@ -573,7 +735,7 @@ class RunStore:
         for tmp in self.root.glob(".*.tmp"):
             name = tmp.name[1:].split(".", 1)[0]
             lock = self._lock(name)
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, CorruptCacheError):
                 if lock.acquire(block=False):
                     try:
                         shutil.rmtree(tmp, ignore_errors=True)
@@ -585,10 +747,10 @@ class RunStore:
         when nobody holds the run (best effort; the run is complete either way)."""
         p = self.path(cfg)
         extra = [f for f in p.iterdir() if f.name == "checkpoint.pt" or f.name.endswith(".tmp")
-                 or f.stat().st_mode & stat.S_IWUSR]
+                 or (_is_regular(f) and f.lstat().st_mode & stat.S_IWUSR)]
         if not extra:
             return
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, CorruptCacheError):
             lock = self._lock(p.name)
             if (self.root / ".locks").is_dir() and lock.acquire(block=False):
                 try:
@@ -599,12 +761,13 @@ class RunStore:
     @staticmethod
     def _seal(path: Path) -> None:
         ckpt = path / "checkpoint.pt"
-        if ckpt.exists():
+        if ckpt.exists() or ckpt.is_symlink():
             ckpt.unlink()
         for f in path.glob(".*.tmp"):
             f.unlink()
         for f in path.iterdir():  # a finished run is immutable: make that visible on disk too
-            f.chmod(f.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+            if _is_regular(f):  # never through a link: chmod would change the file it points to
+                f.chmod(f.lstat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
 
     def retire(self, cfg: RunConfig, tag: str) -> Path:
         """Under ``cfg``'s lock (:meth:`claim`): move its folder to ``.stale/<hash>.<tag>`` (kept for
@@ -643,7 +806,7 @@ class RunStore:
     def load_checkpoint(path: Path) -> dict | None:
         """The run's last checkpoint (None when it has none), checked against its sha256."""
         f = path / "checkpoint.pt"
-        if not f.is_file():
+        if not os.path.lexists(f):
             return None
         ckpt = read_checkpoint(_read_bytes(f), f)
         if not isinstance(ckpt, dict) or not isinstance(ckpt.get("state"), dict):
@@ -681,7 +844,7 @@ def read_files(folder: Path, names: tuple[str, ...]) -> dict[str, bytes]:
     out = {}
     for name in names:
         with contextlib.suppress(FileNotFoundError):
-            out[name] = (Path(folder) / name).read_bytes()
+            out[name] = read_run_file(Path(folder) / name)
     return out
 
 
@@ -753,7 +916,7 @@ class RunReceiver:
         try:
             for name in FINISHED_FILES:
                 (check / name).write_bytes(files[name])
-            RunResult(check).verify(deep=True)
+            RunResult(check).verify(deep=True).final_state()  # and its state is tensors only
         finally:
             shutil.rmtree(check, ignore_errors=True)
         if not p.is_dir():

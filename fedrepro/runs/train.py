@@ -160,9 +160,12 @@ def train_inprocess(cfg: RunConfig, store: RunStore, status: str, ds: ImageDatas
     """Train (or resume) a run whose lock this process holds, and finish it in the store."""
     # FEDREPRO_SHARE_PREFIX: a new run starts from a stored run of its config with fewer rounds
     # (fedrepro.runs.prefix: bit for bit the rounds it would have trained).
+    # The donor is checked and its state read before the run's folder is published, so that a damaged
+    # one leaves a run from round 0 whose meta.json does not name it (prefix.donor passes it over).
     policy = on_stale_policy()
-    prior = prefix.donor(cfg, store, method, part.hash(), lambda c: is_stale(store, c, policy)) \
+    found = prefix.donor(cfg, store, method, part.hash(), lambda c: is_stale(store, c, policy)) \
         if status == "missing" and prefix.sharing() else None
+    prior, start = found if found is not None else (None, None)
     started = {"started_from": {"run": prior.summary["config_hash"], "round": int(prior.summary["rounds"])}} \
         if prior is not None else {}
     path = begin_run(cfg, store, status, ds, part, device, **started)
@@ -175,8 +178,8 @@ def train_inprocess(cfg: RunConfig, store: RunStore, status: str, ds: ImageDatas
             raise CorruptCacheError(f"checkpoint in {path} was made on partition {ckpt.get('partition_hash')}, "
                                     f"not {part.hash()}; delete the folder to restart")
         state = SimState(**to_device(ckpt["state"], device))
-    elif prior is not None:
-        state = to_device_state(prefix.start_state(prior), device)
+    elif start is not None:
+        state = to_device_state(start, device)
 
     t = cfg.train
     progress = cfg.progress if force_progress is None else force_progress
