@@ -51,6 +51,10 @@ POSITIONS = ("first", "middle", "late")
 # Table 12's placements on ViT-B/16 (1-indexed layers 1-3, 5-7, 8-10) as fractions of the depth, so a
 # shallower stand-in keeps the same relative position.
 POSITION_START = {"first": 0 / 12, "middle": 4 / 12, "late": 7 / 12}
+# The last block of each of Table 12's arms on ViT-B/16's 12 blocks (0-indexed 2, 6 and 9: layers 3, 7
+# and 10), for single-block arms (single_ccmp_block).
+PAPER_DEPTH = 12
+POSITION_LAST = {"first": 2, "middle": 6, "late": 9}
 WARM_STARTS = ("pretrained", "none")
 THETA = ("P_S", "P_C", "head.weight", "head.bias")
 COS_EPS = 1e-8
@@ -217,6 +221,26 @@ def ccmp_blocks(p: PEPFedPTParams, depth: int) -> list[int]:
     n = min(p.ccmp_count, depth)
     start = min(int(POSITION_START[p.ccmp_position] * depth + 0.5), depth - n)
     return list(range(start, start + n))
+
+
+def single_ccmp_block(position: str, depth: int) -> int:
+    """The one CCMP block that stands for Table 12's ``position`` arm on a ``depth``-block ViT: the
+    arm's last block at the same relative depth, rounded down (Table 12's arms on a model too shallow
+    for its three-block arms to stay apart).
+
+    Our reading. In replace mode (the default) the token written at an arm's last CCMP block is the
+    one every later block reads, so that block carries the arm's geometry: how far the cls it compares
+    with the prototypes has been processed, and through how many blocks the mixed token then acts. At
+    depth 6 this gives blocks 1, 3 and 4: first reads a cls after 1 of 6 blocks and acts through 5 (the
+    paper's layer 3: 2 of 12 and 10 of 12); middle after 3 of 6, through 3 (layer 7: 6 of 12 and 6 of
+    12); late after 4 of 6, through 2 (layer 10: 9 and 3 of 12, i.e. 4.5 and 1.5 of 6, rounded down so
+    that late still leaves a block after its own). Block 0 is never chosen: the cls entering it is the
+    same learned vector for every image, so the similarity term is constant there."""
+    if position not in POSITION_LAST:
+        raise ConfigError(f"invalid position={position!r}; valid: {', '.join(POSITIONS)}")
+    if depth < 1:
+        raise ConfigError(f"invalid depth={depth!r}; valid: an int >= 1")
+    return POSITION_LAST[position] * depth // PAPER_DEPTH
 
 
 @register_method("pep_fedpt")

@@ -29,6 +29,8 @@ def vit_b16_weights() -> str:
 
 # PEP-FedPT §5: ViT-B/16's input size, to which the paper resizes every dataset.
 VIT_B16_SIZE = 224
+# App. A.3.2: "learning rate 0.1", one rate for every method and for prompts and head alike.
+PAPER_LR = 0.1
 # PEP-FedPT (arXiv) §5: the federated iNaturalist "with around 100k training samples distributed among
 # the 1018 clients", each with "at least 16 training samples" (the by_user partition's min_train).
 INAT_CLIENTS = 1018
@@ -54,7 +56,7 @@ BASE = {
                        "num_clients": 100, "partition_args": {"classes_per_client": 10}, "max_train": None,
                        "max_test": None},
               "model": {"name": "vit_b16", "args": {"weights": vit_b16_weights}},
-              "train": {"momentum": 0.9, "weight_decay": 0.0, "lr": 0.1,
+              "train": {"momentum": 0.9, "weight_decay": 0.0, "lr": PAPER_LR,
                         "rounds": 100, "local_epochs": 5, "participation": 0.05, "batch_size": 32}},
     # Ours, scaled down: the frozen glyph-pretrained tiny_vit stand-in on fashion_mnist_federated (the
     # Fashion-MNIST training images [30000, 60000) the backbone never saw, and the test split), 10

@@ -14,10 +14,14 @@ import pandas as pd
 
 from .. import setup as paper_setup
 from ...config import RunConfig
+from ...errors import ConfigError
 from ...execute.tuning import LrSearch, TuningPending
+from ...methods.pep_fedpt import PEPFedPTParams, ccmp_blocks
+from ...models.vit import VIT_B16, ViTShape
 from ...runs.store import RunResult
 from ..tables import Rows, TableDef
-from .variants import BASELINES, CONTROL, PRIOR_MIX, row, rows
+from .variants import (BASELINES, CONTROL, PPT_PAPER_RATE, PRIOR_MIX, at_paper_rate, baseline_rows,
+                       position_rows, ppt_rows, row, rows)
 
 # The learning rates at the small profiles, chosen on validation data (a fifth of each client's
 # training images) of the pathological split at the tuning seed, which no claim reads, with the
@@ -25,7 +29,8 @@ from .variants import BASELINES, CONTROL, PRIOR_MIX, row, rows
 # the prompts' (train.prompt_lr) at the head rate chosen (Head-tuning has no prompts). One search
 # per method, whichever table or variant its row is in. Two rates rather than the paper's one
 # because on the stand-in a prompt's gradient is far smaller than the head's (setup.py). Smoke
-# searches FedVPT and PEP-FedPT at two rates each, to exercise the mechanism.
+# searches FedVPT and PEP-FedPT at two rates each, to exercise the mechanism. A row pinned at the
+# paper's one rate (variants.PPT_PAPER_RATE) is not searched: it shows the method as the paper ran it.
 LR_GRID = {"laptop": (0.003, 0.01, 0.03), "smoke": (0.01, 0.03)}
 PROMPT_LR_GRID = {"laptop": (0.1, 1.0, 10.0), "smoke": (1.0, 10.0)}
 SMOKE_SEARCHED = ("fedvpt", "pep_fedpt")
@@ -67,9 +72,15 @@ class CoordinateSearch:
         return first.join(then, how="outer") if not first.empty else then
 
 
+def searches(profile: str) -> bool:
+    """Whether the rows' rates are searched at ``profile`` (the small profiles; not the paper's)."""
+    return profile in LR_GRID
+
+
 def lr_search(profile: str) -> CoordinateSearch | None:
-    """``train.lr``, then ``train.prompt_lr``, of every row (:data:`LR_GRID`, :data:`PROMPT_LR_GRID`);
-    the paper profile keeps the paper's one rate of 0.1 (None)."""
+    """``train.lr``, then ``train.prompt_lr``, of every row (:data:`LR_GRID`, :data:`PROMPT_LR_GRID`)
+    but those pinned at the paper's rate (:func:`~.variants.at_paper_rate`); the paper profile keeps
+    the paper's one rate of 0.1 (None)."""
     if profile not in LR_GRID:
         return None
     # At the laptop profile the rows train until flat from 30 rounds: LrSearch searches them at those
@@ -78,7 +89,7 @@ def lr_search(profile: str) -> CoordinateSearch | None:
     smoke = profile == "smoke"
 
     def searched(cfg: RunConfig) -> bool:
-        return cfg.method.name in SMOKE_SEARCHED if smoke else True
+        return (cfg.method.name in SMOKE_SEARCHED if smoke else True) and not at_paper_rate(cfg)
 
     def has_prompts(cfg: RunConfig) -> bool:
         return searched(cfg) and cfg.method.name not in NO_PROMPTS
@@ -108,17 +119,20 @@ def _thin(profile: str, rows: tuple[str, ...], laptop: tuple[str, ...]) -> tuple
 
 
 def _path_rows(profile: str) -> list[Rows]:
-    # Every baseline row is a claim's: PEP-FedPT against each of Table 1's baselines, and our
-    # prior-only control; the prior-only mix (ours) over the table seeds, as context.
-    others = tuple(b for b in BASELINES if b != "fedvpt")
-    return [Rows(variants=rows(*PATH_CLAIM_ROWS, "pep_fedpt_no_cp", *others, CONTROL)),
+    # Every baseline row is a claim's: PEP-FedPT against each of Table 1's baselines (P-PT at the
+    # paper's rate and, where rows are searched, tuned: variants.ppt_rows), and our prior-only control;
+    # the prior-only mix (ours) over the table seeds, as context.
+    others = tuple(b for b in BASELINES if b not in ("fedvpt", "p_pt"))
+    return [Rows(variants=rows(*PATH_CLAIM_ROWS, "pep_fedpt_no_cp", *others, *ppt_rows(searches(profile)), CONTROL)),
             Rows(variants=rows(PRIOR_MIX), seeds="table")]
 
 
 def _dir_rows(profile: str) -> list[Rows]:
     # PEP-FedPT, FedVPT and the prior-only mix are claims' rows; every other baseline and both
-    # prior-only controls sit beside them over the table seeds.
-    others = (*(b for b in BASELINES if b != "fedvpt"), "pep_fedpt_no_cp", CONTROL)
+    # prior-only controls sit beside them over the table seeds (P-PT as variants.baseline_rows: tuned
+    # where rows are searched; no claim reads P-PT here, so its paper's-rate row is not run at laptop).
+    others = (*baseline_rows(tuple(b for b in BASELINES if b != "fedvpt"), searches(profile)), "pep_fedpt_no_cp",
+              CONTROL)
     return [Rows(variants=rows(*PATH_CLAIM_ROWS, PRIOR_MIX)), Rows(variants=rows(*others), seeds="table")]
 
 
@@ -129,15 +143,18 @@ def _tiny_dir_rows(profile: str) -> list[Rows]:
 
 def _heldout_rows(profile: str) -> list[Rows]:
     # FedVPT runs the claim seeds too: a global method's own drop is the reference for how much
-    # harder the held-out clients are at this scale.
+    # harder the held-out clients are at this scale. P-PT at the paper's rate and, where rows are
+    # searched, tuned: the claims read the first, those marked "(ours)" the second.
     others = _thin(profile, tuple(b for b in BASELINES if b not in ("p_pt", "fedvpt")), ("pfedpg",))
-    return [Rows(variants=rows("p_pt", "pep_fedpt", "fedvpt")), Rows(variants=rows(*others), seeds="table")]
+    return [Rows(variants=rows(*ppt_rows(searches(profile)), "pep_fedpt", "fedvpt")),
+            Rows(variants=rows(*others), seeds="table")]
 
 
 def _feature_rows(profile: str) -> list[Rows]:
     # Every baseline, PEP-FedPT and both prior-only controls (with a near-uniform prior these show
-    # what the prototypes add under a style shift).
-    return [Rows(variants=rows(*BASELINES, "pep_fedpt", CONTROL, PRIOR_MIX), seeds="table")]
+    # what the prototypes add under a style shift). P-PT as variants.baseline_rows.
+    return [Rows(variants=rows(*baseline_rows(BASELINES, searches(profile)), "pep_fedpt", CONTROL, PRIOR_MIX),
+                 seeds="table")]
 
 
 def _n_shared_rows(profile: str) -> list[Rows]:
@@ -162,9 +179,42 @@ def _rename_rows(names: dict):
     return lambda ref: ref.rename(index=names).loc[[names[k] for k in names if k in ref.index]]
 
 
+# The stand-in's blocks: tiny_vit's default shape, which the small profiles' setups keep (they set no
+# depth; tests/papers/pep_fedpt/test_rows.py checks it against the built model).
+STAND_IN_DEPTH = ViTShape().depth
+
+
+def model_depth(cfg: RunConfig) -> int:
+    """The number of transformer blocks of ``cfg``'s ViT, read off its config without building it:
+    ViT-B/16's 12, or the stand-in's ``depth`` (``tiny_vit``'s default shape unless its args set one)."""
+    if cfg.model.name == "vit_b16":
+        return VIT_B16.depth
+    if cfg.model.name == "tiny_vit":
+        return int(cfg.model.args.get("depth", ViTShape().depth))
+    raise ConfigError(f"invalid model.name={cfg.model.name!r} for PEP-FedPT's CCMP position; valid: tiny_vit, vit_b16")
+
+
 def _position_rows(profile: str) -> list[Rows]:
-    late = [] if profile == "laptop" else [Rows(variants=rows("ccmp late"), seeds="table")]
-    return [Rows(variants=rows("ccmp first", "ccmp middle")), *late]
+    # Table 12's arms on the profile's ViT (variants.position_arms): the paper's three-block arms on
+    # ViT-B/16, one block each on the 6-block stand-in, where the three-block arms would overlap.
+    depth = model_depth(paper_setup("pep_fedpt", profile, "pathological"))
+    late = [] if profile == "laptop" else [Rows(variants=position_rows(depth, "ccmp late"), seeds="table")]
+    return [Rows(variants=position_rows(depth, "ccmp first", "ccmp middle")), *late]
+
+
+CCMP_BLOCKS = "ccmp_blocks"
+
+
+def run_ccmp_blocks(cfg: RunConfig) -> tuple[int, ...]:
+    """The 0-indexed CCMP blocks a PEP-FedPT run places its CCMP at (its method's own rule)."""
+    return tuple(ccmp_blocks(PEPFedPTParams(**cfg.method.args), model_depth(cfg)))
+
+
+def with_ccmp_blocks(table: pd.DataFrame) -> pd.DataFrame:
+    """A results table with :data:`CCMP_BLOCKS`: each run's 0-indexed CCMP blocks ("1" or "4,5,6"),
+    read off its stored config, so that the position claim can name and check its arms."""
+    return table.assign(**{CCMP_BLOCKS: [",".join(map(str, run_ccmp_blocks(RunResult(p).config)))
+                                         for p in table["path"]]})
 
 
 def _dp_rows(profile: str) -> list[Rows]:
@@ -205,7 +255,14 @@ def _dir(c: str) -> bool:
     return c.startswith("C100 Dir")
 
 
+def _paper_ppt(ref: pd.DataFrame) -> pd.DataFrame:
+    """A quoted table with the paper's P-PT beside our P-PT at the paper's rate (the paper's own
+    setting), not beside our tuned one."""
+    return ref.rename(index={"p_pt": PPT_PAPER_RATE})
+
+
 def _table(name, title, rows_fn, setup, reference=None, ref_columns=None, **kw) -> TableDef:
+    kw.setdefault("reference_view", _paper_ppt)
     return TableDef("pep_fedpt", name, title, rows_fn, index=ROW, setup=setup, variant_col=ROW, metric="final",
                     reference=reference, reference_columns=ref_columns, tune=lr_search, **kw)
 
@@ -256,7 +313,7 @@ TABLES = {
     # Table 12: where CCMP goes, pathological.
     "position": _table("position", "CCMP position (Table 12)", _position_rows, "pathological", "T12",
                        reference_view=_rename_rows({"1,2,3": "ccmp first", "5,6,7": "ccmp middle",
-                                                    "8,9,10": "ccmp late"})),
+                                                    "8,9,10": "ccmp late"}), derive=with_ccmp_blocks),
     # Table 7: Laplace noise on the prototypes, pathological.
     "dp": _table("dp", "Differential privacy on prototypes (Table 7)", _dp_rows, "pathological", "T7",
                  _path),

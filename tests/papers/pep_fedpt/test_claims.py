@@ -4,8 +4,9 @@ import pytest
 
 import fedrepro.claims  # noqa: F401  (registers every paper's claims)
 from fedrepro.papers.verdicts import evaluate_claims
-from fedrepro.papers.pep_fedpt.tables import MANY_PROMPTS
-from fedrepro.papers.pep_fedpt.variants import PRIOR_MIX
+from fedrepro.claims import CLAIMS
+from fedrepro.papers.pep_fedpt.tables import CCMP_BLOCKS, MANY_PROMPTS
+from fedrepro.papers.pep_fedpt.variants import CONTROL, PPT_PAPER_RATE, PPT_TUNED, PRIOR_MIX
 
 
 def table(rows, **cols):
@@ -61,7 +62,7 @@ def test_heldout_claim_judges_pep_fedpts_drop_against_fedvpts():
         rows = []
         for s in range(3):
             rows += [{"row": "pep_fedpt", "seed": s, "final": 0.9, "final_heldout": 0.9 - pep_drop},
-                     {"row": "p_pt", "seed": s, "final": 0.8, "final_heldout": 0.8 - ppt_drop},
+                     {"row": PPT_PAPER_RATE, "seed": s, "final": 0.8, "final_heldout": 0.8 - ppt_drop},
                      {"row": "fedvpt", "seed": s, "final": 0.85, "final_heldout": 0.85 - vpt_drop}]
         return pd.DataFrame(rows)
 
@@ -115,3 +116,70 @@ def test_soft_weight_claim_reads_the_last_ccmp_block_without_the_prior():
     # With the prior the weights peak on the true class whatever the similarity does: that is not read.
     assert verdict(pd.DataFrame(rows).drop(columns="peak_class_similarity"),
                    "soft_weights_peak_on_true_class")[0] == "NOT RUN"
+
+
+def _ppt(paper_rate: float, tuned: float, **extra: float):
+    """PEP-FedPT at 0.90 beside P-PT at the paper's rate and tuned, pathological split."""
+    levels = {"pep_fedpt": 0.90, PPT_PAPER_RATE: paper_rate, PPT_TUNED: tuned, **extra}
+    return table([(n, s, v, "pathological") for s in range(3) for n, v in levels.items()])
+
+
+def test_the_p_pt_claim_reads_the_papers_rate_row_and_the_tuned_one_is_ours():
+    # The paper's-rate P-PT 10 points below, the tuned one 1 point: Table 1's claim (> 5.02) passes on the
+    # first, the claim marked (ours) fails on the second; swapped, the verdicts swap.
+    r = _ppt(paper_rate=0.80, tuned=0.89)
+    v, ev = verdict(r, "beats_p_pt_pathological")
+    assert v == "PASS" and "P-PT (paper's rate) 80.00" in ev, ev
+    v, ev = verdict(r, "beats_p_pt_tuned_pathological")
+    assert v == "FAIL" and "P-PT (ours, tuned) 89.00" in ev, ev
+    swapped = _ppt(paper_rate=0.89, tuned=0.80)
+    assert verdict(swapped, "beats_p_pt_pathological")[0] == "FAIL"
+    assert verdict(swapped, "beats_p_pt_tuned_pathological")[0] == "PASS"
+    # Without the paper's-rate row the claim is not checked: it never falls back on the tuned one.
+    assert verdict(r[r.row != PPT_PAPER_RATE], "beats_p_pt_pathological")[0] == "NOT RUN"
+    assert "(ours" in CLAIMS.get("pep_fedpt.beats_p_pt_tuned_pathological").source
+    assert "paper's one rate (0.1" in CLAIMS.get("pep_fedpt.beats_p_pt_pathological").statement
+
+
+def test_the_heldout_p_pt_claims_read_the_papers_rate_row_and_the_tuned_one_is_ours():
+    rows = []
+    for s in range(3):
+        rows += [{"row": "pep_fedpt", "seed": s, "final": 0.9, "final_heldout": 0.88},
+                 {"row": PPT_PAPER_RATE, "seed": s, "final": 0.8, "final_heldout": 0.6},
+                 {"row": PPT_TUNED, "seed": s, "final": 0.9, "final_heldout": 0.86},
+                 {"row": "fedvpt", "seed": s, "final": 0.85, "final_heldout": 0.83}]
+    r = pd.DataFrame(rows)
+    assert verdict(r, "heldout_beats_p_pt")[0] == "PASS"  # +28 pts over the paper's-rate P-PT
+    assert verdict(r, "heldout_beats_p_pt_tuned")[0] == "FAIL"  # +2 pts over the tuned one, short of 5.38
+    v, ev = verdict(r, "heldout_keeps_accuracy")
+    assert v == "PASS" and "P-PT (ours, tuned) +4.00 pts (not tested)" in ev, ev
+    # The "drops more" test reads the paper's-rate row: tuned rows alone do not stand in for it.
+    assert verdict(r[r.row != PPT_PAPER_RATE], "heldout_keeps_accuracy")[0] == "NOT RUN"
+
+
+def test_the_claims_against_personal_baselines_name_the_prior_only_control_gap():
+    # PEP-FedPT 0.90, the prior-only control 0.95: the evidence gives the control's +5.00 lead, and the
+    # recorded cause names that measurement (issue 55's audit, finding 7).
+    r = _ppt(paper_rate=0.93, tuned=0.93, **{"pfedpg": 0.95, "head_tuning": 0.95, CONTROL: 0.95})
+    for claim in ("beats_pfedpg_pathological", "beats_p_pt_pathological", "beats_p_pt_tuned_pathological"):
+        v, ev = verdict(r, claim)
+        assert v == "FAIL" and "the prior-only control: FedVPT + log-prior (ours) − PEP-FedPT +5.00 pts" in ev, ev
+        cause = CLAIMS.get(f"pep_fedpt.{claim}").likely_cause
+        assert "below the prior-only control" in cause and "pep_fedpt.prior_control_beats_pep_fedpt" in cause
+    # A claim that records no such cause adds no such note; nor does one whose control did not run.
+    assert "prior-only control" not in verdict(r, "beats_head_tuning_pathological")[1]
+    assert "prior-only control" not in verdict(r[r.row != CONTROL], "beats_pfedpg_pathological")[1]
+
+
+def test_the_position_claim_names_its_blocks_and_refuses_arms_that_share_one():
+    def arms(first: str, middle: str):
+        return table([(n, s, v) for s in range(3) for n, v in (("ccmp middle", 0.95), ("ccmp first", 0.90))]).assign(
+            **{CCMP_BLOCKS: lambda d: d.row.map({"ccmp first": first, "ccmp middle": middle})})
+
+    v, ev = verdict(arms("1", "3"), "middle_beats_first")
+    assert v == "PASS" and "CCMP middle (block 3)" in ev and "CCMP first (block 1)" in ev, ev
+    # The stand-in's old relative arms, three blocks each: they share block 2, so the claim is not read.
+    v, ev = verdict(arms("0,1,2", "2,3,4"), "middle_beats_first")
+    assert v == "NOT RUN" and "first (blocks [0, 1, 2]) and middle (blocks [2, 3, 4]) share block(s) [2]" in ev, ev
+    statement = CLAIMS.get("pep_fedpt.middle_beats_first").statement
+    assert "[4, 5, 6] against [0, 1, 2]" in statement and "[3] against [1]" in statement
