@@ -355,11 +355,7 @@ SKIPPED = {
 REVERSED = {"fedotp.coop_beats_fedotp_pathological": otp_table1}
 # Claims the paper's own numbers FAIL, left to their owners (issue 55): each is listed until its claim
 # is mended, and the strict xfail then says so.
-KNOWN_FAILING = {
-    "pep_fedpt.heldout_keeps_accuracy": ("its second test, P-PT's held-out drop above PEP-FedPT's, fails on Table 3's "
-                                         "Tiny-ImageNet (P-PT 60.76 → 60.41, −0.35; PEP-FedPT 92.53 → 90.60, −1.93) "
-                                         "and on Table 13's iNaturalist and DomainNet"),
-}
+KNOWN_FAILING: dict[str, str] = {}
 
 
 def evaluate(claim_id: str, cases: Cases) -> list[tuple[str, str, str]]:

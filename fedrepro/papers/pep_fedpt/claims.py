@@ -108,20 +108,24 @@ def _drop(r: pd.DataFrame, row: str) -> pd.Series:
 
 
 def _heldout(r):
-    """P-PT is the paper's-rate row (:data:`READS`); the tuned P-PT's drop is shown beside it where it ran."""
-    pep, ppt, vpt = _drop(r, "pep_fedpt"), _drop(r, READS["p_pt"]), _drop(r, "fedvpt")
-    seeds = sorted(set(pep.index) & set(ppt.index) & set(vpt.index))
+    """PEP-FedPT's held-out drop against FedVPT's. The paper's text says personalised methods such as
+    pFedPG fail held-out (PEP-FedPT (arXiv) §4, Table 3); it does not say P-PT drops more than
+    PEP-FedPT, and its own Tables 3 and 13 would fail that (Tiny-ImageNet: P-PT −0.35, PEP-FedPT −1.93
+    pts), so P-PT's drop (the paper's-rate row, :data:`READS`) is shown beside it, untested."""
+    pep, vpt = _drop(r, "pep_fedpt"), _drop(r, "fedvpt")
+    seeds = sorted(set(pep.index) & set(vpt.index))
     if not seeds:
-        raise MissingResults("no seed run for PEP-FedPT, P-PT (paper's rate) and FedVPT")
-    pep, ppt, vpt = (d.loc[seeds].to_numpy() for d in (pep, ppt, vpt))
+        raise MissingResults("no seed run for both PEP-FedPT and FedVPT")
+    pep, vpt = (d.loc[seeds].to_numpy() for d in (pep, vpt))
     small = below("PEP-FedPT's drop − FedVPT's drop", pep - vpt, seeds, HELDOUT_TOL)
-    more = exceeds("P-PT (paper's rate)'s drop − PEP-FedPT's", ppt - pep, seeds)
-    context = (f"; drops (participating − held-out): PEP-FedPT {100 * pep.mean():+.2f}, "
-               f"FedVPT {100 * vpt.mean():+.2f}, P-PT (paper's rate) {100 * ppt.mean():+.2f} pts")
+    context = f"; drops (participating − held-out): PEP-FedPT {100 * pep.mean():+.2f}, FedVPT {100 * vpt.mean():+.2f}"
+    ppt = r[(r[ROW] == READS["p_pt"]) & r["seed"].isin(seeds)]
+    if not ppt.empty:  # read without recording its runs: no test compares them
+        context += f", {NAME[READS['p_pt']]} {100 * (ppt['final'] - ppt['final_heldout']).mean():+.2f}"
     tuned = r[(r[ROW] == PPT_TUNED) & r["seed"].isin(seeds)]
-    if not tuned.empty:  # read without recording its runs: no test compares them
-        context += f", {NAME[PPT_TUNED]} {100 * (tuned['final'] - tuned['final_heldout']).mean():+.2f} pts (not tested)"
-    return [small, more], f"{small.text()}; {more.text()}{context}"
+    if not tuned.empty:
+        context += f", {NAME[PPT_TUNED]} {100 * (tuned['final'] - tuned['final_heldout']).mean():+.2f}"
+    return [small], f"{small.text()}{context} pts (P-PT's and the tuned P-PT's drops not tested)"
 
 
 def _similarity_helps(r):
@@ -300,8 +304,9 @@ _claim("similarity_term_helps", "§4.2, Tables 1, 5 (ours)",
        _similarity_helps, arms=(_rows("pep_fedpt", PRIOR_MIX, {SPLIT: "dirichlet"}),), max_seeds=NEW_MAX_SEEDS)
 _claim("heldout_keeps_accuracy", "Tables 3, 13",
        f"Held-out clients keep most of PEP-FedPT's accuracy (its drop exceeds FedVPT's on the same clients by "
-       f"< {100 * HELDOUT_TOL:.0f} pts) while {PAPER_RATE_TEXT} drops more", _heldout,
-       arms=(_rows(PPT_PAPER_RATE, "pep_fedpt"), _rows("pep_fedpt", "fedvpt", shift={"final_heldout": -0.1})))
+       f"< {100 * HELDOUT_TOL:.0f} pts); P-PT's drop shown beside it, untested (the paper does not say it drops more, "
+       f"and its own Tables 3 and 13 would fail that)", _heldout,
+       arms=(_rows("pep_fedpt", "fedvpt", shift={"final_heldout": -0.1}),))
 for _b in HELDOUT_ROWS:
     _claim(f"heldout_beats_{_b}", "Table 3",
            f"On held-out clients PEP-FedPT > {PAPER_RATE_TEXT if _b == 'p_pt' else NAME[_b]} "

@@ -71,7 +71,9 @@ def test_heldout_claim_judges_pep_fedpts_drop_against_fedvpts():
     # The same 10-point drop where the global FedVPT loses 8 on those clients: they are harder, not
     # PEP-FedPT's prompts worse.
     assert verdict(held(0.10, 0.2, vpt_drop=0.08), "heldout_keeps_accuracy")[0] == "PASS"
-    assert verdict(held(0.02, 0.01), "heldout_keeps_accuracy")[0] == "FAIL"  # P-PT does not drop more
+    # P-PT's drop is shown, not tested: the paper's own Tables 3 and 13 have P-PT dropping less (issue 55)
+    assert verdict(held(0.02, 0.01), "heldout_keeps_accuracy")[0] == "PASS"
+    assert "P-PT (paper's rate) +1.00" in verdict(held(0.02, 0.01), "heldout_keeps_accuracy")[1]
     noisy = held(0.02, 0.2)
     noisy.loc[(noisy.row == "pep_fedpt") & (noisy.seed == 0), "final_heldout"] = 0.78  # one seed drops 12 pts
     assert verdict(noisy, "heldout_keeps_accuracy")[0] == "INCONCLUSIVE"
@@ -152,9 +154,9 @@ def test_the_heldout_p_pt_claims_read_the_papers_rate_row_and_the_tuned_one_is_o
     assert verdict(r, "heldout_beats_p_pt")[0] == "PASS"  # +28 pts over the paper's-rate P-PT
     assert verdict(r, "heldout_beats_p_pt_tuned")[0] == "FAIL"  # +2 pts over the tuned one, short of 5.38
     v, ev = verdict(r, "heldout_keeps_accuracy")
-    assert v == "PASS" and "P-PT (ours, tuned) +4.00 pts (not tested)" in ev, ev
-    # The "drops more" test reads the paper's-rate row: tuned rows alone do not stand in for it.
-    assert verdict(r[r.row != PPT_PAPER_RATE], "heldout_keeps_accuracy")[0] == "NOT RUN"
+    assert v == "PASS" and "P-PT (paper's rate) +20.00, P-PT (ours, tuned) +4.00 pts" in ev, ev
+    # Neither P-PT row is tested: without them the claim reads the same
+    assert verdict(r[~r.row.isin([PPT_PAPER_RATE, PPT_TUNED])], "heldout_keeps_accuracy")[0] == "PASS"
 
 
 def test_the_claims_against_personal_baselines_name_the_prior_only_control_gap():
