@@ -100,8 +100,12 @@ pretrain: setup ## regenerate the committed backbone checkpoints (fedrepro/model
 	$(VENV)/bin/fedrepro pretrain vit
 	$(VENV)/bin/fedrepro pretrain clip
 
-lab: setup ## JupyterLab on the notebooks; outputs under OUTPUT (default: this repository)
-	$(OUTPUT_ENV) $(VENV)/bin/jupyter lab $(ALLOW_ROOT) notebooks/
+# The notebooks read their profile from FEDREPRO_PROFILE (fedrepro.config.resolve_profile); smoke runs
+# go to the folder make smoke trains into, so that Lab reuses them and never touches runs/.
+LAB_ENV = $(OUTPUT_ENV) FEDREPRO_PROFILE=$(PROFILE) $(if $(filter smoke,$(PROFILE)),FEDREPRO_RUNS=$(OUTPUT)/output/smoke/runs)
+
+lab: setup ## JupyterLab on the notebooks at PROFILE (default laptop; make lab PROFILE=smoke for minutes); outputs under OUTPUT (default: this repository)
+	$(LAB_ENV) $(VENV)/bin/jupyter lab $(ALLOW_ROOT) notebooks/
 
 bench: setup ## engine vs a bare loop, one worker vs the pool, peak memory; kernel options -> bench/*.json
 	$(PY) -m fedrepro.app.bench --out bench/results.json

@@ -44,3 +44,13 @@ def test_reproduce_lab_and_smoke_write_into_the_repository_unless_told_otherwise
 def test_lab_allows_root_only_as_root():
     lab = next(x for x in _dry_run("lab") if "jupyter lab" in x)
     assert ("--allow-root" in lab) == (os.geteuid() == 0)
+
+
+def test_lab_passes_the_profile_to_the_notebooks():
+    # The notebooks read FEDREPRO_PROFILE (fedrepro.config.resolve_profile); make lab PROFILE=smoke was ignored.
+    default = next(x for x in _dry_run("lab") if "jupyter lab" in x)
+    assert "FEDREPRO_PROFILE=laptop" in default and "FEDREPRO_RUNS=" not in default
+    smoke = next(x for x in _dry_run("lab", "PROFILE=smoke") if "jupyter lab" in x)
+    assert "FEDREPRO_PROFILE=smoke" in smoke and f"FEDREPRO_RUNS={ROOT}/output/smoke/runs" in smoke
+    paper = next(x for x in _dry_run("lab", "PROFILE=paper") if "jupyter lab" in x)
+    assert "FEDREPRO_PROFILE=paper" in paper

@@ -1,10 +1,12 @@
-"""The pass's progress bar: counts tasks, grows its total, never goes backwards, names its unit."""
+"""The pass's progress bar: counts tasks, grows its total, never goes backwards, names its unit, and
+prints plain lines, not redraws, into a log that is not a terminal."""
 from __future__ import annotations
 
+import io
 import time
 
 from fedrepro.execute.local import Task, run_pool
-from fedrepro.execute.progress import PassProgress
+from fedrepro.execute.progress import LINE_STEP, PassProgress
 
 
 def test_the_total_grows_and_never_shrinks_and_the_fraction_never_falls():
@@ -68,3 +70,56 @@ def test_a_failed_task_and_what_needs_it_count_as_finished():
                       calls=[Task("bad", call=bad), Task("after", call=lambda: 0.0, deps=frozenset({"bad"}))])
     assert set(report.failed) == {"bad", "after"}
     assert bar.done == bar.total == 2
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_log_that_is_not_a_terminal_gets_a_plain_line_every_few_percent():
+    # A CI log (stderr to a file) got a carriage-return redraw per update, thousands in a long pass.
+    log = io.StringIO()
+    with PassProgress("pass", enabled=True, file=log) as bar:
+        bar.expect(1000)
+        for i in range(1000):
+            bar.advance()
+            bar.estimate(float(1000 - i))
+    text = log.getvalue()
+    lines = text.splitlines()
+    assert "\r" not in text and "\x1b" not in text
+    assert lines[0].startswith("pass:   0% 0/1000 tasks")
+    assert lines[-1].startswith("pass: 100% 1000/1000 tasks")
+    assert len(lines) <= 2 + 1 / LINE_STEP  # the start, one per step, the end
+    assert any("50% 500/1000 tasks" in x and "est." in x for x in lines)
+
+
+def test_plain_lines_follow_a_growing_total_and_print_the_end_once():
+    log = io.StringIO()
+    with PassProgress("pass", enabled=True, file=log) as bar:
+        bar.expect(10)
+        for _ in range(10):
+            bar.advance()
+        bar.expect(10)  # the next stage names ten more
+        for _ in range(10):
+            bar.advance()
+    lines = log.getvalue().splitlines()
+    assert [x.split(" [")[0] for x in lines].count("pass: 100% 20/20 tasks") == 1
+    assert "pass: 100% 10/10 tasks" in [x.split(" [")[0] for x in lines]
+    assert len(lines) <= 2 * (2 + 1 / LINE_STEP)
+
+
+def test_a_terminal_still_gets_the_redrawn_bar():
+    term = _Terminal()
+    with PassProgress("pass", enabled=True, file=term) as bar:
+        bar.expect(3)
+        bar.advance(3)
+    assert "\r" in term.getvalue() and "3/3 tasks" in term.getvalue()
+
+
+def test_a_disabled_bar_prints_nothing_to_a_log():
+    log = io.StringIO()
+    with PassProgress("pass", enabled=False, file=log) as bar:
+        bar.expect(3)
+        bar.advance(3)
+    assert log.getvalue() == ""

@@ -272,6 +272,12 @@ class Test:
     # A required gain larger than this makes the test UNTESTABLE (module doc).
     room: float = math.nan
     room_of: str = ""
+    # The range the quantity itself cannot leave, in its own units before ``scale`` ((0.0, 1.0) for a
+    # share or an accuracy kept as a fraction); None: unbounded. The t interval is cut to it: the
+    # true mean lies in the range, so the cut interval covers it as often as the whole one does, and
+    # a bound strictly inside the range gets the same verdict from either (one at an end of the range
+    # asks the impossible, and a claim "above 100%" FAILs).
+    limits: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         # Only ``requires`` is a choice: the other fields are measurements (a NaN effect is a result to
@@ -281,6 +287,10 @@ class Test:
                     check=lambda v: v == () or (isinstance(v, tuple) and len(v) == 2
                                                 and all(isinstance(t, str) and t.count("{}") == 1 for t in v)),
                     valid='() or two templates with one "{}" each, e.g. ("A {} above B", "A {} below B")')
+        check_value("limits", self.limits, object,
+                    check=lambda v: v is None or (isinstance(v, tuple) and len(v) == 2
+                                                  and all(isinstance(x, (int, float)) for x in v) and v[0] < v[1]),
+                    valid="None or (low, high) with low < high, e.g. (0.0, 1.0) for a share")
         # One effect per seed: a seed read twice would count one run twice and narrow the interval.
         # (An exact quantity is no measurement over seeds.)
         twice = sorted({str(s) for s in self.seeds if list(self.seeds).count(s) > 1})
@@ -294,7 +304,18 @@ class Test:
         if self.exact:
             v = float(np.mean(self.values))
             return v, v, v
-        return t_interval(self.values, self.level)
+        mean, low, high = t_interval(self.values, self.level)
+        if self.limits is not None:
+            low, high = max(low, self.limits[0]), min(high, self.limits[1])
+        return mean, low, high
+
+    @property
+    def cut(self) -> bool:
+        """Whether :attr:`limits` cut the t interval (the text then says so)."""
+        if self.limits is None or self.exact:
+            return False
+        _, low, high = t_interval(self.values, self.level)
+        return low < self.limits[0] or high > self.limits[1]
 
     def distance_sds(self) -> float:
         """How far the mean effect is from the bound, in standard deviations of the per-seed effects
@@ -392,7 +413,10 @@ class Test:
         per = ", ".join(self._num(v, 1) for v in self.values)
         # The room after the verdict, so that the part before it reads as every test's does.
         room = f" ({self.room_text})" if self.room_text else ""
-        return f"{self.name}: {self.interval_text} (per seed {per}; seeds {list(self.seeds)}) → {self.verdict}{room}"
+        cut = (f"; interval cut to the quantity's range [{self._num(self.limits[0])}, {self._num(self.limits[1])}]"
+               if self.cut else "")
+        return (f"{self.name}: {self.interval_text} (per seed {per}; seeds {list(self.seeds)}{cut}) → "
+                f"{self.verdict}{room}")
 
 
 # Test.interval_text of a bounded interval, at the end of a claim's interval (after the deciding

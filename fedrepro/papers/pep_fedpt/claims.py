@@ -182,7 +182,7 @@ def _peaks(r):
     share = last.assign(hit=last["true_class"] == last["peak_class_similarity"]).groupby("seed")["hit"].mean()
     if len(share) == 0:
         raise MissingResults("no soft-weight rows")
-    test = exceeds("share of classes peaking on the true class", share, share.index, PEAK_SHARE, unit="%")
+    test = exceeds("share of classes peaking on the true class", share, share.index, PEAK_SHARE, unit="%", limits=(0.0, 1.0))
     return test, f"last CCMP block, {test.text()}"
 
 
@@ -246,7 +246,8 @@ def _beats_t1(b: str, reads: str | None = None):
 # control's lead over PEP-FedPT, which the claim's evidence gives on its own seeds.
 _BELOW_CONTROL = ("PEP-FedPT sits below the prior-only control (FedVPT with the client's log-prior added to its "
                   "logits), by the gap the evidence gives beside the verdict (pep_fedpt.prior_control_beats_pep_"
-                  "fedpt tests it; 5.76 pts, 93.84 against 88.08, at the laptop pass of commit e1250b2): with 2 "
+                  "fedpt tests it; 5.76 pts, 93.84 against 88.08, at the laptop pass of commit e1250b2, "
+                  "docs/results/laptop/pep_fedpt.md): with 2 "
                   "classes per client the label set alone nearly decides the image's class, and CCMP passes the "
                   "prior to the prediction only through one mixed token at blocks 2-4 of the 6-block stand-in, "
                   "which moves the final cls little")
