@@ -20,7 +20,7 @@ def _rows(means: dict, alpha: float = 0.1, spread: float = 0.004) -> list[dict]:
 
 def test_a_gain_larger_than_the_room_is_untestable_and_one_with_room_that_misses_still_fails():
     # Local sits at 98.5: a +3-point gain over it would need 101.5, so no result here could show it.
-    crowded = pd.DataFrame(_rows({"fedpft": 0.980, "local": 0.985}))
+    crowded = pd.DataFrame(_rows({"fedpft": 0.986, "local": 0.985}))
     test, evidence = compare(crowded, {M: "fedpft"}, {M: "local"}, margin=0.03, label_a="FedPFT", label_b="Local",
                              ceiling=Ceiling(value=1.0, label="100%"))
     assert test.verdict == UNTESTABLE
@@ -39,6 +39,10 @@ def test_a_gain_larger_than_the_room_is_untestable_and_one_with_room_that_misses
         "INCONCLUSIVE"
     # Without a ceiling the crowded claim is the FAIL it was before the rule.
     assert compare(crowded, {M: "fedpft"}, {M: "local"}, margin=0.03)[0].verdict == "FAIL"
+    # No room excuses a miss, not a loss: FedPFT wholly below Local stays FAIL under the same ceiling.
+    below_control = pd.DataFrame(_rows({"fedpft": 0.975, "local": 0.985}))
+    test, _ = compare(below_control, {M: "fedpft"}, {M: "local"}, margin=0.03, ceiling=Ceiling(value=1.0))
+    assert test.no_room and test.verdict == "FAIL"
 
 
 def test_a_ceiling_of_named_rows_takes_the_best_of_them_and_never_the_methods_own():
@@ -90,7 +94,7 @@ def test_an_untestable_claim_records_its_numbers_goes_to_no_more_seeds_and_is_re
     claim = Claim("x.rises", "x", "Fig. 1", "FedPFT beats Local by 3 points",
                   lambda r: compare(r, {M: "fedpft"}, {M: "local"}, margin=0.03, label_a="FedPFT", label_b="Local",
                                     ceiling=Ceiling(value=1.0)), max_seeds=12)
-    res = claim.evaluate(pd.DataFrame(_rows({"fedpft": 0.980, "local": 0.985})))
+    res = claim.evaluate(pd.DataFrame(_rows({"fedpft": 0.986, "local": 0.985})))
     assert isinstance(res, ClaimResult) and res.verdict == UNTESTABLE
     assert res.room.startswith("required +3.00 pts against a room of +1.50 pts")
     assert next_stage(res.verdict, 3, 12) is None  # seeds cannot make room

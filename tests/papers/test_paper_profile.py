@@ -22,10 +22,15 @@ PINNED = {
     "setup:pfedcspc:default:smoke": "0769460e3f48ddba",
     "setup:pfedcspc:cifar100:smoke": "0769460e3f48ddba",
     "setup:pfedcspc:beta0.1:smoke": "d98c4a8523520cf0",
-    "table:fedpft:main_default:smoke": "787dd48fd7df0c3e",
+    # FedPFT's main table, its linear-probe table and its r_f table gained rows (issue 54): the φ-epoch-
+    # matched FedPFT row (variants.PHI_MATCHED) in the first two, the main table's α = 0.1 baselines beside
+    # the R_f sweep (its ceiling) in the third. Without those rows the keys are the earlier pin's
+    # (787dd48fd7df0c3e, a8134a7d02753dee, c6d97695881f3189 at smoke; 5f97a0d5eb3194a3, 9aaf5fb051c23021,
+    # e9526438e34500c6 at laptop): every other row is as it was.
+    "table:fedpft:main_default:smoke": "80e0102e888ec4b2",
     # The ablation gained arXiv rows VI-VII (FedPFT (arXiv) §4.3) after the pin; its other rows are unchanged.
     "table:fedpft:ablation:smoke": "0067c27ade11f582",
-    "table:fedpft:r_f:smoke": "c6d97695881f3189",
+    "table:fedpft:r_f:smoke": "031b97520f321629",
     "table:pfedcspc:main_default:smoke": "bda227219ba5ee10",
     # Table VI gained its FedASAM pair; without those rows the table's keys are the earlier pin's
     # (9a64ea933aa3481a at smoke, 1d49de107ad3804c at laptop).
@@ -48,9 +53,9 @@ PINNED = {
     "setup:pfedcspc:default:laptop": "621cacb4ef3f544d",
     "setup:pfedcspc:cifar100:laptop": "621cacb4ef3f544d",
     "setup:pfedcspc:beta0.1:laptop": "85e06ed4c207d5e0",
-    "table:fedpft:main_default:laptop": "5f97a0d5eb3194a3",
+    "table:fedpft:main_default:laptop": "6dcc9986ddd34c17",
     "table:fedpft:ablation:laptop": "45840cfe1a16095a",
-    "table:fedpft:r_f:laptop": "e9526438e34500c6",
+    "table:fedpft:r_f:laptop": "065b93d741fc310c",
     "table:pfedcspc:main_default:laptop": "53c3adbf5d0ff358",
     # Table VI and Table VII (β = 0.1) run their claim rows over the claim seeds since the pin.
     "table:pfedcspc:orthogonality:laptop": "6800553295af3c85",  # with the FedASAM pair, as at smoke
@@ -62,8 +67,8 @@ PINNED = {
     # at smoke, c2cdb8371ad8fa3b at laptop).
     "table:fedpft:linear:smoke": "f6487e1ae6cac523",
     "table:fedpft:linear:laptop": "d6ad597fd396467f",
-    "table:fedpft:linear_probe:smoke": "a8134a7d02753dee",
-    "table:fedpft:linear_probe:laptop": "9aaf5fb051c23021",
+    "table:fedpft:linear_probe:smoke": "fcf5e93e2cc1d8a5",  # with the matched row (issue 54), as above
+    "table:fedpft:linear_probe:laptop": "7bcb95f7a1c064b5",
     "table:fedpft:prompt_effect:smoke": "362e6a321deefd68",
     "table:fedpft:prompt_effect:laptop": "04947dcf4be5225d",
     "table:fedpft:pathological:smoke": "26061a707b299d44",

@@ -19,8 +19,10 @@ def _c(name: str) -> str:
 def _main() -> TableCoverage:
     return TableCoverage(
         claims=(_c("con_beats_fedpft"), _c("local_vs_fedavg"), _c("fedavg_flat_personalised_drop")),
-        compared={"fedavg": (_c("beats_fedavg_every_alpha"),), "local": (_c("beats_local_every_alpha"),),
-                  **{b: (_c("beats_fedper_fedrep_fedbn"),) for b in ("fedper", "fedrep", "fedbn")}},
+        compared={"fedavg": (_c("beats_fedavg_every_alpha"), _c("beats_fedavg_every_alpha_phi_matched")),
+                  "local": (_c("beats_local_every_alpha"),),
+                  **{b: (_c("beats_fedper_fedrep_fedbn"), _c("beats_fedper_fedrep_fedbn_phi_matched"))
+                     for b in ("fedper", "fedrep", "fedbn")}},
         left_out={b: _TABLE_SEED for b in ("fedamp", "fedrod", "pfedsd", "pfedgate", "fedcac", "pfedpt")})
 
 
@@ -37,13 +39,13 @@ TABLES = {
                                                 "pfedsd", "pfedgate", "fedcac", "pfedpt")}),
     "T-Ablation": TableCoverage(claims=(_c("prompts_improve_fedavg"), _c("alternation_matters")),
                                 own=("I", "II", "III", "IV", "V", "VI", "arXiv-VI", "arXiv-VII")),
-    "T-Probe": TableCoverage(compared={"fedavg": (_c("probe_ge_fedavg"),)},
+    "T-Probe": TableCoverage(compared={"fedavg": (_c("probe_ge_fedavg"), _c("probe_ge_fedavg_phi_matched"))},
                              left_out={b: _PROBE for b in ("fedper", "fedbn", "fedcac", "fedrod", "pfedsd")}),
     "T-Prompt": TableCoverage(claims=(_c("prompts_keep_separability"),), own=("None", "p_κ", "p_ρ")),
     "T9": TableCoverage(claims=(_c("fedavg_linear_beats_fedavg"),)),
     "T10": TableCoverage(claims=(_c("feature_shift_mismatch"), _c("feature_shift_best"))),
-    "T11": TableCoverage(claims=(_c("best_with_100_clients"),)),
-    "T12": TableCoverage(claims=(_c("best_with_resnet18"),)),
+    "T11": TableCoverage(claims=(_c("best_with_100_clients"), _c("best_with_100_clients_phi_matched"))),
+    "T12": TableCoverage(claims=(_c("best_with_resnet18"), _c("best_with_resnet18_phi_matched"))),
     "T13": TableCoverage(claims=(_c("partial_participation"),)),
     "T15": TableCoverage(claims=(_c("communication_overhead"),)),
     "T14": TableCoverage(claims=(_c("time_per_round"),)),

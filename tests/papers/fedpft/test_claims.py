@@ -269,3 +269,149 @@ def test_fedavg_linear_claim_reads_the_joint_schedule():
     plain = _acc(over_seeds([("fedavg", 0.5, 0.70), ("fedavg_linear", 0.5, 0.75)]))
     assert verdict(plain, cid) == "PASS"
     assert set(linear_row_labels(plain)["row"]) == {"fedavg", "fedavg_linear (joint, ours)"}
+
+
+# --- Ceilings (issue 54, audit finding 8): no FAIL where the stand-in leaves no room ----------------
+M = "method.name"
+
+
+def _ev(t, cid):
+    return evaluate_claims(t, ids=[cid]).iloc[0]
+
+
+def test_beats_local_is_untestable_where_local_sits_at_the_best_baseline_and_fails_with_room():
+    cid = "fedpft.beats_local_every_alpha"
+    # The laptop page's α = 0.1 (means): Local 93.52, FedBN 94.43, FedPer 92.03. The 1.33-point margin
+    # exceeds the 0.91 points FedBN leaves above Local: FedPFT level with Local cannot show it.
+    crowded = _acc(over_seeds([("fedpft", 0.1, 0.9355), ("local", 0.1, 0.9352), ("fedbn", 0.1, 0.9443),
+                               ("fedper", 0.1, 0.9203), ("fedavg", 0.1, 0.8057)], at=2))
+    res = _ev(crowded, cid)
+    assert res["verdict"] == "UNTESTABLE", res["evidence"]
+    assert "required +1.33 pts against a room of +0.91 pts" in res["room"]
+    assert "best baseline method.name=fedbn 95.43 − Local 94.52" in res["room"]  # seeds 0-2: +1 point
+    # The page's own FedPFT, 92.72, is below Local on every seed: no room excuses a loss, so FAIL.
+    lost = crowded.copy()
+    lost.loc[lost[M] == "fedpft", "best"] -= 0.0083
+    assert verdict(lost, cid) == "FAIL"
+    # The same miss where a baseline leaves room (FedPer 97): FAIL, as before the rule.
+    roomy = crowded.copy()
+    roomy.loc[roomy[M] == "fedper", "best"] += 0.05
+    assert verdict(roomy, cid) == "FAIL"
+    # α = 0.5 of the page: Local 83.98, FedPer 86.57 leaves 2.59 points; FedPFT 1 point below Local is a
+    # FAIL there, and a FAIL at one α decides the claim whatever the room at the other.
+    both = pd.concat([crowded, _acc(over_seeds([("fedpft", 0.5, 0.83), ("local", 0.5, 0.8398),
+                                                ("fedper", 0.5, 0.8657)]))])
+    assert verdict(both, cid) == "FAIL"
+    # Local is one of the ceiling's rows: where no other baseline beats it, the room is 0, so a miss
+    # level with Local reads UNTESTABLE, but a large loss to Local is still FAIL.
+    alone = crowded[crowded[M].isin(["fedpft", "local"])]
+    assert verdict(alone, cid) == "UNTESTABLE"
+    assert verdict(alone.assign(best=alone["best"] - 0.1 * (alone[M] == "fedpft")), cid) == "FAIL"
+
+
+def _rf_with(baselines):
+    # The laptop page's sweep at α = 0.1 (means over seeds 0-2).
+    sweep = {0: 0.9343, 1: 0.9480, 2: 0.9470, 3: 0.9440, 4: 0.9387, 5: 0.9063}
+    rows = [{RF: k, M: "fedpft", A: 0.1, "seed": s, "best": b + 0.01 * s} for s in SEEDS for k, b in sweep.items()]
+    rows += [{M: m, A: 0.1, "seed": s, "best": b + 0.01 * s} for s in SEEDS for m, b in baselines.items()]
+    return pd.DataFrame(rows)
+
+
+RF = "method.args.r_f"
+
+
+def test_rf_sweep_rises_is_untestable_below_the_best_baseline_and_fails_with_room():
+    cid = "fedpft.rf_sweep_rises"
+    # Local 94.43, FedPer 92.03, FedBN 94.43 at α = 0.1: 1.00 point above R_f = 0 against the 3 required.
+    res = _ev(_rf_with({"local": 0.9443, "fedper": 0.9203, "fedbn": 0.9443}), cid)
+    assert res["verdict"] == "UNTESTABLE", res["evidence"]
+    assert "required +3.00 pts against a room of +1.00 pts (best baseline at α=0.1" in res["room"]
+    # A baseline at 97.5 leaves 4.07 points: the +1.37 rise misses the margin with room, a FAIL.
+    assert verdict(_rf_with({"local": 0.9443, "fedper": 0.975, "fedbn": 0.9443}), cid) == "FAIL"
+    # The paper profile's table runs no baseline beside the sweep: judged without a ceiling.
+    assert verdict(_rf_with({}), cid) == "FAIL"
+    # The other sweep claim reads the sweep alone, the baselines' rows beside it or not.
+    assert verdict(_rf_with({"local": 0.99}), "fedpft.rf_sweep_peaks_inside") == \
+        verdict(_rf_with({}), "fedpft.rf_sweep_peaks_inside")
+
+
+def _settings(levels):
+    return pd.DataFrame([{"setting": st, A: a, "seed": s, "best": b + 0.01 * s}
+                         for a, per in levels.items() for st, b in per.items() for s in SEEDS])
+
+
+def test_alternation_is_untestable_where_no_other_setting_leaves_room_and_fails_where_one_does():
+    cid = "fedpft.alternation_matters"
+    # The laptop page: III 93.87 vs II 93.03 at α = 0.1, III 82.97 vs II 87.47 at α = 0.5; FedAvg (I)
+    # and FedPFT+Con (V) below II. II is then the best other setting at both α: no room for +3.
+    page = {0.1: {"I": 0.8057, "II": 0.9303, "III": 0.9387, "V": 0.9103},
+            0.5: {"I": 0.8440, "II": 0.8747, "III": 0.8297}}
+    # At α = 0.1 III is level with II's best (no room for +3): UNTESTABLE there; at α = 0.5 III sits
+    # 4.5 points below II, a loss no ceiling excuses: the claim FAILs.
+    res = _ev(_settings(page), cid)
+    assert res["verdict"] == "FAIL", res["evidence"]
+    level = {0.1: page[0.1], 0.5: {**page[0.5], "III": 0.8750}}
+    res = _ev(_settings(level), cid)
+    assert res["verdict"] == "UNTESTABLE", res["evidence"]
+    assert "best other setting" in res["room"]
+    # A setting 4 points above II at each α (room 4 > 3): the same numbers FAIL.
+    roomy = {a: {**per, "PerClassifier": per["II"] + 0.04} for a, per in page.items()}
+    assert verdict(_settings(roomy), cid) == "FAIL"
+    # III itself is never its own ceiling: a clear win still PASSes.
+    win = {a: {"I": 0.6, "II": 0.65, "III": 0.75, "V": 0.66} for a in (0.1, 0.5)}
+    assert verdict(_settings(win), cid) == "PASS"
+
+
+# --- The φ-epoch-matched companions (issue 54, audit finding 7) -------------------------------------
+def _main_with_matched(matched: float, paper: float):
+    from fedrepro.papers.fedpft.variants import PHI_MATCHED
+
+    rows = []
+    for a in (0.1, 0.5, 1.0):
+        rows += [("fedpft", a, paper), (PHI_MATCHED, a, matched), ("fedavg", a, 0.82), ("fedper", a, 0.85),
+                 ("fedrep", a, 0.80), ("fedbn", a, 0.85)]
+    return _acc(over_seeds(rows))
+
+
+def test_each_main_comparison_reads_its_own_fedpft_row():
+    """The paper-schedule claim reads fedpft's (4, 1) rows, its companion the matched row, against the
+    same baselines with the same margin; neither reads the other's."""
+    pairs = {"fedpft.beats_fedper_fedrep_fedbn": "fedpft.beats_fedper_fedrep_fedbn_phi_matched",
+             "fedpft.beats_fedavg_every_alpha": "fedpft.beats_fedavg_every_alpha_phi_matched"}
+    budget = _main_with_matched(matched=0.88, paper=0.83)   # as the audit's E4a: the matched φ catches up
+    for paper_claim, ours in pairs.items():
+        assert verdict(budget, paper_claim) == "FAIL" and verdict(budget, ours) == "PASS", ours
+        assert "paper's schedule" in evidence(budget, paper_claim)
+        assert "φ-epoch matched, ours" in evidence(budget, ours)
+    absent = _main_with_matched(matched=0.83, paper=0.88)
+    for paper_claim, ours in pairs.items():
+        assert verdict(absent, paper_claim) == "PASS" and verdict(absent, ours) == "FAIL", ours
+    # The same margin: each row 1 point above FedAvg misses the 2.1 points required of both.
+    from fedrepro.papers.fedpft.claims import BEATS_FEDAVG_MARGIN
+
+    near = _main_with_matched(matched=0.83, paper=0.83)
+    assert 0.02 < BEATS_FEDAVG_MARGIN < 0.025
+    assert verdict(near, "fedpft.beats_fedavg_every_alpha") == "FAIL"
+    assert verdict(near, pairs["fedpft.beats_fedavg_every_alpha"]) == "FAIL"
+    # Without a matched row (the paper profile) the companion is not run.
+    assert verdict(near[near[M] != near[M].iloc[1]], pairs["fedpft.beats_fedavg_every_alpha"]) == "NOT RUN"
+
+
+def test_best_of_all_claims_never_count_fedpfts_other_schedule_as_a_rival():
+    from fedrepro.papers.fedpft.variants import PHI_MATCHED
+
+    t = _acc(over_seeds([("fedpft", 0.5, 0.80), (PHI_MATCHED, 0.5, 0.86), ("fedper", 0.5, 0.84),
+                         ("fedrod", 0.5, 0.83)]))
+    for name in ("100_clients", "resnet18"):
+        assert verdict(t, f"fedpft.best_with_{name}") == "FAIL"
+        assert verdict(t, f"fedpft.best_with_{name}_phi_matched") == "PASS"
+        assert PHI_MATCHED not in evidence(t, f"fedpft.best_with_{name}").split("|| ")[0].split(" vs ")[1]
+
+
+def test_probe_companion_reads_the_matched_rows_probe():
+    from fedrepro.papers.fedpft.variants import PHI_MATCHED
+
+    t = probe_table(over_seeds([("fedavg", 0.5, 0.6, 0.80, 0.8), ("fedpft", 0.5, 0.6, 0.76, 0.8),
+                                (PHI_MATCHED, 0.5, 0.6, 0.80, 0.8)]))
+    assert verdict(t, "fedpft.probe_ge_fedavg") == "FAIL"
+    assert verdict(t, "fedpft.probe_ge_fedavg_phi_matched") == "PASS"

@@ -91,16 +91,22 @@ def test_by_alpha_tables_line_up_with_the_paper(name, ref, profile):
 
     from fedrepro.papers.reference import paper_table
 
+    from fedrepro.papers.fedpft.variants import PHI_MATCHED
+
     d = fedpft.TABLES[name]
     cfgs = d.configs(profile)
+    # The φ-epoch-matched FedPFT row (laptop) is a variant of the table's rows, named by its derive.
     runs = pd.DataFrame([{"method.name": c.method.name, "data.partition_args.alpha": c.data.partition_args["alpha"],
-                          "seed": c.seed, "best": 0.5 + 0.01 * c.seed} for c in cfgs])
-    shown = d.show(runs)
+                          "seed": c.seed, "best": 0.5 + 0.01 * c.seed,
+                          "setting": PHI_MATCHED if c.method.args.get("r_a", 1) != 1 else None} for c in cfgs])
+    shown = d.show(d.derive(runs))
     quoted = paper_table("fedpft", ref)            # methods × α, as stored
     paper_half, ours_half = shown["paper"], shown["ours (best round)"]
     assert list(shown.index) == ["α=0.1", "α=0.5", "α=1.0"]
     assert list(paper_half.columns) == list(quoted.index)   # every method of the paper, as a column
-    assert set(ours_half.columns) <= set(paper_half.columns)
+    # ours: the paper's methods, and at laptop the matched row (ours alone: the paper has no such column)
+    assert set(ours_half.columns) <= set(paper_half.columns) | {PHI_MATCHED}
+    assert (PHI_MATCHED in ours_half.columns) == (profile == "laptop")
     for alpha in sorted({c.data.partition_args["alpha"] for c in cfgs}):
         assert ours_half.loc[f"α={alpha}", "fedpft"] == "51.00 ± 1.00"
     for method in quoted.index:
@@ -183,3 +189,70 @@ def test_linear_table_runs_both_fedavg_linear_schedules_over_the_claim_seeds(pro
     assert set(LINEAR_SCHEDULES.values()) == {False, True}
     ref = table.paper_numbers()
     assert "fedavg_linear (joint, ours)" in ref.index and "fedavg_linear" not in ref.index
+
+
+PHI_TABLES = ("main_default", "linear_probe", "100_clients", "resnet18")
+
+
+@pytest.mark.parametrize("profile", ["smoke", "laptop"])
+@pytest.mark.parametrize("name", PHI_TABLES)
+def test_the_phi_matched_row_trains_phi_as_many_epochs_as_fedper(name, profile):
+    """Issue 54 (audit finding 7): beside the paper's schedule, whose φ trains R_a = 1 epoch a round,
+    the tables the main comparisons read run FedPFT with φ given FedPer's epochs a round (read off
+    each method's schedule, as the likely causes read them), at every α and seed the paper's row
+    runs; the paper's (4, 1) row is unchanged."""
+    from fedrepro.papers.diagnose import extractor_epochs
+    from fedrepro.papers.fedpft.variants import PHI_MATCHED_R_F
+
+    cfgs = fedpft.TABLES[name].configs(profile)
+    phi = lambda c: extractor_epochs(c, c.train.rounds)  # noqa: E731
+    paper_row = [c for c in cfgs if c.method.name == "fedpft" and not c.method.args]
+    matched = [c for c in cfgs if c.method.name == "fedpft" and c.method.args]
+    fedper = {phi(c) for c in cfgs if c.method.name == "fedper"}
+    assert paper_row and matched and len(fedper) == 1
+    assert {phi(c) for c in matched} == fedper
+    assert {phi(c) for c in paper_row} == {c.train.rounds for c in paper_row}  # 1 epoch a round: the gap
+    assert {c.method.args["r_f"] for c in matched} == {PHI_MATCHED_R_F}  # the paper's prompt phase, kept
+    assert not any(c.method.args.get("alternate") is False for c in matched)  # and the alternation
+    at = lambda cs: {(c.data.partition_args["alpha"], c.seed) for c in cs}  # noqa: E731
+    assert at(matched) == at(paper_row)
+
+
+@pytest.mark.parametrize("name", PHI_TABLES)
+def test_the_paper_profile_runs_the_papers_schedule_alone(name):
+    """The paper's 1000 rounds are the regime its tables speak of: no matched row there (left_open)."""
+    cfgs = fedpft.TABLES[name].configs("paper", tuned=False)
+    assert {str(c.method.args) for c in cfgs if c.method.name == "fedpft"} == {"{}"}
+
+
+def test_the_matched_rows_are_named_apart_from_the_papers_schedule():
+    """The derive names the matched runs by their label in method.name, after every other row, so that
+    a claim, a table cell or a bar that reads fedpft reads the paper's schedule alone."""
+    import pandas as pd
+
+    from fedrepro.papers.fedpft.tables import phi_matched_labels
+    from fedrepro.papers.fedpft.variants import PHI_MATCHED
+
+    runs = pd.DataFrame({"method.name": ["fedpft", "fedpft", "fedavg"], "setting": [PHI_MATCHED, None, None],
+                         "best": [0.9, 0.8, 0.7]})
+    named = phi_matched_labels(runs)
+    assert list(named["method.name"]) == ["fedpft", "fedavg", PHI_MATCHED]
+    assert list(named["best"]) == [0.8, 0.7, 0.9]
+    shown = fedpft.TABLES["main_default"].ours(named.assign(**{"data.partition_args.alpha": 0.5, "seed": 0}))
+    assert {"fedpft", PHI_MATCHED} <= set(shown.index)
+
+
+@pytest.mark.parametrize("profile", ["smoke", "laptop"])
+def test_the_r_f_table_runs_the_main_tables_baselines_as_its_ceiling(profile):
+    """fedpft.rf_sweep_rises reads its room off the best baseline at the sweep's α: the main table's own
+    configs (trained once), over the sweep's seeds."""
+    from fedrepro.papers.fedpft.variants import RF_ALPHA, RF_CEILING_BASELINES
+
+    cfgs = fedpft.TABLES["r_f"].configs(profile)
+    beside = [c for c in cfgs if c.method.name != "fedpft"]
+    assert {c.method.name for c in beside} == set(RF_CEILING_BASELINES)
+    assert {c.data.partition_args["alpha"] for c in cfgs} == {RF_ALPHA}
+    assert {c.hash() for c in beside} <= {c.hash() for c in fedpft.TABLES["main_default"].configs(profile)}
+    assert {c.seed for c in beside} == {c.seed for c in cfgs if c.method.name == "fedpft"}
+    # the paper profile searches the main rows' rates, which this table does not: no ceiling rows there
+    assert {c.method.name for c in fedpft.TABLES["r_f"].configs("paper")} == {"fedpft"}
