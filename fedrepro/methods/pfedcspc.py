@@ -26,8 +26,10 @@ One round (client k, then the server):
    - ``L_A``: L1 distance between the in-batch angle tensors of the features and of their classes'
      prototypes, over triplets with three distinct labels [paper Eq. 6];
    - ``L_E``: ``|difference|`` of the feature and prototype distances of pairs with different labels
-     [paper Eq. 7, ℓ = L2 norm of a scalar; ``edge_pairs``, ``edge_penalty`` and ``edge_scale`` give
-     the other readings, the FedCSPC code's among them].
+     [paper Eq. 7, ℓ = L2 norm of a scalar], each side's distances divided by their mean [code's
+     scale; the combination is our reading], so that the loss asks for the prototypes' shape and not
+     their size (``edge_scale="none"`` is the literal raw distances; ``edge_pairs``, ``edge_penalty``
+     and ``edge_scale`` give the other readings, the FedCSPC code's among them).
 
    Weights ``align_weights`` (1, 1, 1) [paper: equal; code 1, 0.2, 0.2 and node only by default].
 3. **CPM** (§IV-C1) [paper]: encoder features of the local training set (eval mode [code]); per
@@ -65,10 +67,11 @@ One round (client k, then the server):
 Ablation switches (Tables IV, V): ``prototypes`` ("cpm" | "tpg"), ``calibrate``, ``ca``, ``pa``,
 ``kp``, ``align`` (PTA), ``pmi``. Table VI's orthogonality: ``base="fedprox"`` (FedProx's proximal
 term, μ ``prox_mu``), ``base="moon"`` (MOON's model-contrastive loss, μ ``moon_mu``, τ
-``moon_tau``) replaces the CE-only L_base of Eq. 18, and ``base="fedasam"`` takes every local step
-as FedASAM does (an adaptive sharpness-aware step of radius ``asam_rho``, ``asam_eta`` as in
-:mod:`fedrepro.methods.fedasam`) on the whole client objective L_base + κ L_align (Eq. 18: "the base
-algorithm could be FedAvg, FedASAM, and so on").
+``moon_tau``; its positive is the round's start model M_k^p, as FedProx's anchor is, and its
+negative the client's last model [inferred]) replaces the CE-only L_base of Eq. 18, and
+``base="fedasam"`` takes every local step as FedASAM does (an adaptive sharpness-aware step of
+radius ``asam_rho``, ``asam_eta`` as in :mod:`fedrepro.methods.fedasam`) on the whole client
+objective L_base + κ L_align (Eq. 18: "the base algorithm could be FedAvg, FedASAM, and so on").
 """
 from __future__ import annotations
 
@@ -123,7 +126,11 @@ class PFedCSPCParams:
     tau_l: float = hp(0.5, gt=0)  # [paper]
     edge_pairs: str = hp("different_labels", choices=EDGE_PAIRS)  # Eq. 7's pairs; see edge_loss
     edge_penalty: str = hp("abs", choices=EDGE_PENALTIES)  # Eq. 7's ℓ of the scalar gap; see edge_loss
-    edge_scale: str = hp("none", choices=EDGE_SCALES)  # raw distances (Eq. 7) | each set over its mean [code]
+    # Eq. 7's distances: "mean" (default; our reading) divides each side's distances by their mean, as
+    # the FedCSPC code's edge term does, so the loss does not depend on the features' scale; "none" is
+    # the literal reading, raw distances, which on the laptop data shrank the encoder's inter-class
+    # distances 2-4x in 12 rounds (fail-audit E5): features shrink, next round's prototypes with them.
+    edge_scale: str = hp("mean", choices=EDGE_SCALES)
     # CPM --------------------------------------------------------------------------------------
     prototypes: str = hp("cpm", choices=PROTOTYPE_MODES)  # K-means clusters | one class mean (TPG, FedProto)
     clusters: int = hp(2, ge=1)  # j, lost from the paper's text [inferred]
@@ -254,18 +261,29 @@ def angle_loss(f: Tensor, y: Tensor, protos: Tensor) -> Tensor:
 
 
 def edge_loss(f: Tensor, y: Tensor, protos: Tensor, pairs: str = "different_labels",
-              penalty: str = "abs", scale: str = "none") -> Tensor:
+              penalty: str = "abs", scale: str = "mean") -> Tensor:
     """L_E (Eq. 7): the gap between two features' distance and their prototypes' distance, averaged
     over pairs i < j.
 
-    Eq. 7 takes the pair (f_1, f_2) of the angle term, whose samples have "different labels", and
-    ℓ, "the L_2-norm", of the scalar gap, i.e. its absolute value: ``pairs="different_labels"``,
-    ``penalty="abs"``, ``scale="none"``. ``pairs="all"`` also takes same-label pairs, whose
-    prototype distance is 0, so they pull same-class features together; ``penalty="squared"``
-    squares the gap. The FedCSPC code (its relational-distillation edge term) reads it as
-    ``pairs="all", scale="mean", penalty="smooth_l1"``: each side's distances divided by their own
-    mean over the pairs at a non-zero distance, so the loss matches the shape of the prototype
-    geometry, not its size, with a smooth-L1 penalty.
+    pFedCSPC (TNNLS) §IV-B2: "it requires the distance between the samples to be consistent with the
+    corresponding prototypes", L_E = ℓ(‖f_1 − f_2‖_2 − ‖u_g^f1 − u_g^f2‖_2), "where ℓ(·) is the
+    L_2-norm". Eq. 7 takes the pair (f_1, f_2) of the angle term, whose samples have "different
+    labels", and ℓ of the scalar gap, i.e. its absolute value: ``pairs="different_labels"``,
+    ``penalty="abs"``.
+
+    ``scale`` says which distances: ``"none"`` is the literal reading, raw Euclidean distances.
+    ``"mean"`` (the default, **our reading**) divides each side's distances by their own mean over
+    the pairs at a non-zero distance, as the FedCSPC code's edge term does. Why: the raw gap depends
+    on the scale of the features, and last round's prototypes are class means, whose distances are
+    shorter than those between two samples with their within-class spread; so the raw loss pulls the
+    features in, next round's prototypes shrink with them, and the encoder's feature scale collapses
+    (fail-audit E5). Divided by their means the distances keep the prototypes' shape and not their
+    size: the loss is the same for ``c · f`` as for ``f``, and shrinking earns nothing.
+
+    ``pairs="all"`` also takes same-label pairs, whose prototype distance is 0, so they pull
+    same-class features together; ``penalty="squared"`` squares the gap. The FedCSPC code (its
+    relational-distillation edge term) reads it as ``pairs="all", scale="mean",
+    penalty="smooth_l1"``.
     """
     n = len(y)
     iu = torch.triu_indices(n, n, 1, device=f.device)
@@ -454,19 +472,15 @@ class PFedCSPC(Method):
     def client_update(self, shared: State, state: State, data: ClientData, gen: torch.Generator,
                       rnd: int) -> ClientUpdate:
         p, t = self.p, self.ctx.cfg.train
-        net = self._load(self.initial_model(shared, data.cid))
+        start = self.initial_model(shared, data.cid)
+        net = self._load(start)
         hook = None
         if p.base == "fedprox":  # FedProx's proximal gradient, towards the round's starting model
             anchor = [v.detach().clone() for v in net.parameters()]
             hook = proximal_hook(zip(net.parameters(), anchor), p.prox_mu)
         glob = prev = None
-        if p.base == "moon":  # MOON's frozen global and previous local models
-            glob = self._build(0)
-            glob.load_state_dict(self._sub(shared, G))
-            prev = self._build(0)
-            prev.load_state_dict(self._sub(state, MODEL) or self._sub(shared, G))
-            for mdl in (glob, prev):
-                mdl.eval()
+        if p.base == "moon":
+            glob, prev = self.moon_anchors(start, state)
         protos, has = shared["U_g"], shared["U_has"]
         use_align = p.align and p.kappa > 0 and bool(has.any())
         opt = make_sgd(net.parameters(), t.lr, t.momentum, t.weight_decay)
@@ -515,6 +529,22 @@ class PFedCSPC(Method):
                   "cid": torch.tensor(data.cid)}
         return ClientUpdate(upload=upload, state={MODEL + k: v for k, v in sd.items()},
                             num_samples=data.num_train, metrics=stats.metrics())
+
+    def moon_anchors(self, start: dict[str, Tensor], state: State) -> tuple[CSPCNet, CSPCNet]:
+        """MOON's frozen positive and negative models for L_base (Table VI): the positive is the model
+        the client starts the round from (``start``: PMI's E_k^p ⊙ Ĥ_g ⊙ F̂_g, the global model where
+        there is no PMI), the negative its own model of last round (the start before its first).
+
+        MOON (Li et al., CVPR 2021) pulls towards the model the server sent, which is the model the
+        client starts from; under PMI that is M_k^p, not E_g ⊙ Ĥ_g ⊙ F̂_g, so the positive is the start
+        [our reading: pFedCSPC's Eq. 18 only names the base]. The FedProx base's proximal anchor is
+        the same start model, so both bases pull towards one point."""
+        pos, neg = self._build(0), self._build(0)
+        pos.load_state_dict(start)
+        neg.load_state_dict(self._sub(state, MODEL) or start)
+        for mdl in (pos, neg):
+            mdl.eval()
+        return pos, neg
 
     def align_loss(self, f: Tensor, y: Tensor, protos: Tensor, has: Tensor) -> Tensor:
         """L_align = w_N L_N + w_A L_A + w_E L_E (§IV-B2) of encoder features ``f`` against the global

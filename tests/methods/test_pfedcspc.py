@@ -179,18 +179,69 @@ def test_angle_and_edge_losses_vanish_when_features_sit_on_their_prototypes():
 
 
 def test_edge_loss_readings_of_eq_7():
-    """Eq. 7 by default over pairs with different labels with |gap|; options: all pairs, squared gap."""
+    """Eq. 7 literally (scale="none"): pairs with different labels, |gap| of the raw distances; options:
+    all pairs, squared gap. The default reads the same pairs and penalty on mean-scaled distances."""
     protos = torch.tensor([[0.0, 0.0], [3.0, 4.0]])  # prototype distance 5
     y = torch.tensor([0, 1, 0])
     f = torch.tensor([[0.0, 0.0], [6.0, 8.0], [0.0, 2.0]])
     # different-label pairs: (0,1) distance 10 -> gap 5; (1,2) distance sqrt(36+36) -> gap sqrt(72)-5
     gaps = torch.tensor([5.0, 72 ** 0.5 - 5])
-    assert float(edge_loss(f, y, protos)) == pytest.approx(float(gaps.abs().mean()), rel=1e-6)
-    assert float(edge_loss(f, y, protos, penalty="squared")) == pytest.approx(float((gaps ** 2).mean()), rel=1e-6)
+    raw = dict(scale="none")
+    assert float(edge_loss(f, y, protos, **raw)) == pytest.approx(float(gaps.abs().mean()), rel=1e-6)
+    assert float(edge_loss(f, y, protos, penalty="squared", **raw)) == \
+        pytest.approx(float((gaps ** 2).mean()), rel=1e-6)
     # all pairs add (0,2): distance 2 against the shared prototype's 0
     every = torch.cat([gaps, torch.tensor([2.0])])
-    assert float(edge_loss(f, y, protos, pairs="all")) == pytest.approx(float(every.mean()), rel=1e-6)
+    assert float(edge_loss(f, y, protos, pairs="all", **raw)) == pytest.approx(float(every.mean()), rel=1e-6)
     assert float(edge_loss(f[[0, 2]], y[[0, 2]], protos)) == 0.0  # one label: no pair
+    # The default: each side's two distances over their mean (features 10 and sqrt(72); prototypes 5, 5).
+    df = torch.tensor([10.0, 72 ** 0.5])
+    assert float(edge_loss(f, y, protos)) == pytest.approx(float((df / df.mean() - 1).abs().mean()), rel=1e-6)
+
+
+def test_edge_loss_default_is_scale_free_and_the_literal_reading_is_not():
+    """pFedCSPC Eq. 7 read on mean-scaled distances (the default): scaling the features, the
+    prototypes or both by a constant leaves the loss as it is; on raw distances (scale="none") it
+    does not."""
+    g = torch.Generator().manual_seed(4)
+    protos = torch.randn(4, 6, generator=g, dtype=torch.float64)
+    y = torch.tensor([0, 1, 2, 3, 1, 2, 0, 3])
+    f = protos[y] + 0.7 * torch.randn(8, 6, generator=g, dtype=torch.float64)
+    base = float(edge_loss(f, y, protos))
+    assert base > 0.01
+    for cf, cp in ((0.1, 0.1), (7.0, 7.0), (0.25, 1.0), (1.0, 3.0)):
+        assert float(edge_loss(cf * f, y, cp * protos)) == pytest.approx(base, rel=1e-9)
+    raw = float(edge_loss(f, y, protos, scale="none"))
+    assert float(edge_loss(0.1 * f, y, 0.1 * protos, scale="none")) == pytest.approx(0.1 * raw, rel=1e-9)
+    assert float(edge_loss(0.5 * f, y, protos, scale="none")) != pytest.approx(raw, rel=1e-3)
+
+
+def test_edge_loss_does_not_reward_shrinking_the_features():
+    """The mechanism behind the feature collapse of the literal reading (fail-audit E5): last round's
+    prototypes are class means, so two samples of different classes sit farther apart than their
+    prototypes (by their within-class spread), and raw distances make the loss fall as every feature
+    shrinks: its derivative along the features' common scale, ⟨∇_f L, f⟩, is positive, so a gradient
+    step moves the features towards the origin. Mean-scaled, the loss is flat along that direction."""
+    g = torch.Generator().manual_seed(5)
+    means = 3 * torch.randn(4, 8, generator=g, dtype=torch.float64)
+    y = torch.arange(4).repeat(8)
+    feats = means[y] + torch.randn(32, 8, generator=g, dtype=torch.float64)
+    protos = torch.stack([feats[y == c].mean(0) for c in range(4)])  # the class means: the prototypes
+
+    def along_scale(**kw) -> float:
+        f = feats.clone().requires_grad_(True)
+        (grad,) = torch.autograd.grad(edge_loss(f, y, protos, **kw), f)
+        return float((grad * feats).sum())  # d/ds L(s · f) at s = 1
+
+    assert along_scale(scale="none") > 0.05  # the literal reading pays the features to shrink
+    assert abs(along_scale()) < 1e-10
+    # Over the features' common scale s, the raw loss is least below s = 1 (the features would shrink,
+    # and next round's prototypes, their class means, with them); the default is the same at every s.
+    scales = torch.linspace(0.5, 1.5, 21, dtype=torch.float64)
+    raw = torch.stack([edge_loss(s * feats, y, protos, scale="none") for s in scales])
+    ours = torch.stack([edge_loss(s * feats, y, protos) for s in scales])
+    assert float(scales[raw.argmin()]) < 0.99
+    assert float(ours.max() - ours.min()) < 1e-9
 
 
 def test_edge_loss_code_reading_matches_shape_not_size():
@@ -200,7 +251,7 @@ def test_edge_loss_code_reading_matches_shape_not_size():
     code = dict(pairs="all", penalty="smooth_l1", scale="mean")
     # Features that are the prototypes scaled by 7 have the same shape: no loss, though Eq. 7 sees one.
     assert float(edge_loss(7 * protos[y], y, protos, **code)) == pytest.approx(0.0, abs=1e-7)
-    assert float(edge_loss(7 * protos[y], y, protos)) > 1
+    assert float(edge_loss(7 * protos[y], y, protos, scale="none")) > 1
     f = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 3.0]])
     df = torch.tensor([1.0, 3.0, 10 ** 0.5])
     dt = torch.tensor([5.0, 8.0, 5.0])
@@ -327,3 +378,37 @@ def test_moon_cnn_lends_its_encoder_projection_and_classifier(tiny):
     assert method.net.proj[2].out_features == 12 and method.net.cls.in_features == 12
     upd = update(method, st, clients[0])
     assert upd.upload["protos"].shape[1] == 84  # prototypes live in encoder space (Eq. 8)
+
+
+def test_moon_base_pulls_towards_the_model_the_client_starts_from(tiny, monkeypatch):
+    """Table VI's MOON+pFedCSPC: MOON's positive model is the model client k starts the round from,
+    its PMI model E_k^p ⊙ Ĥ_g ⊙ F̂_g (as the FedProx base's proximal anchor is), not the global
+    model E_g ⊙ Ĥ_g ⊙ F̂_g; its negative is the client's own model of last round."""
+    import fedrepro.methods.pfedcspc as mod
+
+    cfg = tiny(**{**CSPC, "method.args": {**CSPC["method.args"], "base": "moon"}})
+    method, clients, st = setup(cfg)
+    ups = [update(method, st, c) for c in clients]
+    shared, _ = method.aggregate(st.shared, ups, st.server_state, 0)
+    c = clients[0]
+    start, glob = method.initial_model(shared, c.cid), method._sub(shared, "g.")
+    assert any(not torch.equal(start[k], glob[k]) for k in method.enc_keys)  # PMI moved the encoder
+    seen = []
+    real = mod.model_contrastive_loss
+    monkeypatch.setattr(mod, "model_contrastive_loss",
+                        lambda z, zg, zp, tau: seen.append((zg.detach(), zp.detach())) or real(z, zg, zp, tau))
+    update(method, st, c, rnd=1, shared=shared, state=ups[0].state)
+    zg, zp = seen[0]
+
+    def features(sd):  # every training image through a frozen copy of ``sd``, as MOON's anchors are
+        net = method._build(0)
+        net.load_state_dict(sd)
+        net.eval()
+        with torch.no_grad():
+            return net.features(next(c.eval_train_batches(10_000))[0])
+
+    def nearest(z, bank):  # each row's distance to the nearest row of ``bank``
+        return torch.cdist(z, bank, compute_mode="donot_use_mm_for_euclid_dist").min(1).values.max()
+
+    assert float(nearest(zg, features(start))) < 1e-5 < float(nearest(zg, features(glob)))
+    assert float(nearest(zp, features(method._sub(ups[0].state, MODEL)))) < 1e-5

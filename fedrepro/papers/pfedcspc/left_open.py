@@ -27,4 +27,15 @@ LEFT_OPEN: tuple[Open, ...] = (
          "sweep (notebook 07, which checks it). The paper profile has not run its sweep here, so it keeps the "
          "method's default 1.0 until notebook 07 has run at that profile and setup.TAU_P records its pick.",
          ("paper",)),
+    Open("PMI's temperature τ_p in Tables V and VI",
+         "The paper gives none. Each row of Tables V and VI that uses PMI searches its own τ_p on its own validation "
+         "objective (Table V: I_local; Table VI: the global accuracy) at the tuning seed, from the same grid with the "
+         "same budget, and keeps the neutral τ_p = 1 where the validation data cannot tell the candidates apart "
+         "(fedrepro.papers.pfedcspc.tau_p; notebooks 02 and 03 print each row's search and margin).",
+         ("laptop", "paper")),
+    Open("PTA's edge loss (Eq. 7)",
+         "Eq. 7 compares raw distances, which makes the loss depend on the features' scale; read literally it shrank "
+         "the encoder's inter-class distances 2-4× in 12 laptop rounds. Our reading divides each side's distances by "
+         "their mean, as the FedCSPC code does, keeping the paper's pairs and |gap| (method.args.edge_scale; "
+         "\"none\" is the literal reading).", ("laptop", "paper")),
 )

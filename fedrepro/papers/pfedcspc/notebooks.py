@@ -67,7 +67,7 @@ NOT_BY_ROUND: dict[str, str] = {
                                   "training), not each round",
     "pfedcspc.pmi_lower_early_loss": "scored on the final round's stored state (one epoch of local training from "
                                      "each initial model), not each round",
-    "pfedcspc.pmi_weights_follow_labels": "reads the final round's PMI weights, not a per-round score",
+    "pfedcspc.pmi_weights_follow_fit": "reads the final round's PMI weights and models, not a per-round score",
     "pfedcspc.features_align": "scored on the final models' features (an analysis of the stored checkpoints), "
                                "not each round",
 }

@@ -5,9 +5,14 @@
   training (Fig. 10a);
 - :func:`pmi_finetune`: per client, E epochs of local CE training from each init, with the
   per-epoch training loss and the final local test accuracy (Fig. 10b, c);
-- :func:`pmi_weight_stats`: how closely the final round's PMI weights follow the similarity of the
-  clients' label histograms (Fig. 9), and how much of them is which client they come from;
-- :func:`pmi_start_table`: all three summarised per run of a ``run_grid`` table, the input of the
+- :func:`pmi_weight_stats`: how closely the final round's PMI weights follow how well each
+  client's model classifies client k's held-out data (what Fig. 9 and §V-E2 describe: weight goes to
+  the clients whose models suit client k), and two readings of ours: how closely they follow the
+  similarity of the clients' label histograms, and how much of them is which client they come from;
+- :func:`weight_spread`, :func:`pmi_spread`: how concentrated the weights are (their entropy as an
+  effective number of source clients, the self-weight, the largest weight), for a table's runs
+  (:func:`with_pmi_spread`);
+- :func:`pmi_start_table`: all of these summarised per run of a ``run_grid`` table, the input of the
   ``pfedcspc.pmi_*`` claims;
 - :func:`select_tau_p`: the PMI temperature chosen on the validation sweep (rule: :data:`TAU_P_RULE`),
   :func:`tau_p_sweep`: the sweep summarised per τ_p.
@@ -17,14 +22,16 @@ comparison isolates the encoder PMI changes.
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import torch
 
 from ...analysis.alignment import label_similarity
 from ...analysis.embedding import analysis_generator
 from ...fl.local import evaluate_model, make_sgd, train_epochs
+from ...runs.store import RunResult
 from ...runs.train import restore
-from ...methods.pfedcspc import PFedCSPCParams
+from ...methods.pfedcspc import MODEL, PFedCSPCParams
 from .. import setup
 
 
@@ -65,17 +72,96 @@ def pmi_finetune(result, epochs: int | None = None, seed: int = 0) -> pd.DataFra
 
 
 def pmi_weight_stats(result) -> dict[str, float]:
-    """Two readings of the final round's PMI weights p_k^k' over ordered client pairs k ≠ k':
+    """Readings of the final round's PMI weights p_k^k' over ordered client pairs k ≠ k':
 
-    - ``weight_label_corr``: their Pearson correlation with the cosine similarity of the two
-      clients' label histograms (what Fig. 9 shows);
-    - ``weight_source_share``: the share of their variance that lies between source clients k'
-      (the column means): near 1 when a client's head draws the same weight from every client,
-      whoever k is, so the weights rank heads rather than match label distributions."""
-    _, clients, state = restore(result, "cpu")
+    - ``weight_fit_corr``: :func:`weight_fit_stats` against :func:`model_fit` (how well each client's
+      final model classifies client k's test split), what Fig. 9 and §V-E2 describe;
+    - ``weight_label_corr`` (ours): their Pearson correlation with the cosine similarity of the two
+      clients' label histograms, which the paper does not claim (a diagnostic);
+    - ``weight_source_share`` (ours): the share of their variance that lies between source clients
+      k' (the column means): near 1 when a client's head draws the same weight from every client,
+      whoever k is, so the weights rank heads rather than match label distributions;
+    - the weights' spread (:func:`weight_spread`)."""
+    method, clients, state = restore(result, "cpu")
     w = state["server_state"]["pmi_weights"].double()
     order = state["server_state"]["pmi_clients"].tolist()
-    return weight_stats(w, label_similarity(clients)[order][:, order].double())
+    fit = model_fit(method, clients, state, order)
+    return {**weight_fit_stats(w, fit), **weight_stats(w, label_similarity(clients)[order][:, order].double()),
+            **weight_spread(w)}
+
+
+def model_fit(method, clients, state: dict, order: list[int]) -> torch.Tensor:
+    """``fit[i, j]``: the test accuracy on client ``order[i]``'s own test split (held out of its
+    training) of client ``order[j]``'s model after the final round's local training, M_k' = E_k' ⊙ H_k'
+    ⊙ F_k', the models whose prototype losses set that round's PMI weights (Eq. 4)."""
+    by_cid = {c.cid: c for c in clients}
+    fit = torch.zeros(len(order), len(order), dtype=torch.float64)
+    for j, src in enumerate(order):
+        net = method._load(method._sub(state["client_states"][src], MODEL))
+        for i, dst in enumerate(order):
+            fit[i, j] = evaluate_model(net, by_cid[dst]).acc
+    return fit
+
+
+def _ranks(v: torch.Tensor) -> torch.Tensor:
+    return torch.tensor(pd.Series(v.tolist()).rank().to_numpy(), dtype=torch.float64)
+
+
+def weight_fit_stats(w: torch.Tensor, fit: torch.Tensor) -> dict[str, float]:
+    """``weight_fit_corr``: per client k (row), Spearman's rank correlation over the other clients
+    k' ≠ k of the weight p_k^k' with ``fit[k, k']`` (how well M_k' classifies client k's held-out
+    data), averaged over the rows where both vary. Eq. 4 sets p_k^k' = softmax(−L_sup(U_k; M_k')/τ_p),
+    from the loss of M_k''s head on client k's *prototypes* (features of client k's training images
+    through client k's own encoder), so this is close to a mechanism check; it holds when that
+    ranking carries over to client k's unseen images through M_k''s own encoder. The diagonal (a
+    model on its own client, high in both for a trivial reason) is left out."""
+    n = len(w)
+    rhos = []
+    for k in range(n):
+        others = [j for j in range(n) if j != k]
+        ra, rb = _ranks(w[k, others].double()), _ranks(fit[k, others].double())
+        if len(others) < 2 or bool((ra == ra[0]).all()) or bool((rb == rb[0]).all()):
+            continue  # a row where all weights (or all fits) tie ranks nothing
+        rhos.append(float(torch.corrcoef(torch.stack([ra, rb]))[0, 1]))
+    return {"weight_fit_corr": float(np.mean(rhos)) if rhos else float("nan")}
+
+
+def weight_spread(w: torch.Tensor) -> dict[str, float]:
+    """How concentrated PMI's weights are, mean over the rows (clients k) of ``w``:
+    ``pmi_effective_sources`` = exp(entropy of row k), the number of equally weighted clients with the
+    same entropy (N for uniform weights, 1 for one client); ``pmi_self_weight`` = p_k^k;
+    ``pmi_max_weight`` = the largest p_k^k'."""
+    w = w.double()
+    entropy = -(w * torch.log(w.clamp_min(1e-300))).sum(1)
+    return {"pmi_effective_sources": float(torch.exp(entropy).mean()), "pmi_self_weight": float(w.diagonal().mean()),
+            "pmi_max_weight": float(w.max(1).values.mean())}
+
+
+SPREAD = ("pmi_effective_sources", "pmi_self_weight", "pmi_max_weight")
+PMI_TAU_P = "pmi_tau_p"  # the τ_p a run's PMI used (NaN without PMI)
+
+
+def pmi_spread(path) -> dict[str, float]:
+    """:func:`weight_spread` of a stored run's final PMI weights, and its τ_p (:data:`PMI_TAU_P`); NaN
+    for a run without them (another method, PMI off, or a run that diverged before it stored its
+    state)."""
+    nan = {k: float("nan") for k in (*SPREAD, PMI_TAU_P)}
+    res = path if isinstance(path, RunResult) else RunResult(path)
+    cfg = res.config
+    if cfg.method.name != "pfedcspc" or not (res.path / "final_state.pt").exists():
+        return nan
+    w = res.final_state()["server_state"].get("pmi_weights")
+    if w is None or not w.numel():
+        return nan
+    return {**weight_spread(w), PMI_TAU_P: float(PFedCSPCParams(**cfg.method.args).tau_p)}
+
+
+def with_pmi_spread(table: pd.DataFrame) -> pd.DataFrame:
+    """A ``run_grid`` table with :data:`SPREAD`'s columns and :data:`PMI_TAU_P` (:func:`pmi_spread` of
+    each run), so that a table prints each PMI row's τ_p and how many clients its encoders are
+    effectively drawn from beside its score."""
+    spread = pd.DataFrame([pmi_spread(p) for p in table["path"]], index=table.index)
+    return pd.concat([table.drop(columns=[c for c in spread.columns if c in table.columns]), spread], axis=1)
 
 
 def weight_stats(w: torch.Tensor, sim: torch.Tensor) -> dict[str, float]:
@@ -136,14 +222,17 @@ def setup_tau_p(profile: str) -> float:
 
 
 def tau_p_sweep(validation: pd.DataFrame, test: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per τ_p (mean over seeds): the validation runs' I_local and global accuracy and their PMI
-    weights' correlation with label similarity; with ``test`` (the ``pmi_tau_p`` table) the same
+    """Per τ_p (mean over seeds): the validation runs' I_local and global accuracy, how many clients
+    their PMI weights draw on, and the weights' rank correlation with the models' fit (and, ours,
+    their correlation with label similarity); with ``test`` (the ``pmi_tau_p`` table) the same
     columns of the test-split runs, which the choice never reads, and ``chosen`` marking the
     :func:`select_tau_p` pick."""
     def summary(t: pd.DataFrame, tag: str) -> pd.DataFrame:
-        r = t.assign(weight_label_corr=[pmi_weight_stats(p)["weight_label_corr"] for p in t["path"]])
+        stats = pd.DataFrame([pmi_weight_stats(p) for p in t["path"]], index=t.index)
+        r = pd.concat([t.drop(columns=[c for c in stats.columns if c in t.columns]), stats], axis=1)
         cols = {VALIDATION_METRIC: f"{tag} I_local", "final_global_acc": f"{tag} ACC_global",
-                "weight_label_corr": f"{tag} r(weights, labels)"}
+                "pmi_effective_sources": f"{tag} sources", "weight_fit_corr": f"{tag} ρ(weights, fit)",
+                "weight_label_corr": f"{tag} r(weights, labels) (ours)"}
         return r.groupby(TAU_P)[list(cols)].mean().rename(columns=cols)
 
     out = summary(validation, "validation")

@@ -14,7 +14,9 @@ from ..tables import DataColumn, Rows, TableDef
 from .baselines import GLOBAL_BASELINES, PERSONAL_BASELINES, baseline_grid, moon_mu
 from .claims import CLAIM_SETTINGS
 from .metrics import with_scores
-from .variants import ABLATION_GLOBAL, ABLATION_PERSONAL, setting_overrides
+from .pmi import with_pmi_spread
+from .tau_p import GLOBAL as SEARCH_GLOBAL, LOCAL as SEARCH_LOCAL, TauPSearch, tau_p_search
+from .variants import ABLATION_GLOBAL, ABLATION_PERSONAL, setting_of, setting_overrides
 from .. import setup
 from .reference import TABLE_VII_TARGETS
 
@@ -93,8 +95,10 @@ class MainTable(TableDef):
 def _ablation_rows(rows: dict, claim_rows):
     def make(profile: str) -> list[Rows]:
         claim = set(claim_rows(profile))
-        return [Rows(variants={k: setting_overrides(v) for k, v in rows.items() if k in claim}),
-                Rows(variants={k: setting_overrides(v) for k, v in rows.items() if k not in claim}, seeds="table")]
+        groups = [Rows(variants=v, seeds=seeds) for seeds, v in (
+            ("claim", {k: setting_overrides(spec) for k, spec in rows.items() if k in claim}),
+            ("table", {k: setting_overrides(spec) for k, spec in rows.items() if k not in claim}))]
+        return [g for g in groups if g.variants]  # Table V's claims read every row: no table-seed group
     return make
 
 
@@ -187,6 +191,38 @@ def tau_p_validation_rounds(profile: str) -> int:
     return max(1, rounds // 2) if profile == "laptop" else rounds
 
 
+# Tables V and VI: each row that uses PMI searches its own τ_p (fedrepro.papers.pfedcspc.tau_p: the
+# same grid and budget for each, at the tuning seed, on validation data, by the row's own objective),
+# instead of the full method's (setup.TAU_P), which was chosen for another row and another objective.
+# At smoke one row of each table, to exercise the search in seconds: the rows the fail-audit named.
+SMOKE_TAU_P_ROWS = {"ablation_personal": "FedAvg+PMI+FT_CE", "orthogonality": "moon+pfedcspc"}
+
+
+def plug_row(cfg) -> str:
+    """A Table VI row's name (:func:`_plug`): the base, with "+pfedcspc" for pFedCSPC on it."""
+    return f"{cfg.method.args.get('base', 'ce')}+pfedcspc" if cfg.method.name == "pfedcspc" else cfg.method.name
+
+
+def _personal_setting(cfg) -> str:
+    return setting_of(cfg, ABLATION_PERSONAL)
+
+
+def chain_tau_p_search(profile: str) -> TauPSearch:
+    """Table V's τ_p search: every PMI row on its own validation I_local."""
+    only = (lambda c: _personal_setting(c) == SMOKE_TAU_P_ROWS["ablation_personal"]) if profile == "smoke" else None
+    return tau_p_search(tau_p_grid(profile), SEARCH_LOCAL, _personal_setting, only)
+
+
+def plug_tau_p_search(profile: str) -> TauPSearch:
+    """Table VI's τ_p search: every base with pFedCSPC on its own validation global accuracy."""
+    only = (lambda c: plug_row(c) == SMOKE_TAU_P_ROWS["orthogonality"]) if profile == "smoke" else None
+    return tau_p_search(tau_p_grid(profile), SEARCH_GLOBAL, plug_row, only)
+
+
+def _with_scores_and_spread(table: pd.DataFrame) -> pd.DataFrame:
+    return with_pmi_spread(with_scores(table))
+
+
 def _tau_p_rows(profile: str) -> list[Rows]:
     # The PMI claims read the runs of the τ_p that the validation sweep picks
     # (:func:`~fedrepro.papers.pfedcspc.pmi.select_tau_p`), so every candidate runs over the claim
@@ -212,15 +248,18 @@ TABLES = {
                                 index="setting", metric=GLOBAL, reference="T4", derive=with_scores,
                                 order=tuple(ABLATION_GLOBAL), datasets=ABLATION_GLOBAL_COLUMNS),
     # Table V: I_local along the personalisation chain; both of its claims read every row.
+    # Its PMI rows each at their own τ_p (chain_tau_p_search); every row's PMI weights' spread.
     "ablation_personal": TableDef("pfedcspc", "ablation_personal", "ours Local",
                                   _ablation_rows(ABLATION_PERSONAL, lambda profile: ABLATION_PERSONAL),
-                                  index="setting", metric=LOCAL, reference="T5", derive=with_scores,
-                                  order=tuple(ABLATION_PERSONAL),
+                                  index="setting", metric=LOCAL, reference="T5", derive=_with_scores_and_spread,
+                                  order=tuple(ABLATION_PERSONAL), tune=chain_tau_p_search,
                                   datasets={"CIFAR10": "default", "CIFAR100": "cifar100"}),
     # Table VI (CIFAR-10 and Tiny-ImageNet): plug_and_play reads all six rows (each base with and
-    # without pFedCSPC), so all run over the claim seeds.
+    # without pFedCSPC), so all run over the claim seeds; each base with pFedCSPC at its own τ_p
+    # (plug_tau_p_search).
     "orthogonality": TableDef("pfedcspc", "orthogonality", "Plug-and-play (Table VI)", [Rows(variants=_plug())],
                               index="method", variant_col="method", metric=GLOBAL, reference="T6",
+                              derive=with_pmi_spread, tune=plug_tau_p_search,
                               datasets={"CIFAR10": "default", "TinyImagenet": DataColumn(
                                   "tiny_imagenet", rows=[Rows(variants=_plug("tiny_imagenet"))])}),
     **{f"rounds_{v}": TableDef("pfedcspc", f"rounds_{v}", f"Rounds to a target accuracy (Table VII, {v})",

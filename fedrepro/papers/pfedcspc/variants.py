@@ -45,3 +45,20 @@ def setting_overrides(spec: dict[str, Any]) -> dict[str, Any]:
     arguments (e.g. the laptop profile's ``server_epochs``) stay; a row that names another method
     (``"Base"`` = FedAvg) starts from that method's defaults."""
     return {"method.name": spec["method"], **{f"method.args.{k}": v for k, v in spec["args"].items()}}
+
+
+def setting_of(cfg, rows: dict[str, dict[str, Any]]) -> str:
+    """The name of the row of ``rows`` (:data:`ABLATION_GLOBAL` or :data:`ABLATION_PERSONAL`) that
+    ``cfg`` runs: its method, and every switch the rows set at the row's value (the method's default
+    where the row sets none), whatever else the config sets (a profile's ``server_epochs``, τ_p)."""
+    from ...methods.pfedcspc import PFedCSPCParams
+
+    defaults = PFedCSPCParams()
+    switches = {k for spec in rows.values() for k in spec["args"]}
+    args = cfg.method.args
+    for name, spec in rows.items():
+        if spec["method"] == cfg.method.name and all(
+                args.get(k, getattr(defaults, k)) == spec["args"].get(k, getattr(defaults, k)) for k in switches
+                if spec["method"] == "pfedcspc"):
+            return name
+    raise ValueError(f"setting_of: {cfg.method.name}({dict(args)}) is none of the rows {', '.join(rows)}")

@@ -101,15 +101,15 @@ def test_cspc_chain_claim_checks_every_stage():
 
 def test_pmi_claims_read_the_per_run_summary():
     t = pd.DataFrame([{"seed": s, "pmi_init_acc": 0.7, "global_init_acc": 0.6, "pmi_better_share": 0.8,
-                       "pmi_first_epoch_loss": 0.9, "global_first_epoch_loss": 1.1, "weight_label_corr": r}
+                       "pmi_first_epoch_loss": 0.9, "global_first_epoch_loss": 1.1, "weight_fit_corr": r}
                       for s, r in enumerate((0.55, 0.5, 0.6))])
-    ids = ["pfedcspc.pmi_starts_better", "pfedcspc.pmi_lower_early_loss", "pfedcspc.pmi_weights_follow_labels"]
+    ids = ["pfedcspc.pmi_starts_better", "pfedcspc.pmi_lower_early_loss", "pfedcspc.pmi_weights_follow_fit"]
     assert _verdicts(t, ids) == ["PASS"] * 3
     t["global_init_acc"] = 0.75
     t["pmi_first_epoch_loss"] = 1.2
-    t["weight_label_corr"] = [0.05, 0.1, 0.0]
+    t["weight_fit_corr"] = [-0.3, -0.35, -0.25]  # the weights rank the models against their fit
     assert _verdicts(t, ids) == ["FAIL"] * 3
-    t["weight_label_corr"] = [0.9, 0.2, -0.05]  # mean 0.35 over 0.3, but the seeds disagree
+    t["weight_fit_corr"] = [0.9, 0.2, -0.55]  # mean 0.18 over 0, but the seeds disagree
     t["global_init_acc"] = [0.65, 0.72, 0.69]  # PMI's start: +5, −2, +1 points
     assert _verdicts(t, ids[::2]) == ["INCONCLUSIVE"] * 2
 
@@ -130,13 +130,13 @@ def test_features_align_claim_reads_the_alignment_ratio_per_seed():
 def test_pmi_claims_read_one_tau_p_and_name_it():
     import pytest
 
-    t = pd.DataFrame([{"seed": s, "method.args.tau_p": 0.1, "weight_label_corr": r}
+    t = pd.DataFrame([{"seed": s, "method.args.tau_p": 0.1, "weight_fit_corr": r}
                       for s, r in enumerate((0.55, 0.5, 0.6))])
-    res = evaluate_claims(t, ids=["pfedcspc.pmi_weights_follow_labels"])
+    res = evaluate_claims(t, ids=["pfedcspc.pmi_weights_follow_fit"])
     assert res["verdict"].item() == "PASS" and "τ_p = 0.1:" in res["evidence"].item()
     mixed = pd.concat([t, t.assign(**{"method.args.tau_p": 1.0})])
     with pytest.raises(ValueError, match="one τ_p"):
-        evaluate_claims(mixed, ids=["pfedcspc.pmi_weights_follow_labels"])
+        evaluate_claims(mixed, ids=["pfedcspc.pmi_weights_follow_fit"])
 
 
 def test_plug_and_play_without_the_fedasam_pair_is_not_run():

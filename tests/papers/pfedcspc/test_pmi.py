@@ -19,6 +19,7 @@ def test_pmi_analyses_on_a_finished_run(tiny):
     curves = pmi_finetune(table["path"][0], epochs=2)
     assert set(curves["init"]) == {"pmi", "global"} and curves["epoch"].max() == 2
     summary = pmi_start_table(table)
+    assert -1 <= summary["weight_fit_corr"].item() <= 1 and 1 <= summary["pmi_effective_sources"].item() <= 4
     verdict = evaluate_claims(summary, ids=["pfedcspc.pmi_starts_better"])["verdict"].item()
     assert verdict == "INCONCLUSIVE"  # one seed: no spread to put an interval on
 
@@ -108,3 +109,73 @@ def test_each_profile_runs_pfedcspc_at_its_recorded_tau_p():
     assert setup_tau_p("paper") == setup_tau_p("smoke") == PFedCSPCParams().tau_p
     for profile, tau in TAU_P.items():
         assert tau in tau_p_grid(profile)
+
+
+def _fit_and_weights(seed: int, n: int = 8, tau: float = 0.1):
+    """A random fit matrix (model j's accuracy on client i's test split) and the weights Eq. 4 would
+    give if the prototype loss tracked it: softmax over j of −(1 − fit)/τ."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    fit = torch.rand(n, n, generator=gen, dtype=torch.float64)
+    return fit, torch.softmax(-(1 - fit) / tau, dim=1)
+
+
+def test_weight_fit_stats_reward_weights_that_rank_models_by_fit_and_nothing_else():
+    import torch
+
+    from fedrepro.papers.pfedcspc.pmi import weight_fit_stats
+
+    fit, w = _fit_and_weights(0)
+    assert weight_fit_stats(w, fit)["weight_fit_corr"] == pytest_approx(1.0)
+    # The diagonal is left out: a model's own client does not count, however it is weighted.
+    w2 = w.clone()
+    w2.fill_diagonal_(0.9)
+    assert weight_fit_stats(w2, fit)["weight_fit_corr"] == pytest_approx(1.0)
+    # Weights that rank the models the other way round, random weights, and each client's weights
+    # handed to another client (rows rolled) do not follow the fit.
+    assert weight_fit_stats(torch.softmax((1 - fit) / 0.1, dim=1), fit)["weight_fit_corr"] == pytest_approx(-1.0)
+    rand = torch.rand(8, 8, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    assert abs(weight_fit_stats(rand, fit)["weight_fit_corr"]) < 0.3
+    assert abs(weight_fit_stats(w.roll(1, dims=0), fit)["weight_fit_corr"]) < 0.3
+
+
+def test_pmi_weights_follow_fit_claim_fails_on_random_or_swapped_weights():
+    """The claim (pfedcspc.pmi_weights_follow_fit) on three seeds' measures: PASS where the weights
+    follow the fit, not where they are random or each client's are another's."""
+    import pandas as pd
+    import torch
+
+    from fedrepro.papers.pfedcspc.pmi import weight_fit_stats
+    from fedrepro.papers.verdicts import evaluate_claims
+
+    def verdict(make) -> str:
+        rows = []
+        for s in range(3):
+            fit, w = _fit_and_weights(s)
+            rows.append({"seed": s, "weight_fit_corr": weight_fit_stats(make(w, s), fit)["weight_fit_corr"]})
+        return evaluate_claims(pd.DataFrame(rows), ids=["pfedcspc.pmi_weights_follow_fit"])["verdict"].item()
+
+    assert verdict(lambda w, s: w) == "PASS"
+    random = lambda w, s: torch.rand(8, 8, generator=torch.Generator().manual_seed(10 + s), dtype=torch.float64)  # noqa: E731
+    assert verdict(random) in ("FAIL", "INCONCLUSIVE")
+    assert verdict(lambda w, s: w.roll(1, dims=0)) in ("FAIL", "INCONCLUSIVE")
+
+
+def test_weight_spread_counts_the_clients_the_weights_draw_on():
+    import torch
+
+    from fedrepro.papers.pfedcspc.pmi import weight_spread
+
+    uniform = weight_spread(torch.full((5, 5), 0.2, dtype=torch.float64))
+    assert uniform["pmi_effective_sources"] == pytest_approx(5.0) and uniform["pmi_self_weight"] == pytest_approx(0.2)
+    one = weight_spread(torch.eye(5, dtype=torch.float64))
+    assert one["pmi_effective_sources"] == pytest_approx(1.0) and one["pmi_max_weight"] == pytest_approx(1.0)
+    half = weight_spread(torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5], [0.5, 0.0, 0.5]], dtype=torch.float64))
+    assert half["pmi_effective_sources"] == pytest_approx(2.0)
+
+
+def pytest_approx(v):
+    import pytest
+
+    return pytest.approx(v, abs=1e-9)
