@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import struct
 import time
 
 import pytest
@@ -133,7 +134,14 @@ def deployment(tmp_path):
 
 @needs_ray
 def test_deployment_matches_simulation(deployment, tmp_path, reference, simulated):
-    res = deployment.run(_smoke("fedavg", tmp_path / "runs"), wait=300)
+    from test_network_exposure import exposed, listening_during, needs_sockets
+
+    # Every process of the federation (SuperLink, SuperNodes, their ServerApp and ClientApp
+    # processes) listens on loopback only while it runs (tests/test_network_exposure.py).
+    with listening_during([p.pid for p in deployment.processes.values()]) as seen:
+        res = deployment.run(_smoke("fedavg", tmp_path / "runs"), wait=300)
+    if not needs_sockets.args[0]:  # the platform lets this process list sockets
+        assert len(seen) >= 3 and exposed(seen) == [], seen
     assert_same_run(simulated("fedavg"), res)
     assert_same_run(reference("fedavg"), res)
     engine = res.meta["engine"]
@@ -190,6 +198,125 @@ def test_state_records_round_trip_bit_for_bit():
     assert back["w"].stride() == state["w"].stride() and torch.equal(back["w"], state["w"])
     assert back["n"].shape == () and isinstance(back["p"], torch.nn.Parameter) and back["h"].dtype == torch.bfloat16
     assert back["k"] == 3 and torch.equal(back["l"][0], state["l"][0])
+
+
+_NAN_WITH_PAYLOAD = struct.unpack("<d", struct.pack("<Q", 0xFFF8000000000123))[0]  # negative, payload 0x123
+
+
+def _bits(v):
+    """A value with every tensor as (type, dtype, shape, strides, requires_grad, its bytes) and every
+    float as its IEEE bits: equal bits compare equal, NaN payloads and -0.0 included."""
+    if isinstance(v, torch.Tensor):
+        raw = v.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        return (type(v), v.dtype, tuple(v.shape), v.stride(), v.requires_grad, raw)
+    if isinstance(v, float):
+        return ("float", struct.pack("<d", v))
+    if isinstance(v, dict):
+        return ("dict", [(type(k), k, _bits(x)) for k, x in v.items()])
+    if isinstance(v, (list, tuple)):
+        return (type(v), [_bits(x) for x in v])
+    return (type(v), v)
+
+
+def _round_trip(state):
+    from flwr.app import RecordDict
+
+    from fedrepro.flower.records import get_state, put_state
+
+    rd = RecordDict()
+    put_state(rd, "s", state)
+    return get_state(rd, "s")
+
+
+@pytest.mark.parametrize("value", [
+    torch.randn(2, 3), torch.randn(4, 3, 3, 3).contiguous(memory_format=torch.channels_last), torch.randn(3, 2).t(),
+    torch.tensor(7), torch.tensor(2.5, dtype=torch.bfloat16), torch.randn(3, 2).bfloat16(), torch.zeros(0, 4),
+    torch.tensor([True, False]), torch.randn(3, dtype=torch.complex64), torch.arange(6).to(torch.uint16),
+    torch.randn(2, 2, dtype=torch.float64).t(), torch.randn(3).half(), torch.tensor([-128, 5], dtype=torch.int8),
+    torch.randn(3, requires_grad=True), torch.nn.Parameter(torch.randn(2, 2)),
+    torch.nn.Parameter(torch.randn(2).bfloat16(), requires_grad=False),
+    3, -(2 ** 70), True, None, "prompt", 0.1, -0.0, float("inf"), float("nan"), _NAN_WITH_PAYLOAD,
+    [torch.ones(2), 1, [None, "x"]], (torch.ones(1), 2.0), {"a": torch.ones(2), 3: {"b": None}}, [], {},
+    torch.randn(3, 2).bfloat16().t(), [torch.randn(2, 3, requires_grad=True).t()],
+])
+def test_every_kind_a_state_holds_round_trips_bit_for_bit(value):
+    state = {"first": torch.ones(2), "v": value, "last": 1}
+    back = _round_trip(state)
+    assert list(back) == list(state)
+    assert _bits(back) == _bits(state)
+
+
+def test_state_records_refuse_what_they_cannot_carry():
+    import numpy as np
+
+    for bad, where in [(np.ones(2), "'w'"), (object(), "'w'"), ({1, 2}, "'w'"), ([torch.ones(1), b"raw"], r"'w'\[1\]"),
+                       ({"k": torch.Size([2])}, r"'w'\['k'\]"), ({(1, 2): 0}, "a key of 'w'"),
+                       (np.float32(1.0), "'w'")]:
+        with pytest.raises(FederationError, match=rf"state 's' holds a .* at {where}; a Flower record carries only"):
+            _round_trip({"w": bad})
+    with pytest.raises(FederationError, match="float8_e4m3fn tensor at 'w'"):
+        _round_trip({"w": torch.zeros(2, dtype=torch.float8_e4m3fn)})
+
+
+class _Payload:
+    """What a hostile peer would send: unpickling it creates ``marker``."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_a_record_carrying_a_pickle_is_refused_and_never_run(tmp_path):
+    import io
+    import pickle
+
+    import numpy as np
+    from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
+
+    from fedrepro.flower.records import get_state, put_state
+
+    control = tmp_path / "control"
+    pickle.loads(pickle.dumps(_Payload(control)))  # unsafe-load-ok: the control, a payload it built
+    assert control.exists()  # the payload is live: unpickling it would have run it
+
+    marker = tmp_path / "pwned"
+    blob = io.BytesIO()
+    torch.save({"w": _Payload(marker)}, blob)
+    npy = io.BytesIO()
+    np.save(npy, np.array([_Payload(marker)], dtype=object), allow_pickle=True)
+    good = RecordDict()
+    put_state(good, "upload.3", {"w": torch.ones(2), "k": torch.nn.Parameter(torch.ones(1))})
+    meta = dict(good.config_records["upload.3.meta"])
+
+    def hostile(**changes):
+        rd = RecordDict()
+        rd["upload.3"] = good.array_records["upload.3"]
+        rd["upload.3.meta"] = ConfigRecord({**meta, **changes})
+        return rd
+
+    cases = [
+        hostile(rest=pickle.dumps({"k": _Payload(marker)})),  # the blob of earlier versions, now a payload
+        hostile(rest=blob.getvalue()),  # a torch.save blob (zip of pickles)
+        hostile(format="torch.save", rest=blob.getvalue()),
+        hostile(rest='{"k": {"pickle": "gASV"}}'),  # an unknown tag
+        hostile(rest='{"k": {"tensor": {"data": "t.0", "dtype": "float32", "shape": [100], "strides": null, '
+                     '"requires_grad": false, "parameter": false}}}'),  # bytes of the wrong size
+        hostile(**{"t.9": bytes(8)}, rest='{"k": {"tensor": {"data": "t.9", "dtype": "float32", "shape": [2], '
+                  '"strides": [1000000000000], "requires_grad": false, "parameter": false}}}'),  # a huge storage
+        hostile(rest="[" * 100000 + "]" * 100000),  # nesting deeper than any parser's stack
+        hostile(keys='["w", "k", "missing"]'),
+        hostile(shapes='{"w": [3]}'),
+    ]
+    evil = RecordDict()
+    evil["upload.3"] = ArrayRecord({"w": Array(dtype="object", shape=(1,), stype="numpy.ndarray", data=npy.getvalue())})
+    evil["upload.3.meta"] = ConfigRecord({**meta, "keys": '["w"]', "rest": "{}"})
+    cases.append(evil)
+    for rd in cases:
+        with pytest.raises(FederationError, match=r"^record 'upload.3' is not a valid fedrepro state \(.*\); refused$"):
+            get_state(rd, "upload.3")
+    assert not marker.exists()
 
 
 def test_node_clients_and_blocks():

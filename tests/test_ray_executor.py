@@ -38,7 +38,7 @@ def test_executors_are_named_and_their_options_checked():
     assert make_executor() == make_executor("local")
     with pytest.raises(ConfigError, match="unknown executor 'dask'.*valid executors: local, ray"):
         make_executor("dask")
-    with pytest.raises(ConfigError, match="unknown option 'gpus'.*valid: address, num_cpus, num_gpus"):
+    with pytest.raises(ConfigError, match="unknown option 'gpus'.*valid: address, num_cpus, num_gpus.*, bind"):
         make_executor("ray", gpus=1)
     with pytest.raises(ConfigError, match="num_gpus=-1; valid: a number >= 0"):
         RayExecutor(num_gpus=-1)
@@ -143,7 +143,10 @@ def cluster():
     """A Ray instance of 2 CPUs for this module's tests, shut down after them."""
     if ray is None:
         pytest.skip("ray is not installed")
-    start_ray(lambda: ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False))
+    from fedrepro.env.localray import init_local_ray
+
+    # As the executor starts its own: on loopback only (tests/test_network_exposure.py).
+    start_ray(lambda: init_local_ray(num_cpus=2, include_dashboard=False, log_to_driver=False))
     try:
         yield ray
     finally:

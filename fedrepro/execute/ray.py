@@ -21,6 +21,7 @@ from .local import estimate_cost
 from .ray_worker import Relay, train_run
 from ..runs import fingerprint
 from ..env.host import cpu_cores
+from ..env.localray import LOOPBACK, check_bind, init_local_ray, is_loopback
 from ..params import check_fields, hp
 
 log = logging.getLogger("fedrepro")
@@ -52,6 +53,10 @@ class RayExecutor(Executor):
     or node died. ``checkpoint_every_s``: how often a worker sends its newest checkpoint back.
     ``max_in_flight``: runs handed to Ray at once (each holds its lock and its shipped checkpoint
     meanwhile); default twice what the cluster's CPUs and GPUs fit.
+    ``bind``: the address of the Ray instance started here (``address`` null). The default,
+    ``127.0.0.1``, keeps every socket of it on loopback: Ray has no authentication, so anyone who
+    reaches one of its ports can run code as this user. Another address of this machine makes it a
+    head other nodes can join, and Ray then listens on all interfaces (docs/scale-out-ray.md, 7).
     """
 
     name: ClassVar[str] = "ray"
@@ -64,6 +69,8 @@ class RayExecutor(Executor):
     max_retries: int = hp(3, ge=0)
     checkpoint_every_s: float = hp(10.0, gt=0)
     max_in_flight: int | None = hp(None, ge=1)
+    bind: str = hp(LOOPBACK, check=lambda b: isinstance(b, str) and check_bind(b) is None,
+                   valid="'127.0.0.1' (loopback only) or an IP address of this machine that other nodes reach")
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -85,6 +92,10 @@ class RayExecutor(Executor):
         return len(todo)
 
     def session(self, progress: bool = True, desc: str = "runs") -> "RaySession":
+        if self.address is not None and self.bind != LOOPBACK:
+            raise ConfigError(f"bind={self.bind!r} with address={self.address!r}; valid: bind applies only to the "
+                              "Ray instance started here (address null); a cluster's nodes bind where `ray start "
+                              "--node-ip-address` says")
         import_ray()
         return RaySession(self, progress, desc)
 
@@ -139,8 +150,12 @@ class RaySession:
             kw = {"log_to_driver": False, "logging_level": logging.WARNING}
             try:
                 if self.ex.address is None:
-
-                    ray.init(address="local", num_cpus=cpu_cores(), include_dashboard=False, **kw)
+                    init_local_ray(self.ex.bind, num_cpus=cpu_cores(), include_dashboard=False, **kw)
+                    if not is_loopback(self.ex.bind):
+                        log.warning("fedrepro: this Ray instance listens on every interface of this machine, with "
+                                    "no authentication unless RAY_AUTH_MODE=token; other nodes join it with "
+                                    "`ray start --address %s` (docs/scale-out-ray.md, section 7)",
+                                    ray.get_runtime_context().gcs_address)
                 else:
                     ray.init(address=self.ex.address, **kw)
             except ConnectionError as e:

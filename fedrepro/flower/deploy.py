@@ -148,7 +148,9 @@ class Deployment:
         return proc
 
     def start(self) -> "Deployment":
-        # Flower 1.41 serves the Fleet, Control and ServerApp APIs over HTTP on one port.
+        # Flower 1.41 serves the Fleet, Control and ServerApp APIs over HTTP on one port. Every address
+        # is passed, and is loopback: insecure mode lets whoever reaches a port join, read and inject
+        # messages, or submit an app (code) to run (tests/test_network_exposure.py lists the sockets).
         self.port = _free_port()
         link = self._start("superlink", [str(_BIN / "flower-superlink"), "--insecure",
                                          "--disable-runtime-dependency-installation",

@@ -24,6 +24,7 @@ from ..data.partition import Partition
 from ..errors import FederationError, TrainingDivergedError
 from ..fl.client_data import ClientData
 from ..env.host import environ_kept
+from ..env.localray import LOOPBACK, init_local_ray
 from ..runs.store import RunResult, RunStore
 from . import require_flwr
 from ..runs.train import begin_run, finish_run, flat_rule_applies
@@ -54,13 +55,17 @@ def _start_ray(address: str | None, cpus: int | None, device: torch.device, atte
     if address is not None:
         kwargs = {"address": address}
     else:
-        # "local": a Ray of its own, even where another local cluster runs (plain ray.init() would join it).
-        kwargs = {"address": "local", "num_cpus": int(cpus or os.cpu_count() or 1), "include_dashboard": False}
+        # A Ray of its own ("local"), even where another local cluster runs (plain ray.init() would
+        # join it), listening on loopback only (fedrepro.env.localray).
+        kwargs = {"num_cpus": int(cpus or os.cpu_count() or 1), "include_dashboard": False}
         if device.type == "cuda":
             kwargs["num_gpus"] = torch.cuda.device_count()
     for attempt in range(1, attempts + 1):
         try:
-            ray.init(runtime_env=env, **kwargs)
+            if address is None:
+                init_local_ray(LOOPBACK, runtime_env=env, **kwargs)  # nothing off this machine may join it
+            else:
+                ray.init(runtime_env=env, **kwargs)
             return
         except Exception as e:  # noqa: BLE001  (Ray raises a bare Exception when its node does not start)
             ray.shutdown()
