@@ -182,7 +182,8 @@ def _peaks(r):
     share = last.assign(hit=last["true_class"] == last["peak_class_similarity"]).groupby("seed")["hit"].mean()
     if len(share) == 0:
         raise MissingResults("no soft-weight rows")
-    test = exceeds("share of classes peaking on the true class", share, share.index, PEAK_SHARE, unit="%", limits=(0.0, 1.0))
+    test = exceeds("share of classes peaking on the true class", share, share.index, PEAK_SHARE, unit="%",
+                   limits=(0.0, 1.0))  # a share: its interval stays in [0, 100]%
     return test, f"last CCMP block, {test.text()}"
 
 
