@@ -155,12 +155,16 @@ def test_fedpft_paper_only_variants_are_their_stand_in_below_the_paper_profile(v
 
 
 def _fake_results(table: TableDef, profile: str) -> pd.DataFrame:
+    """The table's results as ``TableDef.run`` hands them on: its own ``derive`` applied (the linear
+    table labels FedAvg+Linear's rows by schedule)."""
     rows = []
     for label, configs in table.configs_by_column(profile).items():
         for c in configs:
             rows.append({"method.name": c.method.name, A: c.data.partition_args.get("alpha"), "seed": c.seed,
-                         "best": 0.5 + 0.01 * c.seed, **({} if label is None else {PAPER_COLUMN: label})})
-    return pd.DataFrame(rows)
+                         "best": 0.5 + 0.01 * c.seed, **({} if label is None else {PAPER_COLUMN: label}),
+                         **{f"method.args.{k}": v for k, v in c.method.args.items()}})
+    results = pd.DataFrame(rows)
+    return table.derive(results) if table.derive is not None else results
 
 
 def test_show_puts_each_paper_column_of_ours_beside_the_papers():

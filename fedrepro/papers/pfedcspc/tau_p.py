@@ -35,7 +35,6 @@ import numpy as np
 import pandas as pd
 
 from ...config import RunConfig
-from ...errors import ConfigError
 from ...execute.tuning import (MIN_VALIDATION_IMAGES, RULE_MARGIN, RULE_MEDIAN, TOO_LITTLE, LrSearch, SearchDecision,
                                TuningPending, decision_columns, median_candidate)
 from ...methods.pfedcspc import PFedCSPCParams
@@ -129,12 +128,9 @@ class TauPSearch(LrSearch):
     key: str = hp(TAU_P, choices=(TAU_P,))
     neutral: float = hp(NEUTRAL, gt=0)
     row_name: Callable[[RunConfig], str] | None = hp(None)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.halving or self.paper_rate is not None:
-            raise ConfigError(f"TauPSearch(halving={self.halving!r}, paper_rate={self.paper_rate!r}); valid: "
-                              "halving=0 and paper_rate=None (every τ_p trains the row's rounds; the paper gives none)")
+    # Every τ_p trains the row's rounds, and the paper gives no τ_p to fall back on.
+    halving: float = hp(0.0, choices=(0.0,))
+    paper_rate: float | None = hp(None, check=lambda v: v is None, valid="None (the paper gives no τ_p)")
 
     def rate(self, cfg: RunConfig) -> float:
         """``cfg``'s τ_p (the method's default where its config sets none)."""
