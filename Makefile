@@ -99,6 +99,7 @@ book: setup ## the static teaching site of the notebooks reproduce executed at P
 pretrain: setup ## regenerate the committed backbone checkpoints (fedrepro/models/weights/; minutes on a CPU)
 	$(VENV)/bin/fedrepro pretrain vit
 	$(VENV)/bin/fedrepro pretrain clip
+	$(VENV)/bin/fedrepro pretrain clip_patch
 
 # The notebooks read their profile from FEDREPRO_PROFILE (fedrepro.config.resolve_profile); smoke runs
 # go to the folder make smoke trains into, so that Lab reuses them and never touches runs/.

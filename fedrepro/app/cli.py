@@ -211,9 +211,10 @@ def _main(argv: list[str] | None = None) -> int:
     p_ver.add_argument("--seed", type=int, default=0, help="the seed of that draw (default 0)")
     p_ver.add_argument("--workers", type=int, default=1, help="processes that train them (default 1)")
 
-    p_pre = sub.add_parser("pretrain", help="regenerate a committed backbone checkpoint (vit | clip)")
-    p_pre.add_argument("what", choices=["vit", "clip"],
-                       help="vit: the glyph-pretrained tiny ViT; clip: the CLIP stand-in (docs/backbones.md)")
+    p_pre = sub.add_parser("pretrain", help="regenerate a committed backbone checkpoint (vit | clip | clip_patch)")
+    p_pre.add_argument("what", choices=["vit", "clip", "clip_patch"],
+                       help="vit: the glyph-pretrained tiny ViT; clip: the CLIP stand-in; clip_patch: the CLIP "
+                            "stand-in with an attention-pool head and a patch term (docs/backbones.md)")
     p_pre.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                        help="override a pretraining config field, e.g. --set steps=100 --set out=/tmp/vit.pt")
 

@@ -37,6 +37,16 @@ from .record import load_checked, read_record, record_entry
 PAPER_ARCHS = ("ViT-B-16", "RN50")
 # The committed stand-in, written by ``fedrepro pretrain clip`` (record beside it, same stem, .json).
 STANDIN_CHECKPOINT = Path(__file__).parent / "weights" / "clip_standin.pt"
+# The stand-in whose feature map is trained (issue 55, finding 6): an attention-pool head as in CLIP's
+# RN50 and a patch-level term in pretraining, written by ``fedrepro pretrain clip_patch``.
+STANDIN_PATCH_CHECKPOINT = Path(__file__).parent / "weights" / "clip_standin_patch.pt"
+# How the image tower pools its tokens: "tok" is CLIP ViT's class token (the first stand-in);
+# "attention" is CLIP RN50's attention pool (Radford et al., ICML 2021, §2.4), over the patch tokens.
+POOLS = ("tok", "attention")
+# The attention pool's feature map, i.e. what FedOTP transports over: "attention" keeps every query's
+# output, as FedOTP's official code reads RN50; "value" is each patch's value through the pool's out
+# projection (MaskCLIP, ECCV 2022), of which the pooled embedding is the attention-weighted sum.
+FEATURE_MAPS = ("attention", "value")
 # OpenAI trained with QuickGELU; open_clip's plain configs use nn.GELU (LAION's ViT-B-16 weights).
 WEIGHT_SOURCES = {"openai": True, "laion": False}
 FULL_VOCAB = 49408
@@ -53,7 +63,9 @@ STANDIN_STD = (0.5, 0.5, 0.5)
 class StandinArch:
     """Shape of the CPU stand-in CLIP (docs/backbones.md, "The CLIP stand-in (FedOTP)").
 
-    Patch 4 on 28×28 gives M = 49 feature-map tokens, as many as RN50's 7×7 map in FedOTP.
+    Patch 4 on 28×28 gives M = 49 feature-map tokens, as many as RN50's 7×7 map in FedOTP. ``pool``
+    picks the image head: the class token ("tok") or RN50's attention pool ("attention",
+    :class:`AttentionPoolViT`, the patch stand-in of docs/backbones.md).
     """
 
     embed_dim: int = hp(64, ge=1)
@@ -67,6 +79,9 @@ class StandinArch:
     text_width: int = hp(64, ge=1)
     text_heads: int = hp(2, ge=1)
     text_layers: int = hp(3, ge=1)
+    # "tok" for the first stand-in (old records have no such key); "attention" for the patch stand-in.
+    pool: str = hp("tok", choices=POOLS)
+    feature_map: str = hp("value", choices=FEATURE_MAPS)  # read only when pool="attention"
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -76,6 +91,16 @@ class StandinArch:
             raise ConfigError(
                 f"StandinArch.image_size ({self.image_size}) must be a multiple of patch_size ({self.patch_size})"
             )
+        if self.pool == "attention" and self.vision_width % self.attention_heads:
+            raise ConfigError(
+                f"StandinArch.vision_width ({self.vision_width}) must be a multiple of its attention-pool heads "
+                f"(vision_width // vision_head_width = {self.attention_heads}) when pool='attention'"
+            )
+
+    @property
+    def attention_heads(self) -> int:
+        # The pool's heads have the trunk's head width, as RN50's (width 2048, 32 heads of 64).
+        return max(1, self.vision_width // self.vision_head_width)
 
     def open_clip_cfg(self, vocab_size: int) -> dict:
         return {
@@ -276,6 +301,8 @@ class ClipBackbone(nn.Module):
         from open_clip.transformer import VisionTransformer
 
         visual = self.model.visual
+        if isinstance(visual, AttentionPoolViT):
+            return visual.tokens(x)
         if isinstance(visual, VisionTransformer):
             return _vit_tokens(visual, x)
         if isinstance(visual, ModifiedResNet):
@@ -301,8 +328,13 @@ def _resnet_tokens(visual: nn.Module, x: Tensor) -> Tensor:
     x = x.to(visual.conv1.weight.dtype)
     x = visual.stem(x)
     x = visual.layer4(visual.layer3(visual.layer2(visual.layer1(x))))
-    pool = visual.attnpool
-    seq = x.flatten(2).permute(2, 0, 1)  # [HW, B, C]
+    return _attention_pool(visual.attnpool, x.flatten(2).permute(2, 0, 1))[0].permute(1, 0, 2)
+
+
+def _attention_pool(pool: nn.Module, seq: Tensor) -> tuple[Tensor, Tensor]:
+    """CLIP RN50's attention pool (open_clip ``AttentionPool2d``) over ``seq`` [M, B, C], keeping every
+    query's output: (outputs [1 + M, B, d] with the mean query's first, the input to the value
+    projection [1 + M, B, C]: the mean token and the positions, positional embedding added)."""
     seq = torch.cat([seq.mean(dim=0, keepdim=True), seq], dim=0)
     seq = seq + pool.positional_embedding[:, None, :].to(seq.dtype)
     out, _ = F.multi_head_attention_forward(
@@ -313,7 +345,50 @@ def _resnet_tokens(visual: nn.Module, x: Tensor) -> Tensor:
         out_proj_weight=pool.c_proj.weight, out_proj_bias=pool.c_proj.bias,
         use_separate_proj_weight=True, training=False, need_weights=False,
     )
-    return out.permute(1, 0, 2)
+    return out, seq
+
+
+class AttentionPoolViT(nn.Module):
+    """The stand-in's ViT trunk with CLIP RN50's attention pool as its head (issue 55, finding 6).
+
+    FedOTP's Table 1 backbone, RN50, pools its 7×7 map with one multi-head attention whose query is
+    the map's mean (Radford et al., ICML 2021, §2.4). This head pools the trunk's 7×7 patch tokens the
+    same way (after ln_post; the trunk's class token is dropped, so the pooled embedding is built from
+    the patches alone): ``forward`` is the mean query's output. :meth:`tokens` adds the feature map in
+    the joint space, through the pool's own projections: each patch's value token ("value", the
+    default: each head's pooled output is their attention-weighted sum), or every query's output
+    ("attention", as FedOTP's official ``GLP_OT.py`` reads RN50); see :data:`FEATURE_MAPS`.
+    """
+
+    def __init__(self, trunk: nn.Module, heads: int, output_dim: int, feature_map: str = "value"):
+        from open_clip.modified_resnet import AttentionPool2d
+
+        super().__init__()
+        if feature_map not in FEATURE_MAPS:
+            raise ConfigError(f"feature_map must be one of {', '.join(FEATURE_MAPS)}, got {feature_map!r}")
+        side, other = trunk.grid_size
+        if side != other:
+            raise ConfigError(f"the attention pool needs a square patch grid, got {side}×{other}")
+        trunk.proj = None  # the pool's out projection maps into the joint space
+        self.trunk = trunk
+        self.attnpool = AttentionPool2d(side, trunk.conv1.out_channels, heads, output_dim)
+        self.image_size = trunk.image_size
+        self.feature_map = feature_map
+
+    def _patch_sequence(self, x: Tensor) -> Tensor:
+        t = self.trunk
+        return t.ln_post(t.transformer(t._embeds(x)))[:, 1:].permute(1, 0, 2)  # [M, B, width]
+
+    def forward(self, x: Tensor) -> Tensor:
+        return _attention_pool(self.attnpool, self._patch_sequence(x))[0][0]
+
+    def tokens(self, x: Tensor) -> Tensor:
+        """[B, 1 + M, output_dim]: index 0 the pooled embedding (``forward``), then the feature map."""
+        out, seq = _attention_pool(self.attnpool, self._patch_sequence(x))
+        if self.feature_map == "value":
+            pool = self.attnpool
+            out = torch.cat([out[:1], pool.c_proj(pool.v_proj(seq[1:]))], dim=0)
+        return out.permute(1, 0, 2)
 
 
 class CoOpPrompts(nn.Module):
@@ -391,6 +466,8 @@ def build_standin(arch: StandinArch, vocab_ids: Tensor | None, seed: int) -> Cli
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = CLIP(**arch.open_clip_cfg(rows))
+        if arch.pool == "attention":
+            model.visual = AttentionPoolViT(model.visual, arch.attention_heads, arch.embed_dim, arch.feature_map)
     return ClipBackbone(model, image_mean=STANDIN_MEAN, image_std=STANDIN_STD, vocab_ids=vocab_ids,
                         name="clip_standin")
 
@@ -479,33 +556,43 @@ def load_clip(arch: str, weights: str | Path, source: str = "openai") -> ClipBac
 # What to do about a stand-in whose checkpoint or record is missing, unreadable or does not match.
 STANDIN_FIX = ("run `fedrepro pretrain clip` (or `make pretrain`) to regenerate it, or restore the committed "
                "fedrepro/models/weights/clip_standin.pt and .json")
+STANDIN_PATCH_FIX = ("run `fedrepro pretrain clip_patch` (or `make pretrain`) to regenerate it, or restore the "
+                     "committed fedrepro/models/weights/clip_standin_patch.pt and .json")
+
+
+def standin_fix(path: str | Path) -> str:
+    """The fix an error about the stand-in checkpoint ``path`` names: the command that writes it."""
+    return STANDIN_PATCH_FIX if Path(path).name == STANDIN_PATCH_CHECKPOINT.name else STANDIN_FIX
 
 
 def standin_record(path: str | Path | None = None) -> dict:
     """The JSON record beside a stand-in checkpoint: config, data hash, weights hash, versions, quality
     numbers (a one-line error naming it when it is missing or not a JSON object)."""
     path = Path(path) if path is not None else STANDIN_CHECKPOINT
-    record = read_record(path, STANDIN_FIX)
+    fix = standin_fix(path)
+    record = read_record(path, fix)
     if record is None:
-        raise DataNotFoundError(f"no record {path.with_suffix('.json')}; {STANDIN_FIX}")
+        raise DataNotFoundError(f"no record {path.with_suffix('.json')}; {fix}")
     return record
 
 
 def load_standin(path: str | Path | None = None) -> ClipBackbone:
-    """The pretrained CPU stand-in (default: the committed :data:`STANDIN_CHECKPOINT`), its weights
-    checked against the ``weights_hash`` of its record: a damaged or swapped file is a one-line error
-    naming it, never a backbone that prompt methods then train on."""
+    """A pretrained CPU stand-in (default: the committed :data:`STANDIN_CHECKPOINT`; the patch stand-in
+    is :data:`STANDIN_PATCH_CHECKPOINT`), its weights checked against the ``weights_hash`` of its
+    record: a damaged or swapped file is a one-line error naming it, never a backbone that prompt
+    methods then train on. The architecture (class-token or attention pool) is the record's."""
     path = Path(path) if path is not None else STANDIN_CHECKPOINT
+    fix = standin_fix(path)
     if not path.is_file():
-        raise DataNotFoundError(f"no stand-in CLIP at {path}; {STANDIN_FIX}")
+        raise DataNotFoundError(f"no stand-in CLIP at {path}; {fix}")
     record = standin_record(path)
-    arch = record_entry(record, path, "config", "arch", fix=STANDIN_FIX)
+    arch = record_entry(record, path, "config", "arch", fix=fix)
     try:
         shape = StandinArch(**arch)
     except (TypeError, ConfigError) as e:
         raise CorruptCacheError(f"checkpoint record {path.with_suffix('.json')} has an invalid config.arch "
-                                f"({str(e).splitlines()[0] if str(e) else type(e).__name__}); {STANDIN_FIX}") from e
-    state = load_checked(path, record, STANDIN_FIX)
+                                f"({str(e).splitlines()[0] if str(e) else type(e).__name__}); {fix}") from e
+    state = load_checked(path, record, fix)
     vocab_ids = state.pop("vocab_ids", None)
     clip = build_standin(shape, vocab_ids, seed=0)
     load_weights(clip, {k: v.float() if v.is_floating_point() else v for k, v in state.items()})
@@ -514,8 +601,13 @@ def load_standin(path: str | Path | None = None) -> ClipBackbone:
 
 __all__ = [
     "PAPER_ARCHS",
+    "FEATURE_MAPS",
+    "POOLS",
     "STANDIN_CHECKPOINT",
     "STANDIN_FIX",
+    "STANDIN_PATCH_CHECKPOINT",
+    "STANDIN_PATCH_FIX",
+    "AttentionPoolViT",
     "WEIGHT_SOURCES",
     "ClipBackbone",
     "CoOpPrompts",
@@ -527,5 +619,6 @@ __all__ = [
     "load_standin",
     "load_weights",
     "read_state_dict",
+    "standin_fix",
     "standin_record",
 ]

@@ -8,9 +8,10 @@ analyses a ``features`` (the pooled, normalised image embedding) and a ``head`` 
 features, filled by the method that knows the class names).
 
 ``arch="standin"`` is the committed CPU stand-in (:func:`fedrepro.models.clip.load_standin`);
-``"ViT-B-16"`` and ``"RN50"`` read a local OpenAI or LAION file (``weights``; nothing is
-downloaded). Loading is cached per process: the CLIP is frozen, so every method and client of a
-process may share one copy.
+``"standin_patch"`` the committed stand-in whose feature map is trained (an attention-pool head as in
+RN50 and a patch term in pretraining; issue 55, finding 6); ``"ViT-B-16"`` and ``"RN50"`` read a
+local OpenAI or LAION file (``weights``; nothing is downloaded). Loading is cached per process: the
+CLIP is frozen, so every method and client of a process may share one copy.
 """
 from __future__ import annotations
 
@@ -24,10 +25,13 @@ from torch import Tensor, nn
 
 from ..errors import ConfigError
 from .base import SplitModel
-from .clip import PAPER_ARCHS, STANDIN_CHECKPOINT, WEIGHT_SOURCES, ClipBackbone, load_clip, load_standin
+from .clip import (PAPER_ARCHS, STANDIN_CHECKPOINT, STANDIN_PATCH_CHECKPOINT, WEIGHT_SOURCES, ClipBackbone, load_clip,
+                   load_standin)
 from .registry import MODELS
 
-ARCHS = ("standin", *PAPER_ARCHS)
+# The committed CPU stand-ins, by the name a config gives them (model.args.arch).
+STANDINS = {"standin": STANDIN_CHECKPOINT, "standin_patch": STANDIN_PATCH_CHECKPOINT}
+ARCHS = (*STANDINS, *PAPER_ARCHS)
 # The paper profile's CLIP weights: a local file named by this variable (our choice of name), or a
 # folder holding one file per architecture (``RN50.pt``, ``ViT-B-16.pt``).
 ENV_CLIP_WEIGHTS = "FEDREPRO_CLIP_WEIGHTS"
@@ -35,8 +39,8 @@ ENV_CLIP_WEIGHTS = "FEDREPRO_CLIP_WEIGHTS"
 
 @lru_cache(maxsize=4)
 def _cached_backbone(arch: str, weights: str | None, source: str) -> ClipBackbone:
-    if arch == "standin":
-        return load_standin(weights)
+    if arch in STANDINS:
+        return load_standin(weights if weights is not None else STANDINS[arch])
     return load_clip(arch, weights, source)
 
 
@@ -48,7 +52,7 @@ def clip_backbone(arch: str = "standin", weights: str | None = None, source: str
         raise ConfigError(f"model.args.source must be one of {', '.join(WEIGHT_SOURCES)}, got {source!r}")
     if weights is not None and not isinstance(weights, str):
         raise ConfigError(f"model.args.weights must be a file path (a string) or null, got {weights!r}")
-    if arch != "standin" and weights is None:
+    if arch not in STANDINS and weights is None:
         weights = _from_env(arch)
         if not weights:
             raise ConfigError(f"model.args.weights must name a local {arch} CLIP file (or set ${ENV_CLIP_WEIGHTS}); "
@@ -107,7 +111,7 @@ class ClipClassifier(SplitModel):
 @MODELS.register("clip")
 def clip(num_classes: int, in_channels: int = 3, image_size: int = 28, *, arch: str = "standin",
          weights: str | None = None, source: str = "openai") -> ClipClassifier:
-    """Frozen CLIP (``arch``: standin, ViT-B-16 or RN50) for the text-prompt methods; grey images are
+    """Frozen CLIP (``arch``: standin, standin_patch, ViT-B-16 or RN50) for the text-prompt methods; grey images are
     repeated to RGB and resized to the CLIP's own input size by its preprocessing."""
     return ClipClassifier(clip_backbone(arch, weights, source), num_classes)
 
@@ -115,12 +119,12 @@ def clip(num_classes: int, in_channels: int = 3, image_size: int = 28, *, arch: 
 def _weight_files(arch: str = "standin", weights: str | None = None, **_: object) -> list[Path]:
     """The weights file a ``clip`` model reads, for its runs' input digest
     (:func:`fedrepro.models.record.weights_digest`): $FEDREPRO_CLIP_WEIGHTS is not in the config."""
-    if arch == "standin":
-        return [Path(weights) if weights else STANDIN_CHECKPOINT]
+    if arch in STANDINS:
+        return [Path(weights) if weights else STANDINS[arch]]
     found = weights if weights is not None else _from_env(arch)
     return [Path(found)] if found else []
 
 
 clip.weight_files = _weight_files  # type: ignore[attr-defined]
 
-__all__ = ["ARCHS", "ENV_CLIP_WEIGHTS", "ClipClassifier", "ClipImageFeatures", "clip", "clip_backbone"]
+__all__ = ["ARCHS", "ENV_CLIP_WEIGHTS", "STANDINS", "ClipClassifier", "ClipImageFeatures", "clip", "clip_backbone"]

@@ -23,7 +23,8 @@ Pretrainer = Callable[..., Path]
 
 PRETRAINERS: Registry[Pretrainer] = Registry("pretrainer")
 # name -> (module under fedrepro.pretrain, its run function); imported on first use.
-_MODULES = {"vit": ("vit", "pretrain_vit"), "clip": ("clip", "pretrain_clip")}
+_MODULES = {"vit": ("vit", "pretrain_vit"), "clip": ("clip", "pretrain_clip"),
+            "clip_patch": ("clip", "pretrain_clip_patch")}
 
 
 def get_pretrainer(name: str) -> Pretrainer:
