@@ -38,8 +38,8 @@ PINNED_PROFILES = {
     "pep_fedpt:paper": "be5a7db40cd6bb4b",  # 10 variants
     # FedOTP: feature_shift:cluttered added at the small profiles (ours, over clutter); the other 12
     # variants' keys unchanged (without it the digests are the earlier d1f1c48d264d7a51 and 747c47cc3be08cfc).
-    "fedotp:smoke": "f81dac009779cd97",  # 13 variants
-    "fedotp:laptop": "89fabacc94a66cc1",  # 13 variants (25 rounds, flat)
+    "fedotp:smoke": "e24e8b8c2070a811",  # 13 variants (standin_patch since issue 55; f81dac009779cd97 with standin)
+    "fedotp:laptop": "312b2aceeb0d8676",  # 13 variants (25 rounds, flat; standin_patch, 89fabacc94a66cc1 with standin)
     # DomainNet's ten classes at the paper profile (issue 38; earlier 9f71a8c241be472c).
     "fedotp:paper": "6cd60ffbf887f499",  # 14 variants
 }
@@ -55,9 +55,9 @@ PINNED_SETUPS = {
     "pep_fedpt:paper:inaturalist": "d1cd472c73571dbd",
     "pep_fedpt:paper:heldout_inaturalist": "88ee10e87afb511b",  # "on" inaturalist
     "fedotp:paper:pathological:dtd": "84126cea8e3e6931",
-    "fedotp:laptop:pathological:edges": "e8b35434dce6594b",  # 25 rounds
+    "fedotp:laptop:pathological:edges": "3023caeae032bf62",  # 25 rounds (standin_patch; e8b35434dce6594b with standin)
     "fedotp:paper:feature_label_shift:domainnet": "0698ec62b6406b22",  # ten classes (earlier d9b43e4b22ad3207)
-    "fedotp:smoke:dirichlet:cifar10": "55543bad808798f6",
+    "fedotp:smoke:dirichlet:cifar10": "3c7ddc12eeb490ef",  # standin_patch (55543bad808798f6 with standin)
 }
 
 

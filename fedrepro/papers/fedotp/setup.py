@@ -69,7 +69,10 @@ BASE = {
               "model": {"name": "clip", "args": {"arch": "RN50"}},
               "train": {"momentum": 0.9, "weight_decay": 5e-4, "lr": 0.001, "rounds": 10, "local_epochs": 5,
                         "batch_size": 32, "participation": 1.0, "eval_every": 1}},
-    # Ours, scaled for a 2-core CPU: the CLIP stand-in, whose 16-position text context leaves room
+    # Ours, scaled for a 2-core CPU: the CLIP stand-in with an attention-pool head (standin_patch,
+    # docs/backbones.md), whose patch tokens carry the class as RN50's feature map does (Table 1's
+    # backbone); the first stand-in, whose patches do not (issue 55's audit, finding 6), stays
+    # model.args.arch=standin. Its 16-position text context leaves room
     # for fewer than 16 context vectors (n_ctx None: as many as fit); Table 1's pathological split
     # as 5 clients with 2 disjoint classes each of the noisy style (10 Fashion-MNIST classes cannot
     # give 10 clients a block each without leaving one class per client), 4 shots, 25 rounds (flat:
@@ -84,7 +87,7 @@ BASE = {
                         "partition": "pathological", "num_clients": 5,
                         "partition_args": {"classes_per_client": 2, "shots": 4},
                         "max_train": None, "max_test": 500},
-               "model": {"name": "clip", "args": {"arch": "standin"}},
+               "model": {"name": "clip", "args": {"arch": "standin_patch"}},
                "train": {"momentum": 0.9, "weight_decay": 5e-4, "lr": 0.01, "rounds": 25, "local_epochs": 5,
                          "batch_size": 32, "participation": 1.0, "eval_every": 25}},
     # Ours: the laptop's setting at 100 test images, 2 rounds of 1 epoch.
@@ -92,7 +95,7 @@ BASE = {
                        "partition": "pathological", "num_clients": 5,
                        "partition_args": {"classes_per_client": 2, "shots": 4},
                        "max_train": None, "max_test": 100},
-              "model": {"name": "clip", "args": {"arch": "standin"}},
+              "model": {"name": "clip", "args": {"arch": "standin_patch"}},
               "train": {"momentum": 0.9, "weight_decay": 5e-4, "lr": 0.01, "rounds": 2, "local_epochs": 1,
                         "batch_size": 32, "participation": 1.0, "eval_every": 2}},
 }

@@ -33,7 +33,7 @@ def test_every_profile_and_variant_resolves(profile, variant):
         assert cfg.train.lr == 0.001
         assert cfg.model.args["arch"] == ("RN50" if variant in ("default", "pathological") else "ViT-B-16")
     else:
-        assert cfg.model.args == {"arch": "standin"}
+        assert cfg.model.args == {"arch": "standin_patch"}  # patch tokens that carry the class (issue 55)
     if variant in ("default", "pathological"):
         assert cfg.data.partition == "pathological" and cfg.data.partition_args["shots"] == 4
         clients, k = cfg.data.num_clients, cfg.data.partition_args["classes_per_client"]
