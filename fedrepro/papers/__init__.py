@@ -27,8 +27,9 @@ from types import ModuleType
 from pathlib import Path
 
 from ..config import RunConfig, default_seeds, make_config, rehearsing
+from ..env.jsonfiles import read_json_file
 from ..env.settings import output_path
-from ..errors import ConfigError
+from ..errors import ConfigError, CorruptCacheError
 
 PAPERS = ("tour", "fedpft", "pfedcspc", "pep_fedpt", "fedotp")
 
@@ -83,11 +84,16 @@ def seed_stages_file(profile: str, root=None) -> Path:
 
 
 def seed_stages(profile: str, root=None) -> dict[str, int]:
-    """The recorded seed counts by table (``"<paper>/<table>"``); empty before any stage."""
-    import json
-
+    """The recorded seed counts by table (``"<paper>/<table>"``); empty before any stage. A damaged
+    file (binary, torn, not an object of positive counts) is a one-line error naming it."""
     path = seed_stages_file(profile, root)
-    return {str(k): int(v) for k, v in json.loads(path.read_text()).items()} if path.is_file() else {}
+    if not path.is_file():
+        return {}
+    fix = "delete it; the next `fedrepro reproduce` records the stages again"
+    stages = read_json_file(path, "seed stages file", fix)
+    if not isinstance(stages, dict) or not all(type(v) is int and v > 0 for v in stages.values()):
+        raise CorruptCacheError(f"seed stages file {path} is damaged: not an object of positive seed counts; {fix}")
+    return {str(k): v for k, v in stages.items()}
 
 
 def record_seed_stage(profile: str, table: str, n_seeds: int, root=None) -> None:
