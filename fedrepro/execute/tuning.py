@@ -208,35 +208,46 @@ def median_candidate(candidates: Sequence[float]) -> float:
 
 
 def decide_rate(scores: Mapping[float, float], units: Mapping[float, pd.Series], n_images: int,
-           ranked: Sequence[float], paper_rate: float | None = None, seeds: Sequence[int] = ()) -> SearchDecision:
+                ranked: Sequence[float], paper_rate: float | None = None, seeds: Sequence[int] = ()) -> SearchDecision:
     """The search's rule (the module docstring) on validation ``scores`` by rate, their per-unit values
     ``units`` by rate (indexed alike: (seed, client) pairs), ``n_images`` validation images in all, the
     rates ``ranked`` best first (ties already broken) and the paper's rate (None: not given)."""
+    def paired(a: float, b: float) -> tuple[float, float, int]:
+        return _paired(units.get(a, pd.Series(dtype=float)), units.get(b, pd.Series(dtype=float)))
+
+    n_pairs = paired(ranked[0], ranked[1])[2] if len(ranked) > 1 else 0
+    return decide(scores, ranked, n_images, lambda a, b: paired(a, b)[1], paper_rate, RULE_PAPER, n_pairs, seeds)
+
+
+def decide(scores: Mapping[float, float], ranked: Sequence[float], n_images: int, se: Callable[[float, float], float],
+           fallback: float | None = None, fallback_rule: str = RULE_PAPER, n_pairs: int = 0,
+           seeds: Sequence[int] = ()) -> SearchDecision:
+    """The rule of every search (the module docstring), for any candidate values: ``scores`` by value,
+    ``ranked`` best first (ties already broken), ``n_images`` validation images in all, ``se(a, b)`` the
+    standard error of ``scores[a] − scores[b]``; within noise, ``fallback`` (the paper's value, or a
+    neutral one; None: none) if it is among the candidates (named ``fallback_rule``), else the median."""
     best = ranked[0]
     runner_up = ranked[1] if len(ranked) > 1 else None
     gaps = {}
     for r in ranked[1:]:
-        if scores[r] == -math.inf and scores[best] > -math.inf:  # a diverged rate is told apart by its divergence
+        if scores[r] == -math.inf and scores[best] > -math.inf:  # a diverged value is told apart by its divergence
             gaps[r] = (math.inf, 0.0)
-            continue
-        _, se, _ = _paired(units.get(best, pd.Series(dtype=float)), units.get(r, pd.Series(dtype=float)))
-        gaps[r] = (scores[best] - scores[r], se)
-    margin, se = gaps[runner_up] if runner_up is not None else (float("nan"), float("nan"))
-    n_pairs = _paired(units.get(best, pd.Series(dtype=float)),
-                      units.get(runner_up, pd.Series(dtype=float)))[2] if runner_up is not None else 0
+        else:
+            gaps[r] = (scores[best] - scores[r], se(best, r))
+    margin, gap_se = gaps[runner_up] if runner_up is not None else (float("nan"), float("nan"))
     finite = [r for r in ranked if scores[r] > -math.inf]
     if n_images < MIN_VALIDATION_IMAGES:
         pool, prefix = finite or list(ranked), f"{TOO_LITTLE} ({n_images} < {MIN_VALIDATION_IMAGES} images); "
     else:
         pool, prefix = [best] + [r for r, (m, s) in gaps.items() if not m > s], ""
         if len(pool) == 1:
-            return SearchDecision(best, best, runner_up, margin, se, n_images, n_pairs, tuple(seeds), (best,),
+            return SearchDecision(best, best, runner_up, margin, gap_se, n_images, n_pairs, tuple(seeds), (best,),
                                   RULE_MARGIN)
-    if paper_rate is not None and any(math.isclose(paper_rate, r, rel_tol=1e-9) for r in pool):
-        rate, rule = next(r for r in pool if math.isclose(paper_rate, r, rel_tol=1e-9)), RULE_PAPER
+    if fallback is not None and any(math.isclose(fallback, r, rel_tol=1e-9) for r in pool):
+        value, rule = next(r for r in pool if math.isclose(fallback, r, rel_tol=1e-9)), fallback_rule
     else:
-        rate, rule = median_candidate(pool), RULE_MEDIAN
-    return SearchDecision(float(rate), best, runner_up, margin, se, n_images, n_pairs, tuple(seeds),
+        value, rule = median_candidate(pool), RULE_MEDIAN
+    return SearchDecision(float(value), best, runner_up, margin, gap_se, n_images, n_pairs, tuple(seeds),
                           tuple(sorted(float(r) for r in pool)), prefix + rule)
 
 

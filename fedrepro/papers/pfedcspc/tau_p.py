@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 
 from ...config import RunConfig
-from ...execute.tuning import (MIN_VALIDATION_IMAGES, RULE_MARGIN, RULE_MEDIAN, TOO_LITTLE, LrSearch, SearchDecision,
-                               TuningPending, decision_columns, median_candidate)
+from ...execute.tuning import (MIN_VALIDATION_IMAGES, LrSearch, SearchDecision,
+                               TuningPending, decide, decision_columns)
 from ...methods.pfedcspc import PFedCSPCParams
 from ...params import hp
 from ...runs.store import RunResult, RunStore
@@ -75,32 +75,10 @@ def _taus(grid) -> bool:
 def decide_tau_p(scores: Mapping[float, float], ranked: Sequence[float], n_images: int,
                  se: Callable[[float, float], float], neutral: float = NEUTRAL, n_pairs: int = 0,
                  seeds: Sequence[int] = ()) -> SearchDecision:
-    """The learning-rate searches' rule (:func:`fedrepro.execute.tuning.decide_rate`) with ``se(a, b)``
+    """The learning-rate searches' rule (:func:`fedrepro.execute.tuning.decide`) with ``se(a, b)``
     the standard error of ``scores[a] − scores[b]`` and the neutral τ_p where the paper's rate would
     be: ``ranked`` best first (ties already broken), ``n_images`` validation images in all."""
-    best = ranked[0]
-    runner_up = ranked[1] if len(ranked) > 1 else None
-    gaps = {}
-    for r in ranked[1:]:
-        if scores[r] == -math.inf and scores[best] > -math.inf:  # a diverged τ_p is told apart by its divergence
-            gaps[r] = (math.inf, 0.0)
-        else:
-            gaps[r] = (scores[best] - scores[r], se(best, r))
-    margin, gap_se = gaps[runner_up] if runner_up is not None else (float("nan"), float("nan"))
-    finite = [r for r in ranked if scores[r] > -math.inf]
-    if n_images < MIN_VALIDATION_IMAGES:
-        pool, prefix = finite or list(ranked), f"{TOO_LITTLE} ({n_images} < {MIN_VALIDATION_IMAGES} images); "
-    else:
-        pool, prefix = [best] + [r for r, (m, s) in gaps.items() if not m > s], ""
-        if len(pool) == 1:
-            return SearchDecision(best, best, runner_up, margin, gap_se, n_images, n_pairs, tuple(seeds), (best,),
-                                  RULE_MARGIN)
-    if any(math.isclose(neutral, r, rel_tol=1e-9) for r in pool):
-        tau, rule = neutral, RULE_NEUTRAL
-    else:
-        tau, rule = median_candidate(pool), RULE_MEDIAN
-    return SearchDecision(float(tau), best, runner_up, margin, gap_se, n_images, n_pairs, tuple(seeds),
-                          tuple(sorted(float(r) for r in pool)), prefix + rule)
+    return decide(scores, ranked, n_images, se, neutral, RULE_NEUTRAL, n_pairs, seeds)
 
 
 def local_units(res: RunResult) -> tuple[pd.Series, int]:
