@@ -19,7 +19,6 @@ import hashlib
 import json
 import math
 import os
-import stat
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -30,7 +29,7 @@ from tqdm.auto import tqdm
 from ..env.jsonfiles import NUMBER, MayLack, Obj, OneOf, field_problem
 from ..fl.device import torch_threads
 from ..errors import FedreproError, ResourceError
-from ..runs.store import RunResult, RunStore, atomic_write_json, read_json
+from ..runs.store import RefusedFile, RunResult, RunStore, atomic_write_json, read_json, read_plain_file
 from .probe import ProbeConfig, linear_probe, mismatch_probe, summarize_probe
 
 # The layout of a cache file; a file of another (or none: the plain summaries written before) is
@@ -80,20 +79,15 @@ def _key(run_path: Path, cfg: ProbeConfig) -> str:
 
 
 def _read_bounded(path: Path) -> bytes | str:
-    """The bytes of the cache file ``path``, or why it is not one to read: not a plain file (a
-    symlink, which could point at /dev/zero, or a FIFO, which would block), or too large. Opened
-    without following a link and without blocking, and checked on the open file."""
+    """The bytes of the cache file ``path``, or why it is not one to read (the store's
+    :func:`~fedrepro.runs.store.read_plain_file`: a symlink, which could point at /dev/zero, a FIFO,
+    which would block, or more than :data:`MAX_CACHE_BYTES`)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError as e:
-        return "is a symbolic link" if path.is_symlink() else f"cannot be read ({e.strerror or e})"
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            return "is not a regular file"
-        if st.st_size > MAX_CACHE_BYTES:
-            return f"has {st.st_size} bytes, more than any analysis summary ({MAX_CACHE_BYTES})"
-        return f.read(MAX_CACHE_BYTES + 1)
+        return read_plain_file(path, MAX_CACHE_BYTES)
+    except FileNotFoundError as e:
+        return f"cannot be read ({e.strerror or e})"
+    except RefusedFile as e:
+        return str(e)
 
 
 def _checked(path: Path, kind: str, run: str, content: str, probe_cfg: dict) -> dict | str:

@@ -255,29 +255,29 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _READ_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def read_run_file(path: Path, limit: int | None = None) -> bytes:
-    """The bytes of the run file ``path``, read only when it is a regular file (not a symbolic link,
-    a FIFO or a device) of at most ``limit`` bytes (default :func:`file_limit`): opened without
-    following a link and without blocking, then checked on the open descriptor. Otherwise, or when
-    it cannot be read, a one-line :class:`CorruptCacheError` naming it (FileNotFoundError when it
-    does not exist)."""
-    path = Path(path)
-    limit = file_limit(path) if limit is None else limit
+class RefusedFile(Exception):
+    """A file :func:`read_plain_file` would not read; its text says why ("is a symbolic link ...")."""
+
+
+def read_plain_file(path: Path, limit: int) -> bytes:
+    """The bytes of ``path``, read only when it is a regular file (not a symbolic link, a FIFO or a
+    device) of at most ``limit`` bytes: opened without following a link and without blocking, then
+    checked on the open descriptor. Otherwise, or when it cannot be read, :class:`RefusedFile` saying
+    why (FileNotFoundError when it does not exist)."""
     try:
         fd = os.open(path, _READ_FLAGS)
     except FileNotFoundError:
         raise
     except OSError as e:
         if e.errno == errno.ELOOP and _NOFOLLOW:
-            raise _corrupt(path, "is a symbolic link, not a file fedrepro wrote (refused: it may point anywhere)") \
-                from e
-        raise _corrupt(path, f"is unreadable ({e.strerror or e})") from e
+            raise RefusedFile("is a symbolic link, not a file fedrepro wrote (refused: it may point anywhere)") from e
+        raise RefusedFile(f"is unreadable ({e.strerror or e})") from e
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise _corrupt(path, "is not a regular file (a FIFO, device or folder; refused)")
+            raise RefusedFile("is not a regular file (a FIFO, device or folder; refused)")
         if st.st_size > limit:
-            raise _corrupt(path, f"holds {st.st_size} bytes, more than the {limit} a run file of its kind may hold")
+            raise RefusedFile(f"holds {st.st_size} bytes, more than the {limit} a file of its kind may hold")
         chunks, left = [], limit + 1
         while left > 0:
             chunk = os.read(fd, min(left, 1 << 24))
@@ -287,12 +287,22 @@ def read_run_file(path: Path, limit: int | None = None) -> bytes:
             left -= len(chunk)
         data = b"".join(chunks)
         if len(data) > limit:
-            raise _corrupt(path, f"grew past the {limit} bytes a run file of its kind may hold while it was read")
+            raise RefusedFile(f"grew past the {limit} bytes a file of its kind may hold while it was read")
         return data
     except OSError as e:
-        raise _corrupt(path, f"is unreadable ({e.strerror or e})") from e
+        raise RefusedFile(f"is unreadable ({e.strerror or e})") from e
     finally:
         os.close(fd)
+
+
+def read_run_file(path: Path, limit: int | None = None) -> bytes:
+    """:func:`read_plain_file` of the run file ``path`` at ``limit`` bytes (default
+    :func:`file_limit`); a refused file is a one-line :class:`CorruptCacheError` naming it."""
+    path = Path(path)
+    try:
+        return read_plain_file(path, file_limit(path) if limit is None else limit)
+    except RefusedFile as e:
+        raise _corrupt(path, str(e)) from e
 
 
 def _is_regular(path: Path) -> bool:
