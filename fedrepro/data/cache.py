@@ -65,27 +65,29 @@ def load_problem(exc: BaseException) -> str:
     return f"is unreadable ({type(exc).__name__}: {first[:200]})"
 
 
+def cache_problem(path: Path, required: Iterable[str]) -> tuple[dict[str, Any] | None, str]:
+    """``(cache, "")`` for a sound cache dict written by :func:`save_atomic` with the ``required``
+    keys, else ``(None, why)``: not a regular file, unreadable, a pickled object, or malformed."""
+    try:
+        # A FIFO or device in place of the cache would hang or fill the memory: regular files only.
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None, "is not a regular file"
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for a bad file (EOF, unpickling, zip)
+        return None, load_problem(exc)
+    missing = [k for k in required if not isinstance(obj, dict) or k not in obj]
+    if missing:
+        return None, f"is malformed (missing {', '.join(missing)})"
+    return obj, ""
+
+
 def load_cache(path: Path, required: Iterable[str]) -> dict[str, Any]:
     """Read a cache dict written by :func:`save_atomic`, checking it has the ``required`` keys.
 
     Raises :class:`CorruptCacheError` naming the file and telling the user to
-    delete it if it is unreadable or malformed.
+    delete it if it is unreadable or malformed (:func:`cache_problem`).
     """
-    path = Path(path)
-    fix = "delete it and it will be rebuilt from the source images"
-    try:
-        # A FIFO or device in place of the cache would hang or fill the memory: regular files only.
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise CorruptCacheError(f"cache file {path} is not a regular file; {fix}")
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except CorruptCacheError:
-        raise
-    except Exception as exc:  # torch raises many types for a bad file (EOF, unpickling, zip)
-        raise CorruptCacheError(f"cache file {path} {load_problem(exc)}; {fix}") from exc
-    missing = [k for k in required if not isinstance(obj, dict) or k not in obj]
-    if missing:
-        raise CorruptCacheError(
-            f"cache file {path} is malformed (missing {', '.join(missing)}); "
-            f"delete it and it will be rebuilt from the source images"
-        )
+    obj, why = cache_problem(Path(path), required)
+    if obj is None:
+        raise CorruptCacheError(f"cache file {path} {why}; delete it and it will be rebuilt from the source images")
     return obj

@@ -22,8 +22,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import torch
 
-from ..errors import CorruptCacheError
-from .cache import load_cache, save_atomic
+from .cache import cache_problem, save_atomic
 
 DIGEST = "sha256"  # the cache entry that holds the digest of all the others
 
@@ -64,10 +63,8 @@ def load_verified(path: Path, required: Iterable[str], expect: Mapping[str, Any]
     def rebuild(why: str) -> None:
         warnings.warn(f"cache file {path} {why}; rebuilding it", stacklevel=stacklevel + 1)
 
-    try:
-        cache = load_cache(path, (*required, DIGEST))
-    except CorruptCacheError as exc:  # its message names the file and says to delete it: here it is rebuilt
-        why = (str(exc).splitlines() or [""])[0].removeprefix(f"cache file {path} ").split("; delete it")[0]
+    cache, why = cache_problem(path, (*required, DIGEST))
+    if cache is None:
         rebuild(why)
         return None
     try:
