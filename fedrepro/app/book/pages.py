@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..reproduce import reused_runs
+from ...claims.core import breakable_id
 
 # What each paper is about, in a few sentences for a student; the claims themselves are listed
 # from the registry beneath.
@@ -163,8 +164,8 @@ def paper_page(paper: str, title: str, rows: list[ClaimRow], notebook_docs: list
         doc = notebook_doc(r.notebook, docs)
         where = f"{{doc}}`{r.notebook} </{doc}>`" if doc else cell(r.notebook or "")
         verdict = f"**{r.verdict}**" if r.verdict != "NOT RUN" else r.verdict
-        lines.append(f"| `{r.claim_id}`: {cell(r.statement)} | {cell(r.source)} | {verdict} | {cell(r.interval)} | "
-                     f"{where} |")
+        lines.append(f"| {breakable_id(r.claim_id)}: {cell(r.statement)} | {cell(r.source)} | {verdict} | "
+                     f"{cell(r.interval)} | {where} |")
     lines += ["", "## Notebooks", "", "```{toctree}", ":maxdepth: 1", "", *(f"/{d}" for d in notebook_docs),
               f"/{results_doc}", "```", ""]
     return "\n".join(lines)
@@ -185,7 +186,7 @@ def results_page(paper: str, profile: str, rows: list[ClaimRow]) -> str:
              "| claim | verdict | effect [interval] | evidence |", "|---|---|---|---|"]
     for r in rows:
         if r.paper == paper:
-            lines.append(f"| `{r.claim_id}`: {cell(r.statement)} | {r.verdict} | {cell(r.interval)} "
+            lines.append(f"| {breakable_id(r.claim_id)}: {cell(r.statement)} | {r.verdict} | {cell(r.interval)} "
                          f"| {cell(r.evidence)} |")
     return "\n".join(lines) + "\n"
 
