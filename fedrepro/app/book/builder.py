@@ -11,8 +11,10 @@ from pathlib import Path
 
 import nbformat
 
+from ...claims.core import claims_dir as default_claims_dir
 from ...errors import ConfigError, FedreproError
 from . import pages
+from ..results_page import write_pages
 from .provenance import machine, provenance, read_pass
 from ...env.settings import output_root as root
 from ...env.host import repo_root
@@ -137,13 +139,7 @@ def _stage_notebook(src: Path, dst: Path, rel: str, report: dict | None) -> None
 def _generated_results_pages(profile: str, notebooks_dir: Path, claims_dir: Path, papers: list[str]) -> dict[str, str]:
     """The results pages ``fedrepro.app.results_page.write_pages`` makes from the recorded claims, written
     into a temporary folder so that building the site changes nothing in the repository; empty when
-    that function is not there, or the site's claims are not the ones it reads."""
-    from ...claims.core import claims_dir as default_claims_dir
-
-    try:
-        from ..results_page import write_pages
-    except ImportError:
-        return {}
+    the site's claims are not the ones it reads."""
     if claims_dir.resolve() != default_claims_dir(profile).resolve():
         return {}
     with tempfile.TemporaryDirectory() as tmp:

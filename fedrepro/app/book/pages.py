@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..reproduce import reused_runs
-from ...claims.core import breakable_id
+from ...claims.core import CLAIMS, INTERVAL, VERDICTS, breakable_id, recorded_claims
 
 # What each paper is about, in a few sentences for a student; the claims themselves are listed
 # from the registry beneath.
@@ -72,7 +72,6 @@ def cell(text) -> str:
 def collect(claims_dir: Path) -> list[ClaimRow]:
     """Every registered claim with the verdict the notebooks recorded in ``claims_dir`` (NOT RUN for a
     claim no notebook has checked)."""
-    from ...claims.core import CLAIMS, recorded_claims
     from ...papers.verdicts import registered
 
     registered()
@@ -105,7 +104,6 @@ def notebook_doc(record: str | None, docs: set[str]) -> str | None:
 
 def verdict_counts(rows: list[ClaimRow], papers: list[str]) -> list[str]:
     """The verdict counts of each of ``papers`` (linked to its page) and of them all, as a Markdown table."""
-    from ...claims.core import VERDICTS
 
     lines = ["| paper | claims | " + " | ".join(VERDICTS) + " |", "|---|---|" + "---|" * len(VERDICTS)]
     for paper in papers:
@@ -123,7 +121,6 @@ def index_page(profile: str, rows: list[ClaimRow], papers: list[str], top: list[
                machine: str | None, api: bool = True) -> str:
     """The site's front page: what it is, how the pass ran, the verdict counts, the table of contents
     (``papers``' landing pages, then the pages of ``top``, then the API reference)."""
-    from ...claims.core import INTERVAL
 
     lines = ["# fedrepro: four federated-learning papers, reproduced", "",
              "Course material you can read without running anything. Every page below is a notebook that "
