@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from ..config import RunConfig, check_seeds
+from ..config import RunConfig, check_seeds, default_seeds
 from ..errors import ConfigError
 from . import setup
 from . import claim_seeds
@@ -36,7 +36,7 @@ from . import table_seeds as default_table_seeds
 from .reference import paper_table
 from .reference import beside
 from ..claims.core import PAPER_COLUMN
-from ..execute.tuning import TuningPending
+from ..execute.tuning import TUNING_SEED, TuningPending
 from ..runs.store import RunStore
 from ..runs.tables import pivot_mean_std
 from ..params import check_fields, hp
@@ -45,7 +45,15 @@ from ..env.style import RECONSTRUCTED, display_label, method_key
 if TYPE_CHECKING:
     from ..execute.tuning import LrSearch
 
-SEED_KINDS = ("claim", "table")
+
+def tuning_seeds(profile: str) -> list[int]:
+    """The seeds of rows that choose a setting on validation data (``Rows(seeds="tuning")``): as many as
+    the profile's claim seeds, from :data:`~fedrepro.execute.tuning.TUNING_SEED` on, so that no claim
+    reads them and the choice has as much validation data as a claim row has test data."""
+    return [TUNING_SEED + i for i in range(len(default_seeds(profile)))]
+
+
+SEED_KINDS = ("claim", "table", "tuning")
 # The profiles that run a table's ``datasets``; the others run its ``setup`` alone (their small
 # data stands in for the first column).
 DATASET_PROFILES = ("paper",)
@@ -79,8 +87,9 @@ class Rows:
     :func:`fedrepro.run_grid`; a list of such mappings concatenates their points); ``variants`` names whole config
     overrides (ablation settings), which
     then label the rows in the table's ``variant_col``; ``base`` overrides the setup for this group
-    only; ``seeds`` is ``"claim"`` (the rows a claim reads: the profile's claim seeds) or ``"table"``
-    (rows no claim reads: the table seeds).
+    only; ``seeds`` is ``"claim"`` (the rows a claim reads: the profile's claim seeds), ``"table"``
+    (rows no claim reads: the table seeds) or ``"tuning"`` (rows that choose a setting on validation
+    data: as many seeds as the profile's claim seeds, from the tuning seed on, which no claim reads).
     """
 
     grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]] = hp(factory=dict)
@@ -189,8 +198,8 @@ class TableDef:
                     **{k.replace("__", "."): v for k, v in overrides.items()})
                 groups = self.row_groups(profile)
             for g in groups:
-                yield (label, start.replace(**dict(g.base)) if g.base else start, g,
-                       seeds if g.seeds == "claim" else table_seeds)
+                by_kind = {"claim": seeds, "table": table_seeds, "tuning": tuning_seeds(profile)}
+                yield (label, start.replace(**dict(g.base)) if g.base else start, g, by_kind[g.seeds])
 
     def configs(self, profile: str, seeds: Sequence[int] | None = None, table_seeds: Sequence[int] | None = None,
                 variant: str | None = None, base: RunConfig | None = None, tuned: bool = True,

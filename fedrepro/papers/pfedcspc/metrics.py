@@ -83,3 +83,15 @@ def with_scores(table: pd.DataFrame) -> pd.DataFrame:
     scores = pd.DataFrame([run_scores(p) for p in table["path"]], index=table.index)
     out = table.drop(columns=[c for c in scores.columns if c in table.columns])
     return pd.concat([out, scores], axis=1)
+
+
+def local_units(res: RunResult) -> tuple[pd.Series, int]:
+    """``(per-client I_local of the final round, validation images)`` of a stored run (participating
+    clients with test data; empty for a run that diverged)."""
+    final = res.final_clients()
+    scored = final[~final["held_out"].fillna(False).astype(bool) & (final["n_test"].fillna(0) > 0)]
+    n = int(scored["n_test"].sum())
+    if "diverged_round" in res.summary or scored.empty:
+        return pd.Series(dtype=float), n
+    return pd.Series([harmonic_mean(a, f) for a, f in zip(scored["acc"], scored["f1"])],
+                     index=scored["client"].astype(int).to_numpy(), dtype=float), n

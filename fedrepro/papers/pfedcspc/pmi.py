@@ -31,8 +31,10 @@ from ...analysis.embedding import analysis_generator
 from ...fl.local import evaluate_model, make_sgd, train_epochs
 from ...runs.store import RunResult
 from ...runs.train import restore
+from ...execute.tuning import MIN_VALIDATION_IMAGES, SearchDecision, decide
 from ...methods.pfedcspc import MODEL, PFedCSPCParams
 from .. import setup
+from .metrics import local_units
 
 
 def _inits(method, shared: dict, cid: int) -> dict[str, dict]:
@@ -198,21 +200,51 @@ def pmi_start_table(table: pd.DataFrame) -> pd.DataFrame:
 TAU_P = "method.args.tau_p"
 VALIDATION_METRIC = "final_i_local_mean"
 # pFedCSPC (TNNLS) gives no τ_p (Eq. 4). PMI serves the personalised objective (§IV-B1), so the rule
-# reads the personalised models' accuracy, on validation splits only.
-TAU_P_RULE = ("τ_p = the grid value with the highest mean over seeds of the final round's I_local on the "
-              "clients' validation splits (held out of the training images); a tie goes to the larger τ_p, "
-              "the less selective weighting; a diverged run counts as 0")
+# reads the personalised models' accuracy, on validation splits only, at the tuning seeds (which no
+# claim reads), and decides only what those splits can tell apart: the rule of every search
+# (fedrepro.execute.tuning.decide), with the method's neutral τ_p where the candidates are within noise.
+NEUTRAL_TAU_P = PFedCSPCParams().tau_p
+TAU_P_RULE = ("τ_p = the grid value with the highest mean over the tuning seeds (which no claim reads) of the "
+              "final round's I_local on the clients' validation splits (held out of the training images; a "
+              "diverged run scores 0), if it was scored on at least "
+              f"{MIN_VALIDATION_IMAGES} validation images and beats every other τ_p by more than the standard error "
+              "of their difference (paired by seed and client); otherwise, of the τ_p it does not beat, the neutral "
+              f"τ_p = {NEUTRAL_TAU_P:g} (the method's default, the least selective weighting) if among them, else "
+              "their median; a tie of the means goes to the τ_p nearest the neutral one")
 
 
-def select_tau_p(validation: pd.DataFrame, metric: str = VALIDATION_METRIC) -> float:
-    """:data:`TAU_P_RULE` on the rows of the ``pmi_tau_p_validation`` table (one per τ_p and seed)."""
-    for col in (TAU_P, metric):
+def select_tau_p(validation: pd.DataFrame, metric: str = VALIDATION_METRIC, units_of=None) -> SearchDecision:
+    """:data:`TAU_P_RULE` on the rows of the ``pmi_tau_p_validation`` table (one per τ_p and tuning
+    seed, with its run's ``path``): the decision (``.rate`` is the τ_p; its margin over the runner-up,
+    the margin's standard error and the rule that chose). ``units_of(row)``: ``(per-client I_local,
+    validation images)`` of a row (default: read from its stored run, :func:`.metrics.local_units`)."""
+    for col in (TAU_P, metric, "seed"):
         if col not in validation:
             raise ValueError(f"select_tau_p: column {col!r} absent; valid input: the pmi_tau_p_validation table")
     if validation.empty:
         raise ValueError("select_tau_p: no validation runs")
-    means = validation.assign(_v=validation[metric].fillna(0.0)).groupby(TAU_P)["_v"].mean()
-    return float(max(means.index[means == means.max()]))
+    units_of = units_of or (lambda row: local_units(RunResult(row["path"])))
+    scores, parts, images = {}, {}, {}
+    for tau, rows in validation.groupby(TAU_P):
+        tau = float(tau)
+        scores[tau] = float(rows[metric].fillna(0.0).mean())
+        for _, row in rows.iterrows():
+            values, n = units_of(row)
+            parts.setdefault(tau, []).append(pd.Series(values.to_numpy(dtype=float), index=pd.MultiIndex.from_arrays(
+                [[int(row["seed"])] * len(values), list(values.index)], names=["seed", "client"])))
+            images[tau] = images.get(tau, 0) + int(n)
+    units = {tau: pd.concat(p) if p else pd.Series(dtype=float) for tau, p in parts.items()}
+    ranked = sorted(scores, key=lambda t: (-scores[t], abs(t - NEUTRAL_TAU_P)))
+
+    def se(a: float, b: float) -> float:
+        common = units[a].index.intersection(units[b].index)
+        d = (units[a].loc[common] - units[b].loc[common]).to_numpy(dtype=float)
+        d = d[np.isfinite(d)]
+        return float(d.std(ddof=1) / np.sqrt(d.size)) if d.size >= 2 else float("inf")
+
+    seeds = sorted(int(x) for x in validation["seed"].unique())
+    return decide(scores, ranked, max(images.values(), default=0), se, NEUTRAL_TAU_P,
+                  f"within noise: the neutral τ_p = {NEUTRAL_TAU_P:g}", len(units[ranked[0]]), seeds)
 
 
 def setup_tau_p(profile: str) -> float:
@@ -238,5 +270,5 @@ def tau_p_sweep(validation: pd.DataFrame, test: pd.DataFrame | None = None) -> p
     out = summary(validation, "validation")
     if test is not None:
         out = out.join(summary(test, "test"))
-    out["chosen"] = out.index == select_tau_p(validation)
+    out["chosen"] = out.index == select_tau_p(validation).rate
     return out.sort_index(ascending=False)

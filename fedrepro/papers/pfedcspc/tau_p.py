@@ -41,7 +41,7 @@ from ...methods.pfedcspc import PFedCSPCParams
 from ...params import hp
 from ...runs.store import RunResult, RunStore
 from ...runs.train import is_stale, on_stale_policy
-from .metrics import harmonic_mean, run_scores
+from .metrics import local_units, run_scores
 from .pmi import SPREAD, pmi_spread
 
 TAU_P = "method.args.tau_p"
@@ -79,18 +79,6 @@ def decide_tau_p(scores: Mapping[float, float], ranked: Sequence[float], n_image
     the standard error of ``scores[a] − scores[b]`` and the neutral τ_p where the paper's rate would
     be: ``ranked`` best first (ties already broken), ``n_images`` validation images in all."""
     return decide(scores, ranked, n_images, se, neutral, RULE_NEUTRAL, n_pairs, seeds)
-
-
-def local_units(res: RunResult) -> tuple[pd.Series, int]:
-    """``(per-client I_local of the final round, validation images)`` of a stored run (participating
-    clients with test data; empty for a run that diverged)."""
-    final = res.final_clients()
-    scored = final[~final["held_out"].fillna(False).astype(bool) & (final["n_test"].fillna(0) > 0)]
-    n = int(scored["n_test"].sum())
-    if "diverged_round" in res.summary or scored.empty:
-        return pd.Series(dtype=float), n
-    return pd.Series([harmonic_mean(a, f) for a, f in zip(scored["acc"], scored["f1"])],
-                     index=scored["client"].astype(int).to_numpy(), dtype=float), n
 
 
 @dataclass(frozen=True)
