@@ -323,7 +323,8 @@ SKIPPED = {
     "fedotp.beats_coop_equal_budget_feature_label_shift": OURS.format("CoOp at FedOTP's budget"),
     "fedotp.beats_coop_equal_budget_cluttered": OURS.format("CoOp at FedOTP's budget, nor clutter"),
     "fedotp.coop_equal_budget_beats_fedotp_pathological": OURS.format("CoOp at FedOTP's budget"),
-    "fedotp.coop_ahead_at_every_factor": OURS.format("the study's arms (scale 100, E = 1, 16 shots of each)"),
+    "fedotp.coop_ahead_at_every_factor": OURS.format("the study's arms (common rate, CoOp's budget, the first "
+                                                     "stand-in, batch = shots)"),
     "fedotp.global_local_vs_one_prompt": OURS.format("the local-only and global-only ablations"),
     "fedotp.plan_mass_on_objects": f"Figs. 2, A4: {FIGURE}",
     "fedotp.plan_mass_on_garments": f"Figs. 2, A4: {FIGURE}",

@@ -19,10 +19,11 @@ from . import claims  # noqa: F401  (registers the claims)
 from .left_open import LEFT_OPEN
 from .notebooks import MAPS_VARIANT, NOTEBOOKS
 from .setup import VARIANTS, datasets, layers
-from .tables import TABLES, label_configs, label_results, study_label, study_summary
+from .tables import TABLES, label_configs, label_results, study_by_pair, study_findings, study_label, study_summary
 from .variants import BASELINES, METHODS
 
 TITLE = "FedOTP (Li et al., CVPR 2024): global and local prompts cooperation via optimal transport"
 
 __all__ = ["LEFT_OPEN", "MAPS_VARIANT", "NOTEBOOKS", "BASELINES", "METHODS", "TABLES", "TITLE", "VARIANTS", "datasets",
-           "label_configs", "label_results", "layers", "study_label", "study_summary"]
+           "label_configs", "label_results", "layers", "study_by_pair", "study_findings", "study_label",
+           "study_summary"]

@@ -6,7 +6,7 @@ import pytest
 from fedrepro.errors import ConfigError
 from fedrepro.methods import METHODS
 from fedrepro.papers import PAPERS, paper, setup, variants
-from fedrepro.papers.fedotp.tables import SEARCH_VALIDATION, STUDY_ARMS, lr_search, study_label
+from fedrepro.papers.fedotp.tables import SEARCH_VALIDATION, lr_search
 from fedrepro.papers.fedotp.variants import (COOP_EQUAL, COOP_SESSION_EPOCHS, LR_GRID, PFEDPROMPT_UNSCALED, SETTINGS,
                                              TRAINED, row)
 from fedrepro.papers.fedotp.variants import METHODS as ROWS
@@ -129,17 +129,3 @@ def test_coop_and_pfedprompt_rows_search_with_their_own_budget_and_cache():
     label = paper("fedotp").TABLES["label_shift"].configs("laptop", tuned=False)
     shown = {(c.method.name, c.method.args.get("session_epochs"), c.method.args.get("cache_scale")) for c in label}
     assert {("coop", 10, None), ("coop", None, None), ("pfedprompt", None, None), ("pfedprompt", None, "none")} <= shown
-
-
-def test_every_study_arm_searches_its_own_config_and_is_named_by_it():
-    table = paper("fedotp").TABLES["vs_coop"]
-    search = table.search("laptop")
-    cfgs = table.configs("laptop", tuned=False)
-    assert {study_label(c) for c in cfgs} == set(STUDY_ARMS)
-    for cfg in cfgs:
-        runs = search.search_configs(cfg)
-        assert len(runs) == len(LR_GRID) * len(search.seeds)
-        # The arm itself, at twice its shots (half held out as validation).
-        n = cfg.data.partition_args["shots"]
-        assert {study_label(c.replace(**{"data.partition_args.shots": n})) for c in runs} == {study_label(cfg)}
-        assert {c.data.partition_args["shots"] for c in runs} == {2 * n}
