@@ -29,7 +29,7 @@ REHEARSAL_DATA ?= rehearsal:
 # Jupyter refuses to start as root (containers) unless told to.
 ALLOW_ROOT = $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup setup-cpu data browser lint test test-unit test-notebooks reproduce smoke rehearse bench-rehearse book pretrain lab bench clean distclean
+.PHONY: help setup setup-cpu data browser lint test test-unit test-notebooks reproduce figures archive smoke rehearse bench-rehearse book pretrain lab bench clean distclean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-15s %s\n", $$1, $$2}'
@@ -71,7 +71,7 @@ lint: $(STAMP) ## ruff, with the rules in pyproject.toml
 
 # pytest's worker processes (pytest-xdist, one test file each at a time): the cores, at most 4, which
 # keeps the suite's memory near 4 torch processes. Two workers took pytest from 18.0 to 13.6 min on the
-# quiet 2-core VM (README). nbval stays one process: two notebooks at once took it from 6.2 to 8.9 min.
+# quiet 2-core VM (docs/speed.md). nbval stays one process: two notebooks at once took it from 6.2 to 8.9 min.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 test-unit: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25 tests
@@ -84,7 +84,14 @@ reproduce: setup ## set up, then train every notebook's runs in one pool and ren
 	$(OUTPUT_ENV) $(VENV)/bin/fedrepro reproduce --profile $(PROFILE)
 	$(OUTPUT_ENV) $(VENV)/bin/fedrepro results --profile $(PROFILE)
 
-smoke: setup ## every notebook at the smoke profile: one seed, the smallest sizes (minutes in all; README); outputs under output/smoke/
+figures: setup ## render every notebook and the results pages at PROFILE (default laptop) from the reference archive results/$(PROFILE)/ (runs it lacks, and what needs model weights, train); outputs as reproduce
+	$(OUTPUT_ENV) FEDREPRO_ARCHIVE=read $(VENV)/bin/fedrepro reproduce --profile $(PROFILE)
+	$(OUTPUT_ENV) $(VENV)/bin/fedrepro results --profile $(PROFILE)
+
+archive: setup ## write the reference archive results/$(PROFILE)/<paper>.jsonl.gz of the runs the last pass's notebooks read (after make reproduce)
+	$(OUTPUT_ENV) $(VENV)/bin/fedrepro archive --profile $(PROFILE)
+
+smoke: setup ## every notebook at the smoke profile: one seed, the smallest sizes (minutes in all; docs/speed.md); outputs under output/smoke/
 	$(SMOKE_ENV) $(VENV)/bin/fedrepro reproduce --profile smoke
 
 rehearse: setup ## the paper profile rehearsed: every notebook on the papers' full-size models (random weights), 2 rounds of one local step, verdicts REHEARSAL; predicted cost of the paper profile -> output/paper/notebooks/rehearsal_cost.json; outputs under OUTPUT/rehearsal (docs/speed.md)

@@ -50,3 +50,8 @@ class ResourceError(FedreproError, RuntimeError):
     """The machine ran out of something a run needs: memory (a model or batch too large for it), or
     disk space (a file could not be written). What was stored before stays intact, and an unfinished
     run resumes from its last checkpoint once the cause is fixed."""
+
+
+class ArchivedRunError(FedreproError, RuntimeError):
+    """A run restored from the reference archive was asked for what the archive does not keep (its
+    model weights); training it (``FEDREPRO_ARCHIVE=off``) gives them."""

@@ -24,6 +24,7 @@ from ..env.host import PACKAGE_PARENT
 from ..env.lifetime import children_end_with_me
 from ..runs import tensorboard
 from .reproduce import reproduce
+from .archive_pass import archive_pass
 from .results_page import write_pages
 from .verify import choose, format_report, parse_where, verify
 from ..pretrain import run_pretrainer
@@ -202,6 +203,11 @@ def _main(argv: list[str] | None = None) -> int:
     p_res.add_argument("--timings", default=None, metavar="FILE",
                        help="the pass's timings.json (default: the one `fedrepro reproduce` left for this profile)")
 
+    p_arc = sub.add_parser("archive", help="write the reference archive (results/<profile>/<paper>.jsonl.gz) of the "
+                                           "runs the last pass's notebooks read (docs/outputs.md)")
+    p_arc.add_argument("--profile", default="laptop", help="smoke | laptop (default) | paper")
+    p_arc.add_argument("--only", default=None, help="the notebooks whose runs to archive, as reproduce --only")
+
     p_ver = sub.add_parser("verify", help="train stored runs again in fresh processes and compare every metric "
                                           "(identical, equal up to rounding, or different)")
     p_ver.add_argument("--runs-dir", default=None, help="the runs folder (default: $FEDREPRO_RUNS, else runs/)")
@@ -248,6 +254,10 @@ def _main(argv: list[str] | None = None) -> int:
 
             for path in write_pages(args.profile, timings=Path(args.timings) if args.timings else None).values():
                 print(f"written: {path}")
+            return 0
+        if args.cmd == "archive":
+            for paper, path in archive_pass(args.profile, args.only).items():
+                print(f"written: {path} ({path.stat().st_size / 1e6:.2f} MB)")
             return 0
         if args.cmd == "verify":
 

@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING
 from ..env import allocator
 from ..config import check_profile
 from ..errors import ConfigError, FedreproError
-from ..env.host import cpu_cores, cpu_model, git_commit, repo_root
+from ..env.host import cpu_cores, cpu_model, environ_set, git_commit, repo_root
 from ..env.lifetime import die_with_parent, parent_bound
+from ..env.host import ENV_ARCHIVE as ARCHIVE_ENV
 from ..env.settings import ENV_OUTPUT, child_env, output_path, output_root, under_output_root
 from ..env import trace
 from ..papers import record_seed_stage
@@ -316,7 +317,12 @@ def reproduce(profile: str = "laptop", only: str | None = None, kernel: str = "p
     if rehearse and profile != "paper":
         raise ConfigError(f"--rehearse rehearses the paper profile; got --profile {profile} (valid: --profile paper)")
     if not rehearse:
-        return _reproduce(profile, only, kernel, workers, plan_only, progress, executor, predict, render, timings)
+        # A pass trains: the reference archive (fedrepro.runs.archive) is off unless the caller set
+        # FEDREPRO_ARCHIVE=read (make figures: render every notebook from the archive, training nothing
+        # it holds). Set for the pass's workers and kernels too.
+        with environ_set({ARCHIVE_ENV: os.environ.get(ARCHIVE_ENV) or "off"}):
+            return _reproduce(profile, only, kernel, workers, plan_only, progress, executor, predict, render,
+                              timings)
     cost_file = cost_path()  # under the output root the pass was started with
     with rehearsal_env(rehearsal_data) as root:
         print(f"[reproduce] rehearsal of the paper profile under {root}: full-size models, "

@@ -62,6 +62,11 @@ def git_commit(root: Path, dirty_paths: tuple[str, ...] = ()) -> str | None:
     return (head + ("-dirty" if dirty else "")) if head else None
 
 
+# Whether runs missing from the store are read from the reference archive (fedrepro.runs.archive);
+# here, not there, so that a process that only schedules can set it without loading the store.
+ENV_ARCHIVE = "FEDREPRO_ARCHIVE"
+
+
 @contextlib.contextmanager
 def environ_set(values: Mapping[str, str | None]) -> Iterator[None]:
     """While open, each variable in ``values`` is its value (None: unset); on exit each is what it was

@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 from ..config import RunConfig, check_seeds
 from ..errors import ConfigError
 from .executors import make_executor
+from ..runs.archive import ENV as ARCHIVE_ENV, archived_source
 from .run import run
 
 
@@ -128,7 +129,19 @@ def run_grid(base: RunConfig, grid: Mapping[str, Sequence[Any]] | Sequence[Mappi
                      "final_heldout": _number(s.get("final_heldout_acc_mean")), **extra,
                      "time_train_s": s["time_train_s"], "path": str(res.path)})
     bar.close()
+    _say_archived([r["path"] for r in rows])
     return pd.DataFrame(rows)
+
+
+def _say_archived(paths: Sequence[str]) -> None:
+    """One line when some of a grid's runs were read from the reference archive: how many, and the
+    pass they come from (:mod:`fedrepro.runs.archive`)."""
+    sources = [s for s in (archived_source(p) for p in paths) if s is not None]
+    if not sources:
+        return
+    passes = sorted({f"commit {s.get('commit', '?')}, {s.get('cpu', '?')}, {s.get('date', '?')}" for s in sources})
+    print(f"{len(sources)} of {len(paths)} runs read from the reference archive ({'; '.join(passes)}), not trained "
+          f"here; {ARCHIVE_ENV}=off trains them", flush=True)
 
 
 def train_pending(cfgs: Sequence[RunConfig], workers: int | None = None, progress: bool = True,

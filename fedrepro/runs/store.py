@@ -70,7 +70,7 @@ import pandas as pd
 # torch is imported only where a state or checkpoint is (de)serialised: listing and reading runs
 # (fedrepro runs, fedrepro show, RunResult's tables) never load it.
 from ..config import RunConfig, from_dict
-from ..errors import ConfigError, CorruptCacheError, FedreproError, RunBusyError
+from ..errors import ArchivedRunError, ConfigError, CorruptCacheError, FedreproError, RunBusyError
 from ..env.settings import ENV_OUTPUT, ENV_RUNS, ensure_writable
 from ..env.settings import output_path
 from ..env.settings import source
@@ -101,6 +101,9 @@ _LAZY = ("final_state.pt",)
 # Checked by hash when runs are listed (a line per round: small); the others by size there.
 _SMALL = ("config.json", "meta.json", "rounds.jsonl")
 _SUMMARY_KEYS = ("rounds", "best_round", "best_acc_mean", "final_acc_mean", "config_hash")
+# A run folder restored from the reference archive (fedrepro.runs.archive) holds every file of a
+# finished run but its final state, and this marker: the archive keeps no model weights.
+ARCHIVED = "archived.json"
 # The files of a run folder that travel between machines (fedrepro.execute): a started run's
 # (resumable anywhere from them) and a finished one's.
 PARTIAL_FILES = ("config.json", "meta.json", "checkpoint.pt")
@@ -450,6 +453,8 @@ class RunResult:
         unless ``deep``), the config against the folder name, one rounds line per round."""
         summary = self.summary
         for name in _RECORDED:
+            if name in _LAZY and self.archived:
+                continue
             if deep or name not in _LAZY:
                 self._checked_bytes(name)
             else:
@@ -473,6 +478,8 @@ class RunResult:
         try:
             summary = self.summary
             for name in _RECORDED:
+                if name in _LAZY and self.archived:
+                    continue
                 if name in _SMALL:
                     self._checked_bytes(name)
                 else:
@@ -534,11 +541,22 @@ class RunResult:
     def final(self) -> float:
         return self.summary["final_acc_mean"]
 
+    @property
+    def archived(self) -> bool:
+        """Whether this run was restored from the reference archive (:mod:`fedrepro.runs.archive`):
+        every file of the run but its final state, which the archive does not keep."""
+        return os.path.lexists(self.path / ARCHIVED)
+
     def final_state(self) -> dict:
         """``{"shared": ..., "server_state": ..., "client_states": [...]}`` after the last round (CPU):
         read once, checked against its recorded sha256, and loaded as tensors and plain values only
         (:func:`load_state`: a pickled object in it is refused unread, whatever its record says)."""
         f = self.path / "final_state.pt"
+        if self.archived:
+            raise ArchivedRunError(f"run {self.path} came from the reference archive, which keeps no model "
+                                   "weights, and this needs its final state; train it: FEDREPRO_ARCHIVE=off reruns "
+                                   "it (fedrepro run, a notebook, or make reproduce, which trains without the "
+                                   "archive)")
         state = load_state(self._checked_bytes("final_state.pt"), f"run file {f}",
                            f"delete the folder {self.path} to run this config again")
         if not isinstance(state, dict) or not {"shared", "server_state", "client_states"} <= state.keys() \
@@ -660,7 +678,10 @@ class RunStore:
             raise _corrupt(p / "meta.json", "is missing (a run folder holds config.json and meta.json from the "
                            "start; was it edited?)", p)
         if os.path.lexists(p / "summary.json"):
+            archived = os.path.lexists(p / ARCHIVED)
             for name in ("rounds.jsonl", "clients.jsonl", "meta.json", "final_state.pt"):
+                if name == "final_state.pt" and archived:
+                    continue
                 if not os.path.lexists(p / name):
                     raise CorruptCacheError(f"finished run {p} is missing {name}; delete the folder to re-run")
             return "done"

@@ -22,7 +22,7 @@ from ..fl.client_data import ClientData
 from ..fl.device import resolve_device, torch_threads
 from ..fl.converge import simulate_until_flat
 from ..fl.engine import SimState, simulate, summarize_run, unscored_summary
-from . import fingerprint, prefix, tensorboard
+from . import archive, fingerprint, prefix, tensorboard
 from .catalog import display_path
 from .fingerprint import STALE, UNKNOWN, staleness
 from .pipeline import clients_of, global_test_of, make_method, prepare_data
@@ -69,7 +69,18 @@ def on_stale_policy(on_stale: str | None = None) -> str:
 
 
 def is_stale(store: RunStore, cfg: RunConfig, policy: str) -> bool:
-    """Whether the stored run of ``cfg`` must be trained anew under ``policy`` (``error`` raises)."""
+    """Whether the stored run of ``cfg`` must be trained anew under ``policy`` (``error`` raises); a run
+    restored from the reference archive must be when the archive is off (it was not trained here)."""
+    if archive.is_archived(store.path(cfg)):
+        if archive.policy() == "off":
+            return True
+        # issue 56: an archived run that today's code would train differently is still read from the
+        # archive (there is nothing else to read without training), and said to be stale.
+        st = staleness(cfg, store.meta(cfg))
+        if st.state == STALE:
+            log.warning("fedrepro: run %s is from the reference archive and stale (%s); shown as archived until "
+                        "it is trained again (FEDREPRO_ARCHIVE=off)", store.path(cfg), st.why)
+        return False
     st = staleness(cfg, store.meta(cfg))
     if st.state == UNKNOWN:
         log.warning("fedrepro: run %s: %s", store.path(cfg), st.why)
@@ -93,6 +104,7 @@ def train_or_load(cfg: RunConfig, trainer: Callable[..., RunResult], *, force_pr
     # back on it would be restored onto it later.
     device = resolve_device(cfg.device)
     store = RunStore(cfg.runs_dir) if store is None else store
+    archive.restore_missing([cfg])  # a run the reference archive holds is read from it (FEDREPRO_ARCHIVE)
     # The common case, read without the lock: finished runs never change.
     if store.status(cfg) == "done" and not is_stale(store, cfg, policy):
         res = store.load(cfg)  # checked before it is said to be reused

@@ -1,0 +1,151 @@
+"""The reference archive (fedrepro.runs.archive, issue 56): runs restored from it read as the runs
+that were archived, it is refused when damaged or edited, and a pass with it off trains them."""
+import gzip
+import json
+
+import pytest
+
+import fedrepro
+from fedrepro.errors import ArchivedRunError, ConfigError, CorruptCacheError
+from fedrepro.execute.executors import pending
+from fedrepro.runs import archive
+from fedrepro.runs.store import RunStore
+
+
+@pytest.fixture
+def archived(tiny, tmp_path, monkeypatch):
+    """A trained tiny run, archived under a temporary archive root, and the same config pointed at an
+    empty store."""
+    cfg = tiny()
+    res = fedrepro.run(cfg)
+    root = tmp_path / "archives"
+    folder = root / cfg.profile
+    archive.write(folder, "tiny", [res], {"commit": "abc1234", "cpu": "test CPU", "date": "2026-12-02"})
+    monkeypatch.setenv(archive.ENV_ROOT, str(root))
+    monkeypatch.delenv(archive.ENV, raising=False)
+    return cfg, res, folder, cfg.replace(runs_dir=str(tmp_path / "fresh"))
+
+
+def test_a_run_missing_from_the_store_is_read_from_the_archive_as_it_was_trained(archived):
+    cfg, res, folder, fresh = archived
+    assert RunStore(fresh.runs_dir).status(fresh) == "missing"
+    assert pending([fresh]) == []  # restored, nothing to train
+    got = fedrepro.run(fresh)
+    assert got.archived and not res.archived
+    assert got.summary == res.summary
+    assert got.rounds.equals(res.rounds) and got.clients.equals(res.clients)
+    with pytest.raises(ArchivedRunError, match="reference archive"):
+        got.final_state()
+    # What a notebook's table reads: the same numbers.
+    a = fedrepro.run_grid(fresh, seeds=[cfg.seed], progress=False)
+    b = fedrepro.run_grid(cfg, seeds=[cfg.seed], progress=False)
+    assert a.drop(columns=["path"]).equals(b.drop(columns=["path"]))
+
+
+def test_with_the_archive_off_a_restored_run_is_trained_and_gives_the_same_numbers(archived, monkeypatch):
+    cfg, res, folder, fresh = archived
+    fedrepro.run(fresh)  # restored
+    monkeypatch.setenv(archive.ENV, "off")
+    assert [c.hash() for c in pending([fresh])] == [fresh.hash()]
+    trained = fedrepro.run(fresh)
+    assert not trained.archived and trained.summary["final_acc_mean"] == res.summary["final_acc_mean"]
+    trained.final_state()  # weights exist now
+
+
+def test_the_archive_off_restores_nothing(archived, monkeypatch):
+    cfg, res, folder, fresh = archived
+    monkeypatch.setenv(archive.ENV, "off")
+    assert archive.restore_missing([fresh]) == 0 and RunStore(fresh.runs_dir).status(fresh) == "missing"
+    monkeypatch.setenv(archive.ENV, "sometimes")
+    with pytest.raises(ConfigError, match="FEDREPRO_ARCHIVE='sometimes'; valid: read, off"):
+        archive.policy()
+
+
+def _one_line(e: Exception, path) -> None:
+    msg = str(e)
+    assert "\n" not in msg and str(path) in msg
+
+
+def test_a_damaged_archive_file_is_refused_naming_it(archived):
+    cfg, res, folder, fresh = archived
+    f = folder / "tiny.jsonl.gz"
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    f.write_bytes(bytes(data))
+    archive._LOADED.clear()
+    with pytest.raises(CorruptCacheError) as e:
+        pending([fresh])
+    _one_line(e.value, f)
+    assert RunStore(fresh.runs_dir).status(fresh) == "missing"  # nothing half-written
+
+
+def test_an_edited_run_whose_manifest_was_rewritten_is_refused_by_the_runs_own_record(archived):
+    """Whoever rewrites an entry and the manifest's sha256 still cannot change a run's numbers: each
+    file is checked against the sha256 its summary records."""
+    cfg, res, folder, fresh = archived
+    f = folder / "tiny.jsonl.gz"
+    line = json.loads(gzip.decompress(f.read_bytes()))
+    line["files"]["rounds.jsonl"] = line["files"]["rounds.jsonl"].replace('"acc_mean": 0.', '"acc_mean": 0.9', 1)
+    f.write_bytes(archive._gzip([json.dumps(line)]))
+    manifest = json.loads((folder / archive.MANIFEST).read_text())
+    manifest["files"]["tiny.jsonl.gz"]["sha256"] = archive._sha(f.read_bytes())
+    (folder / archive.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(CorruptCacheError, match="rounds.jsonl does not match") as e:
+        pending([fresh])
+    _one_line(e.value, f)
+    assert RunStore(fresh.runs_dir).status(fresh) == "missing"
+
+
+@pytest.mark.parametrize("manifest", ["not json", "{}", '{"format": "fedrepro-archive/1", "files": {"../x": {}}}'])
+def test_a_manifest_that_is_not_one_is_refused_naming_it(archived, manifest):
+    cfg, res, folder, fresh = archived
+    (folder / archive.MANIFEST).write_text(manifest)
+    with pytest.raises(CorruptCacheError) as e:
+        pending([fresh])
+    _one_line(e.value, folder / archive.MANIFEST)
+
+
+def test_the_same_runs_give_the_same_archive_bytes(archived, tmp_path):
+    cfg, res, folder, fresh = archived
+    again = archive.write(tmp_path / "again", "tiny", [res], {"commit": "abc1234", "cpu": "test CPU",
+                                                              "date": "2026-12-02"})
+    assert again.read_bytes() == (folder / "tiny.jsonl.gz").read_bytes()
+
+
+def test_a_grid_says_which_of_its_runs_came_from_the_archive(archived, capsys):
+    cfg, res, folder, fresh = archived
+    fedrepro.run_grid(fresh, seeds=[cfg.seed], progress=False)
+    out = capsys.readouterr().out
+    assert "1 of 1 runs read from the reference archive (commit abc1234, test CPU, 2026-12-02)" in out
+    fedrepro.run_grid(cfg, seeds=[cfg.seed], progress=False)  # trained here: nothing said
+    assert "reference archive" not in capsys.readouterr().out
+
+
+def test_fedrepro_archive_writes_the_runs_a_pass_traced_per_paper_and_refuses_restored_ones(tiny, tmp_path,
+                                                                                           monkeypatch):
+    from fedrepro.app.archive_pass import archive_pass
+    from fedrepro.env import settings
+
+    monkeypatch.setenv(settings.ENV_OUTPUT, str(tmp_path / "out"))
+    monkeypatch.delenv(settings.ENV_RUNS, raising=False)
+    cfg = tiny()
+    res = fedrepro.run(cfg)
+    trace_dir = settings.output_path("trace", "smoke", create=True)
+    nb = "pfedcspc/01_global_and_personalized.ipynb"
+    (trace_dir / fedrepro.env.trace.notebook_file(nb)).write_text(
+        json.dumps({"event": "run", "hash": cfg.hash(), "trained": True}) + "\n")
+    written = archive_pass("smoke", "pfedcspc/01", runs_dir=tmp_path / "runs", folder=tmp_path / "arch")
+    assert list(written) == ["pfedcspc"]
+    manifest = json.loads((tmp_path / "arch" / archive.MANIFEST).read_text())["files"]["pfedcspc.jsonl.gz"]
+    assert manifest["runs"] == 1 and manifest["source"]["notebooks"] == [nb]
+    assert archive.Archive(tmp_path / "arch").get(cfg.hash()).files["summary.json"] == \
+        (res.path / "summary.json").read_text()
+    with pytest.raises(ConfigError, match="no trace"):
+        archive_pass("smoke", "fedotp", runs_dir=tmp_path / "runs", folder=tmp_path / "arch")
+    # A run restored from an archive is not this pass's: refused by name.
+    monkeypatch.setenv(archive.ENV_ROOT, str(tmp_path / "roots"))
+    archive.write(tmp_path / "roots" / "smoke", "x", [res], {"commit": "c"})
+    restored = tmp_path / "restored"
+    assert archive.restore_missing([cfg.replace(runs_dir=str(restored))]) == 1
+    with pytest.raises(ConfigError, match="restored from the reference archive"):
+        archive_pass("smoke", "pfedcspc/01", runs_dir=restored, folder=tmp_path / "arch2")
