@@ -2,6 +2,7 @@
 own text, registers, validates its parameters and trains bit for bit like ``methods/fedprox.py``."""
 from __future__ import annotations
 
+import ast
 import re
 import sys
 import types
@@ -67,3 +68,25 @@ def test_redefining_a_method_replaces_it_but_a_clash_is_an_error(readme_method):
     assert METHODS.get(readme_method) is again.MyFedProx
     with pytest.raises(ValueError, match="registered twice"):
         load_module(code, "another_module")
+
+
+def test_the_readme_method_declares_the_package_fedprox_default_bounds_and_citation(readme_method):
+    """The numbers in the README's code are the package's: μ's default and bounds, and the paper cited."""
+    import dataclasses
+
+    from fedrepro.methods import fedprox
+
+    ours, theirs = (dataclasses.fields(cls)[0] for cls in (METHODS.get(readme_method).Params,
+                                                            fedprox.FedProxParams))
+    assert (ours.name, ours.default, dict(ours.metadata)) == (theirs.name, theirs.default, dict(theirs.metadata))
+    cite = re.search(r"\(([^)]*\d{4})\)", METHODS.get(readme_method).__doc__).group(1)
+    assert f"FedProx ({cite})" in fedprox.__doc__
+
+
+def test_the_readme_runs_the_method_it_defines_with_a_valid_mu(readme_method):
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("\n## Adding a method\n"):]
+    section = section[:section.find("\n## ", 1)]
+    calls = re.findall(r'fedrepro\.run\(profile="smoke", method__name="(\w+)", method__args=(\{[^}]*\})\)', section)
+    assert len(calls) == 1 and calls[0][0] == readme_method
+    METHODS.get(readme_method).parse_params(ast.literal_eval(calls[0][1]))  # ConfigError when out of bounds

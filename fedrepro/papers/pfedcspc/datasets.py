@@ -38,7 +38,7 @@ def dataset_table(profile: str, variants=None) -> pd.DataFrame:
         try:
             ds = load_cached(d.dataset, json.dumps(d.dataset_args, sort_keys=True))
         except DataNotFoundError:
-            rows.append({**row, "status": "not under the data root (README: Data)"})
+            rows.append({**row, "status": "not under the data root (docs/data.md)"})
             continue
         row.update(classes=len(ds.classes), train=len(ds.train_y), test=len(ds.test_y),
                    **{"used train": min(len(ds.train_y), d.max_train or len(ds.train_y)),
