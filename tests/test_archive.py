@@ -149,3 +149,21 @@ def test_fedrepro_archive_writes_the_runs_a_pass_traced_per_paper_and_refuses_re
     assert archive.restore_missing([cfg.replace(runs_dir=str(restored))]) == 1
     with pytest.raises(ConfigError, match="restored from the reference archive"):
         archive_pass("smoke", "pfedcspc/01", runs_dir=restored, folder=tmp_path / "arch2")
+
+
+def test_verify_sample_retrains_archived_runs_of_every_method_and_finds_them_identical(tiny, tmp_path, monkeypatch):
+    from fedrepro.app.verify import sample_archive, verify_archive
+
+    runs = [fedrepro.run(tiny(**{"method.name": m, "seed": s})) for m in ("fedavg", "local") for s in (0, 1)]
+    root = tmp_path / "archives"
+    archive.write(root / "smoke", "tiny", runs, {"commit": "abc1234"})
+    monkeypatch.setenv(archive.ENV_ROOT, str(root))
+    arch = archive.Archive(root / "smoke")
+    methods = {h: json.loads(arch.runs[h].files["config.json"])["config"]["method"]["name"] for h in arch.runs}
+    for seed in range(4):  # two draws cover both methods, whatever the seed
+        assert {methods[h] for h in sample_archive(arch, 2, seed)} == {"fedavg", "local"}
+    assert sorted(sample_archive(arch, 10)) == sorted(arch.runs)
+    results = verify_archive("smoke", 2, workers=1, progress=False)
+    assert [v.outcome for v in results] == ["identical", "identical"]
+    with pytest.raises(ConfigError, match="--sample 0"):
+        sample_archive(arch, 0)

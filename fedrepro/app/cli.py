@@ -26,7 +26,7 @@ from ..runs import tensorboard
 from .reproduce import reproduce
 from .archive_pass import archive_pass
 from .results_page import write_pages
-from .verify import choose, format_report, parse_where, verify
+from .verify import choose, format_report, parse_where, verify, verify_archive
 from ..pretrain import run_pretrainer
 from .describe import format_list
 from ..runs.catalog import partition_key
@@ -216,6 +216,10 @@ def _main(argv: list[str] | None = None) -> int:
     p_ver.add_argument("-n", type=int, default=None, help="verify this many of the matching runs, drawn at random")
     p_ver.add_argument("--seed", type=int, default=0, help="the seed of that draw (default 0)")
     p_ver.add_argument("--workers", type=int, default=1, help="processes that train them (default 1)")
+    p_ver.add_argument("--sample", type=int, default=None, metavar="N",
+                       help="instead of the store: retrain N runs of the reference archive (results/<profile>/), "
+                            "drawn in turn from every paper and method, and compare them with it")
+    p_ver.add_argument("--profile", default="laptop", help="with --sample: the archive's profile (default laptop)")
 
     p_pre = sub.add_parser("pretrain", help="regenerate a committed backbone checkpoint (vit | clip | clip_patch)")
     p_pre.add_argument("what", choices=["vit", "clip", "clip_patch"],
@@ -263,9 +267,14 @@ def _main(argv: list[str] | None = None) -> int:
 
             if args.workers < 1:
                 raise ConfigError(f"--workers={args.workers}; valid: a positive integer")
+            if args.sample is not None and (args.where or args.n is not None or args.runs_dir):
+                raise ConfigError("--sample draws from the reference archive; valid: without --where, -n and "
+                                  "--runs-dir")
             runs_dir = Path(args.runs_dir) if args.runs_dir else default_runs_dir()
             with children_end_with_me():
-                results = verify(choose(runs_dir, parse_where(args.where), args.n, args.seed), workers=args.workers)
+                results = verify_archive(args.profile, args.sample, args.seed, workers=args.workers) \
+                    if args.sample is not None else \
+                    verify(choose(runs_dir, parse_where(args.where), args.n, args.seed), workers=args.workers)
             print(format_report(results))
             return 0 if all(v.outcome in ("identical", "rounding") for v in results) else EXIT_ERROR
         if args.cmd == "pretrain":

@@ -19,6 +19,7 @@ threads, torch build, allocator, commit) and where it was verified.
 """
 from __future__ import annotations
 
+import json
 import math
 import random
 import tempfile
@@ -30,7 +31,8 @@ from ..config import RunConfig, from_dict
 from ..errors import ConfigError, CorruptCacheError
 from ..env.host import cpu_model
 from ..execute.local import run_pool
-from ..runs.store import FINISHED_FILES, RunResult, read_json, read_jsonl, read_run_file
+from ..runs.archive import MANIFEST, Archive, archive_folder, restore
+from ..runs.store import FINISHED_FILES, RunResult, RunStore, read_json, read_jsonl, read_run_file
 
 ROUNDING = 1e-9
 # A final state's values after float sums in another order: within this share of their size
@@ -117,7 +119,7 @@ def compare_runs(stored: Path, fresh: Path) -> tuple[str, float, str]:
     """``(outcome, largest difference, where)`` of two run folders: their rounds and clients tables,
     then their final states (:func:`compare_states`)."""
     outcome, diff, where = _compare_lines(stored, fresh)
-    if outcome == "different":
+    if outcome == "different" or RunResult(stored).archived:  # the archive keeps no final state
         return outcome, diff, where
     state, sdiff, swhere = compare_states(stored, fresh)
     if state == "identical":
@@ -251,7 +253,8 @@ def damaged(folder: Path) -> str | None:
         return problem
     try:
         res.verify(deep=True)
-        res.final_state()  # tensors only: a pickled object in it, whatever its record, is damage
+        if not res.archived:
+            res.final_state()  # tensors only: a pickled object in it, whatever its record, is damage
     except CorruptCacheError as e:
         return str(e)
     return None
@@ -278,6 +281,43 @@ def choose(runs_dir: Path, where: dict[str, str] | None = None, n: int | None = 
     if n is not None and n < len(found):
         found = sorted(random.Random(seed).sample(found, n))
     return found
+
+
+def sample_archive(archived: Archive, n: int, seed: int = 0) -> list[str]:
+    """``n`` run hashes of the archive, stratified: drawn in turn from each (archive file, method)
+    group, each group shuffled with ``seed``, so that every paper and every method family is in the
+    sample before any of them has two (all runs when ``n`` is at least their number)."""
+    if n < 1:
+        raise ConfigError(f"--sample {n}; valid: a positive number of runs")
+    groups: dict[tuple[str, str], list[str]] = {}
+    for h, run in sorted(archived.runs.items()):
+        method = json.loads(run.files["config.json"])["config"]["method"]["name"]
+        groups.setdefault((run.archive_file, method), []).append(h)
+    rng = random.Random(seed)
+    queues = [rng.sample(hs, len(hs)) for _, hs in sorted(groups.items())]
+    rng.shuffle(queues)
+    out: list[str] = []
+    while len(out) < n and any(queues):
+        for q in queues:
+            if q and len(out) < n:
+                out.append(q.pop())
+    return out
+
+
+def verify_archive(profile: str, n: int, seed: int = 0, workers: int = 1, progress: bool = True) -> list[Verified]:
+    """Retrain a stratified sample of ``n`` runs of the reference archive of ``profile``
+    (:func:`sample_archive`) in fresh processes and compare their rounds and clients tables with the
+    archived ones (the archive keeps no final state)."""
+    archived = Archive(archive_folder(profile))
+    if not archived.exists():
+        raise ConfigError(f"no reference archive at {archived.folder}; valid: a profile whose archive is committed "
+                          f"(results/<profile>/{MANIFEST})")
+    hashes = sample_archive(archived, n, seed)
+    with tempfile.TemporaryDirectory(prefix="fedrepro-archived-") as held:
+        store = RunStore(held)
+        for h in hashes:
+            restore(store, h, archived)
+        return verify([Path(held) / h for h in hashes], workers=workers, progress=progress)
 
 
 def verify(paths: Sequence[Path], workers: int = 1, progress: bool = True) -> list[Verified]:
