@@ -83,6 +83,7 @@ test-notebooks: $(STAMP)
 reproduce: setup ## set up, then train every notebook's runs in one pool and render the notebooks at PROFILE (default laptop); outputs under OUTPUT (default: this repository): figures -> figures/, results pages -> docs/results/$(PROFILE)/
 	$(OUTPUT_ENV) $(VENV)/bin/fedrepro reproduce --profile $(PROFILE)
 	$(OUTPUT_ENV) $(VENV)/bin/fedrepro results --profile $(PROFILE)
+	$(OUTPUT_ENV) $(VENV)/bin/fedrepro compare --profile $(PROFILE)
 
 figures: setup ## render every notebook and the results pages at PROFILE (default laptop) from the reference archive results/$(PROFILE)/ (runs it lacks, and what needs model weights, train); outputs as reproduce
 	$(OUTPUT_ENV) FEDREPRO_ARCHIVE=read $(VENV)/bin/fedrepro reproduce --profile $(PROFILE)
@@ -109,11 +110,16 @@ pretrain: setup ## regenerate the committed backbone checkpoints (fedrepro/model
 	$(VENV)/bin/fedrepro pretrain clip_patch
 
 # The notebooks read their profile from FEDREPRO_PROFILE (fedrepro.config.resolve_profile); smoke runs
-# go to the folder make smoke trains into, so that Lab reuses them and never touches runs/.
-LAB_ENV = $(OUTPUT_ENV) FEDREPRO_PROFILE=$(PROFILE) $(if $(filter smoke,$(PROFILE)),FEDREPRO_RUNS=$(OUTPUT)/output/smoke/runs)
+# go to the folder make smoke trains into, so that Lab reuses them and never touches runs/. Running a
+# notebook in Lab modifies no tracked file: its figures go to output/<profile>/figures, never over the
+# committed figures/, and etc/jupyter_server_config.py saves no outputs into notebooks/ (an executed
+# copy goes to output/<profile>/lab/ instead). --config replaces ~/.jupyter/jupyter_server_config.py.
+LAB_ENV = $(OUTPUT_ENV) FEDREPRO_PROFILE=$(PROFILE) FEDREPRO_FIGURES=$(OUTPUT)/output/$(PROFILE)/figures \
+	$(if $(filter smoke,$(PROFILE)),FEDREPRO_RUNS=$(OUTPUT)/output/smoke/runs)
+LAB_CONFIG := etc/jupyter_server_config.py
 
-lab: setup ## JupyterLab on the notebooks at PROFILE (default laptop; make lab PROFILE=smoke for minutes); outputs under OUTPUT (default: this repository)
-	$(LAB_ENV) $(VENV)/bin/jupyter lab $(ALLOW_ROOT) notebooks/
+lab: setup ## JupyterLab on the notebooks at PROFILE (default laptop; make lab PROFILE=smoke for minutes); outputs under OUTPUT (default: this repository), never into tracked files
+	$(LAB_ENV) $(VENV)/bin/jupyter lab $(ALLOW_ROOT) --config=$(CURDIR)/$(LAB_CONFIG) notebooks/
 
 bench: setup ## engine vs a bare loop, one worker vs the pool, peak memory; kernel options -> bench/*.json
 	$(PY) -m fedrepro.app.bench --out bench/results.json

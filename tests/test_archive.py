@@ -167,3 +167,37 @@ def test_verify_sample_retrains_archived_runs_of_every_method_and_finds_them_ide
     assert [v.outcome for v in results] == ["identical", "identical"]
     with pytest.raises(ConfigError, match="--sample 0"):
         sample_archive(arch, 0)
+
+
+def test_the_reproduction_report_compares_runs_and_verdicts_with_the_archive(tiny, tmp_path, monkeypatch):
+    from fedrepro.app.compare import TOLERANCE, compare_claims, compare_runs, write_report
+    from fedrepro.env import settings
+
+    monkeypatch.setenv(settings.ENV_OUTPUT, str(tmp_path / "out"))
+    monkeypatch.setenv(archive.ENV_ROOT, str(tmp_path / "archives"))
+    a, b = tiny(), tiny(seed=1)
+    runs = [fedrepro.run(a), fedrepro.run(b)]
+    folder = tmp_path / "archives" / "smoke"
+    archive.write(folder, "tiny", runs, {"commit": "abc1234", "cpu": "CPU A", "date": "2026-12-01"})
+    record = {"notebook": "x", "claims": [
+        {"claim_id": "tiny.one", "paper": "tiny", "verdict": "PASS", "effect": "+3"},
+        {"claim_id": "tiny.two", "paper": "tiny", "verdict": "FAIL", "effect": "-1"}]}
+    archive.write_claims(folder, {"tiny_01_x.json": json.dumps(record).encode()})
+    # This pass: the same two runs trained in its own store; one claim's verdict changed.
+    mine = tmp_path / "mine"
+    monkeypatch.setenv(archive.ENV, "off")  # as reproduce trains
+    for c in (a, b):
+        fedrepro.run(c.replace(runs_dir=str(mine)))
+    claims = settings.output_path("claims", "smoke", create=True)
+    (claims / "tiny_01_x.json").write_text(json.dumps(
+        {**record, "claims": [{**record["claims"][0]}, {**record["claims"][1], "verdict": "INCONCLUSIVE"}]}))
+    got = {r.hash: r.outcome for r in compare_runs("smoke", mine)}
+    assert got == {a.hash(): "identical", b.hash(): "identical"}
+    assert [(c.claim_id, c.archived, c.now) for c in compare_claims("smoke")] == \
+        [("tiny.one", "PASS", "PASS"), ("tiny.two", "FAIL", "INCONCLUSIVE")]
+    page = write_report("smoke", tmp_path / "pages", mine).read_text()
+    assert "1 of the 2 archived claims that this pass checked again have the same verdict; 1 changed" in page
+    assert "| identical | 2 |" in page and "commit abc1234, CPU A, 2026-12-01" in page
+    # A store that only restored the archive's runs trained nothing to compare.
+    assert {r.outcome for r in compare_runs("smoke", tmp_path / "empty")} == {"not trained here"}
+    assert TOLERANCE > 0

@@ -13,6 +13,7 @@ import collections
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..claims.core import claims_dir, record_name
 from ..env import trace
 from ..env.host import cpu_model, git_commit, repo_root
 from ..env.settings import output_path
@@ -77,4 +78,9 @@ def archive_pass(profile: str = "laptop", only: str | None = None, runs_dir: Pat
                   "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "notebooks": sorted(notebooks),
                   "profile": profile}
         written[paper] = archive.write(folder, paper, runs, source)
+        # The verdicts of the same notebooks, so that a reproduction can be compared claim by claim.
+        claims = claims_dir(profile)
+        records = {f"{record_name(nb)}.json": (claims / f"{record_name(nb)}.json").read_bytes()
+                   for nb in notebooks if (claims / f"{record_name(nb)}.json").is_file()}
+        archive.write_claims(folder, records)
     return written

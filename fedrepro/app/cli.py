@@ -25,6 +25,7 @@ from ..env.lifetime import children_end_with_me
 from ..runs import tensorboard
 from .reproduce import reproduce
 from .archive_pass import archive_pass
+from .compare import write_report
 from .results_page import write_pages
 from .verify import choose, format_report, parse_where, verify, verify_archive
 from ..pretrain import run_pretrainer
@@ -208,6 +209,11 @@ def _main(argv: list[str] | None = None) -> int:
     p_arc.add_argument("--profile", default="laptop", help="smoke | laptop (default) | paper")
     p_arc.add_argument("--only", default=None, help="the notebooks whose runs to archive, as reproduce --only")
 
+    p_cmp = sub.add_parser("compare", help="compare this store's runs and the notebooks' verdicts with the reference "
+                                           "archive (results/<profile>/) and write the reproduction report "
+                                           "(docs/results/<profile>/reproduction.md)")
+    p_cmp.add_argument("--profile", default="laptop", help="smoke | laptop (default) | paper")
+
     p_ver = sub.add_parser("verify", help="train stored runs again in fresh processes and compare every metric "
                                           "(identical, equal up to rounding, or different)")
     p_ver.add_argument("--runs-dir", default=None, help="the runs folder (default: $FEDREPRO_RUNS, else runs/)")
@@ -262,6 +268,11 @@ def _main(argv: list[str] | None = None) -> int:
         if args.cmd == "archive":
             for paper, path in archive_pass(args.profile, args.only).items():
                 print(f"written: {path} ({path.stat().st_size / 1e6:.2f} MB)")
+            return 0
+        if args.cmd == "compare":
+            path = write_report(args.profile)
+            print(f"written: {path}" if path else
+                  f"no reference archive for profile {args.profile}: nothing to compare")
             return 0
         if args.cmd == "verify":
 

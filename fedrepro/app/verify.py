@@ -118,7 +118,7 @@ def compare_states(stored: Path, fresh: Path) -> tuple[str, float, str]:
 def compare_runs(stored: Path, fresh: Path) -> tuple[str, float, str]:
     """``(outcome, largest difference, where)`` of two run folders: their rounds and clients tables,
     then their final states (:func:`compare_states`)."""
-    outcome, diff, where = _compare_lines(stored, fresh)
+    outcome, diff, where = compare_lines(stored, fresh)
     if outcome == "different" or RunResult(stored).archived:  # the archive keeps no final state
         return outcome, diff, where
     state, sdiff, swhere = compare_states(stored, fresh)
@@ -129,7 +129,7 @@ def compare_runs(stored: Path, fresh: Path) -> tuple[str, float, str]:
     return outcome, diff, where  # both within rounding: the metrics' difference is reported
 
 
-def _compare_lines(stored: Path, fresh: Path) -> tuple[str, float, str]:
+def compare_lines(stored: Path, fresh: Path) -> tuple[str, float, str]:
     """``(outcome, largest difference, where)`` of two run folders' rounds and clients tables."""
     worst, where, identical = 0.0, "", True
     for name in ("rounds.jsonl", "clients.jsonl"):

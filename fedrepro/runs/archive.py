@@ -128,6 +128,22 @@ def write(folder: Path, name: str, runs: Iterable[RunResult], source: Mapping[st
     return target
 
 
+def write_claims(folder: Path, records: Mapping[str, bytes]) -> None:
+    """Keep the pass's claim records (``{record name: the JSON bytes a notebook saved}``) under
+    ``folder/claims/``, each with its sha256 in the manifest: the verdicts a reproduction is compared
+    with (:mod:`fedrepro.app.compare`)."""
+    manifest = _manifest(folder) if (folder / MANIFEST).exists() else {"format": FORMAT, "files": {}}
+    kept = manifest.setdefault("claims", {})
+    (folder / "claims").mkdir(parents=True, exist_ok=True)
+    for name, data in sorted(records.items()):
+        if not name or "/" in name or name.startswith(".") or not name.endswith(".json"):
+            raise ConfigError(f"claims record name {name!r}; valid: <notebook record>.json")
+        json.loads(data)  # a record is JSON, or nothing is written
+        atomic_write_bytes(folder / "claims" / name, data)
+        kept[name] = {"sha256": _sha(data), "bytes": len(data)}
+    atomic_write_bytes(folder / MANIFEST, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+
+
 def _manifest(folder: Path) -> dict:
     path = folder / MANIFEST
     try:
@@ -137,7 +153,9 @@ def _manifest(folder: Path) -> dict:
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(files, dict) or not all(
             isinstance(k, str) and "/" not in k and k.endswith(".jsonl.gz") and isinstance(v, dict)
-            and isinstance(v.get("sha256"), str) for k, v in files.items()):
+            and isinstance(v.get("sha256"), str) for k, v in files.items()) or not all(
+            isinstance(k, str) and "/" not in k and k.endswith(".json") and isinstance(v, dict)
+            and isinstance(v.get("sha256"), str) for k, v in (manifest.get("claims") or {}).items()):
         raise _refuse(path, f"is not a {FORMAT} manifest ({{'format', 'files': {{name: {{'sha256', ...}}}}}})")
     return manifest
 
@@ -205,6 +223,23 @@ class Archive:
 
     def get(self, config_hash: str) -> ArchivedRun | None:
         return self.runs.get(config_hash) if self.exists() else None
+
+    def claims(self) -> dict[str, dict]:
+        """The pass's claim records by record name, each checked against the manifest's sha256."""
+        out = {}
+        for name, info in sorted((self.manifest.get("claims") or {}).items()):
+            path = self.folder / "claims" / name
+            data = _read(path, MAX_MANIFEST_BYTES * 16)
+            if _sha(data) != info["sha256"]:
+                raise _refuse(path, f"does not match the sha256 in {self.folder / MANIFEST} (edited or damaged)")
+            try:
+                record = json.loads(data)
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                raise _refuse(path, "is not JSON") from None
+            if not isinstance(record, dict) or not isinstance(record.get("claims"), list):
+                raise _refuse(path, "is not a claims record ({'claims': [...], ...})")
+            out[name] = record
+        return out
 
 
 _LOADED: dict[tuple, dict[str, ArchivedRun]] = {}
