@@ -51,3 +51,12 @@ def test_a_share_required_above_its_whole_range_fails():
     # No share exceeds 100%: the cut interval says FAIL where the whole one straddled the bound.
     assert exceeds("share", (1.0, 0.9, 1.0), (0, 1, 2), 1.0, unit="%").verdict == "INCONCLUSIVE"
     assert exceeds("share", (1.0, 0.9, 1.0), (0, 1, 2), 1.0, unit="%", limits=SHARE).verdict == "FAIL"
+
+
+def test_the_effect_said_once_keeps_the_cut_interval_and_its_sign():
+    from fedrepro.claims.core import effect_once
+
+    test = exceeds("share of classes peaking on the true class", (1.0, 0.9, 1.0), (0, 1, 2), 0.8, unit="%",
+                   limits=SHARE)
+    assert effect_once(test.words, test.interval_text) == (
+        "share of classes peaking on the true class: 96.67% [+86.93, +100.00]; required: more than 80.00%")

@@ -60,9 +60,10 @@ def test_each_paper_gets_a_page_with_its_claims_reasons_and_timings(stored):
     assert "5 runs trained of 5 planned, 30.0 min" in tour  # a pass from an empty store
     assert "| training time of its runs (s) |" in tour
     assert (f"| [{breakable_id('tour.local_beats_fedavg_skewed')}](#tourlocal_beats_fedavg_skewed) | "
+            "Local \\| FedAvg | "
             f"{CLAIMS.get('tour.local_beats_fedavg_skewed').source} | **FAIL** | "
             "-1.00 pts [-2.00, -0.10], required > +5.00 pts |  | 00_tour |") in tour
-    assert "Local \\| FedAvg" not in tour.split("## Evidence")[0]  # statements are in the evidence part
+    assert "| claim | statement | source | verdict |" in tour  # each claim's statement beside its verdict
     assert f"| {breakable_id('tour.local_beats_fedavg_skewed')} | FAIL | {NO_CAUSE} |" in tour
     assert f"{breakable_id('tour.fedavg_beats_local_iid')} | PASS" not in tour  # a passed claim needs no reason
     assert "- evidence: evidence of tour.local_beats_fedavg_skewed" in tour
@@ -199,8 +200,9 @@ def test_a_page_from_older_code_says_so_with_the_commits_since(stored, monkeypat
     monkeypatch.setattr(rp, "git_commit", lambda root: "abc1234")
     monkeypatch.setattr(rp, "commits_since", lambda root, commit: ["abc1234 change a method", "bcd2345 fix a loader"])
     index = write_pages("laptop", stored)["index"].read_text()
-    assert index.startswith("# Results at the laptop profile\n\n> **Older code.** These results come from commit "
-                            "`f00ba12`; since then 2 commits changed the package")
+    assert index.startswith("# Results at the laptop profile\n\n## What holds\n")  # what holds comes first
+    assert ("\n\n> **Older code.** These results come from commit `f00ba12`; since then 2 commits changed the "
+            "package") in index
     assert ">   - `bcd2345 fix a loader`" in index
     monkeypatch.setattr(rp, "commits_since", lambda root, commit: None)
     assert "history does not hold" in write_pages("laptop", stored)["index"].read_text()
@@ -208,18 +210,22 @@ def test_a_page_from_older_code_says_so_with_the_commits_since(stored, monkeypat
     assert "Older code" not in write_pages("laptop", stored)["index"].read_text()
 
 
-def test_a_claims_effect_is_said_in_its_words_beside_its_interval_and_its_seeds(tmp_path, monkeypatch):
-    """The effect's sign in the claim's words (recorded with the claim: ClaimResult.effect) stands beside
-    the interval in the table and in the evidence, with the seeds the claim read and its maximum."""
+def test_a_claims_effect_is_said_once_in_its_words_with_its_interval_and_its_seeds(tmp_path, monkeypatch):
+    """The effect in the claim's words (recorded with the claim: ClaimResult.effect) is said once, with
+    its interval and the requirement, in the table and in the evidence, with the seeds the claim read
+    and its maximum."""
     monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path))
     words = "pFedCSPC reaches the target 7.67 rounds before FedAvg (required: more than 0 rounds before FedAvg)"
     save_claims(pd.DataFrame([_row("pfedcspc.fewer_rounds", "PASS", "+7.67 rounds [+4.16, +11.2], required > +0 "
                                    "rounds", effect=words, seeds=[0, 1, 2, 3, 4], max_seeds=8)]),
                 "pfedcspc_04_rounds_to_target", "laptop")
     page = write_pages("laptop", tmp_path)["pfedcspc"].read_text()
-    assert (f"| **PASS** | {words}; interval: +7.67 rounds [+4.16, +11.2], required > +0 rounds | "
-            "5: [0, 1, 2, 3, 4] (sequential: up to 8) | pfedcspc/04_rounds_to_target |") in page
-    assert f"- effect, in the claim's words: {words}" in page
+    once = ("pFedCSPC reaches the target 7.67 rounds before FedAvg [+4.16, +11.2]; required: more than 0 rounds "
+            "before FedAvg")
+    assert (f"| **PASS** | {once} | 5: [0, 1, 2, 3, 4] (sequential: up to 8) | pfedcspc/04_rounds_to_target |"
+            in page)
+    assert f"- effect in the claim's words [90% interval]; required: {once}" in page
+    assert page.count("7.67") == 2  # once in the table, once in the evidence list
 
 
 def _second_pass(stored, notebooks, commit, claims):
@@ -388,3 +394,192 @@ def test_a_kept_cause_that_cleared_a_budget_on_flat_curves_is_not_repeated():
     assert _reason(pd.Series({**old, "cause": "seeds: x"})).startswith("likely cause (read at `abc1234` by an")
     measured = "not a budget artefact up to 100 rounds: y"
     assert _reason(pd.Series({**old, "cause": measured, "cause_rules": RULES_VERSION})) == f"likely cause: {measured}"
+
+
+# --- issue 58: what holds first, a statement column, the effect said once in one direction, bounded
+# intervals kept in their range, one page per paper and profile, each claim's figures, "reused".
+
+def _first_paragraph_after_title(page: str) -> str:
+    return page.split("\n\n")[2]  # "# title", the paper's title, then what holds
+
+
+def test_each_page_opens_with_what_holds_generated_from_the_verdicts(stored):
+    pages = write_pages("laptop", stored)
+    tour = pages["tour"].read_text()
+    fail, passed = "Local | FedAvg", CLAIMS.get("tour.fedavg_beats_local_iid").statement  # as recorded
+    assert _first_paragraph_after_title(tour) == (
+        f"**What holds.** Of the tour's 2 claims, 1 holds (PASS): “{passed}”. 1 does not (FAIL): “{fail}”.")
+    fedotp = _first_paragraph_after_title(pages["fedotp"].read_text())
+    n_otp = sum(1 for n in CLAIMS.names() if CLAIMS.get(n).paper == "fedotp")
+    assert fedotp.startswith(f"**What holds.** Of FedOTP's {n_otp} claims, 1 holds (PASS): "
+                             f"“{CLAIMS.get('fedotp.beats_promptfl_pathological').statement.rstrip('.')}”.")
+    assert "1 is undecided (INCONCLUSIVE" in fedotp and f"{n_otp - 2} have not been checked" in fedotp
+    assert "FAIL" not in fedotp  # no claim failed: nothing is said to fail
+    index = pages["index"].read_text()
+    holds = index.split("## What holds\n\n")[1].split("\n\n")
+    assert holds[0].startswith("**[the tour](tour.md).** Of the tour's 2 claims, 1 holds (PASS)")
+    assert holds[1].startswith("**[FedPFT](fedpft.md).** Of FedPFT's ")
+    # Generated, not typed: the tour's FAIL turned PASS changes the sentence.
+    save_claims(pd.DataFrame([_row("tour.local_beats_fedavg_skewed", "PASS"),
+                              _row("tour.fedavg_beats_local_iid", "PASS")]), "00_tour", "laptop")
+    tour = write_pages("laptop", stored)["tour"].read_text()
+    assert _first_paragraph_after_title(tour).startswith("**What holds.** Of the tour's 2 claims, 2 hold (PASS): ")
+
+
+def test_what_holds_quotes_the_main_tables_claims_first_then_the_clearest():
+    from fedrepro.app.results_page import SHOWN, what_holds
+
+    rows = [{"claim_id": f"tour.c{i}", "statement": f"claim {i}", "verdict": "PASS",
+             "interval": f"+{i}.00 pts [+{i - 0.5:.2f}, +{i + 0.5:.2f}], required > +0.00 pts"} for i in range(1, 6)]
+    said = what_holds("tour", rows)
+    # The tour has no coverage of main tables: the widest clearance (in interval widths) first.
+    assert said == ("Of the tour's 5 claims, 5 hold (PASS), among them (by margin): “claim 5”; “claim 4”; "
+                    f"“claim 3” (and {5 - SHOWN} more).")
+    main = next(c for row in __import__("fedrepro.papers.coverage", fromlist=["x"]).coverage_rows("fedotp")
+                if row["main"] for c in row["claims"])
+    rows[0]["claim_id"] = main
+    assert "(main tables first, then by margin): “claim 1”; “claim 5”" in what_holds("fedotp", rows)
+
+
+def test_an_effect_is_said_once_and_its_interval_reads_the_way_its_words_do():
+    """pep_fedpt.dp_costs_little read "raises PEP-FedPT by 1.37 pts; interval: -1.37 [-3.65, +0.92]": the
+    words gave the size in the direction of the sign, the interval the signed cost. Every test of every
+    sign: the number the words say lies in the interval beside them, and the requirement is said once."""
+    import itertools
+    import re
+
+    from fedrepro.claims.core import below, effect_once, exceeds, near_zero
+
+    reads = ("DP noise costs PEP-FedPT {}", "DP noise raises PEP-FedPT by {}")
+    values = [(-0.027, 0.0, -0.014), (0.02, 0.03, 0.01), (-0.05, 0.04, 0.01), (0.001, -0.002, 0.0)]
+    for make, v, how in itertools.product((exceeds, below, near_zero), values, ({"reads": reads}, {}, {"unit": "%"})):
+        name = "PEP-FedPT − with DP noise" if how != {"unit": "%"} else "a level"
+        test = make(name, v, (0, 1, 2), 0.03, **how)
+        once = effect_once(test.words, test.interval_text)
+        said = float(re.search(r"(-?\d+\.\d+)", once.split(" [")[0].split(": ")[-1]).group(1))
+        low, high = (float(x) for x in re.search(r"\[([^,]+), ([^\]]+)\]", once).groups())
+        assert low <= said <= high, once
+        assert once.count("required") == 1 and "interval:" not in once, once
+    dp = below("PEP-FedPT − with DP noise", (-0.027, 0.0, -0.014), (0, 1, 2), 0.03, reads=reads)
+    assert effect_once(dp.words, dp.interval_text) == (
+        "DP noise raises PEP-FedPT by 1.37 pts [-0.91, +3.64]; required: DP noise costs PEP-FedPT less than 3.00 pts")
+
+
+def test_every_committed_claim_record_says_its_effect_once_with_its_sign_kept():
+    """The committed laptop records, as the pages show them: the mean said in words lies in the
+    interval beside it (no sign flips between sentence and interval)."""
+    import re
+    from pathlib import Path
+
+    from fedrepro.claims.core import effect_once, read_mean
+
+    records = sorted((Path(__file__).parents[1] / "docs" / "results" / "laptop" / "claims").glob("*.json"))
+    seen = 0
+    for path in records:
+        for c in json.loads(path.read_text())["claims"]:
+            if not c.get("effect") or read_mean(c.get("interval") or "") is None:
+                continue
+            once = effect_once(c["effect"], c["interval"])
+            said_part = once.split(" [")[0]
+            size = abs(read_mean(c["interval"])[0])
+            low, high = (float(x) for x in re.search(r"\[([^,\]]+), ([^\]]+)\]; required", once).groups())
+            said = -size if f"-{size:.2f}" in said_part or f"-{size:.3g}" in said_part else size
+            assert low - 1e-9 <= said <= high + 1e-9, (c["claim_id"], once)
+            seen += 1
+    assert seen > 50
+
+
+def test_a_share_interval_stays_in_its_range_on_the_page_and_says_it_was_cut(tmp_path, monkeypatch):
+    """The registered Fig. 8 claim, checked on per-seed shares 100%, 100%, 90% (the laptop pass's):
+    its page interval stays within [0, 100]% and says it was cut."""
+    from fedrepro.claims.core import read_interval
+    from fedrepro.papers.verdicts import evaluate_claims
+
+    monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path))
+    hits = {0: [1] * 10, 1: [1] * 10, 2: [1] * 9 + [0]}
+    table = pd.DataFrame([{"seed": s, "block": 11, "true_class": k, "peak_class_similarity": k if h else (k + 1) % 10}
+                          for s, hit in hits.items() for k, h in enumerate(hit)])
+    claims = evaluate_claims(table, ids=["pep_fedpt.soft_weights_peak_on_true_class"])
+    save_claims(claims, "pep_fedpt_07_inside_ccmp", "laptop")
+    pages = write_pages("laptop", tmp_path)
+    for page in (pages["pep_fedpt"].read_text(), pages["index"].read_text()):
+        row = next(ln for ln in page.splitlines() if ln.startswith("| [") and "soft_<wbr>weights" in ln)
+        assert "96.67% [+86.93, +100.00]; required: more than 80.00% (interval cut to the quantity's range " \
+               "[+0.00, +100.00])" in row
+    low, high, *_ = read_interval(claims["interval"].iloc[0])
+    assert 0.0 <= low <= high <= 100.0
+    assert "cut to its range" in pages["pep_fedpt"].read_text()  # the page says how
+
+
+def test_each_claim_links_the_figures_its_notebook_wrote(stored):
+    import os
+    from pathlib import Path
+
+    report = json.loads((stored / "output" / "laptop" / "notebooks" / "timings.json").read_text())
+    report["notebooks"][1]["figures"] = ["figures/fedotp_partition.png", "figures/fedotp_label_shift.png"]
+    (stored / "output" / "laptop" / "notebooks" / "timings.json").write_text(json.dumps(report))
+    pages = write_pages("laptop", stored)
+    fedotp = pages["fedotp"].read_text()
+    row = next(ln for ln in fedotp.splitlines() if ln.startswith(f"| [{breakable_id('fedotp.gamma_inverted_u')}]"))
+    link = "../../../figures/fedotp_label_shift.png"
+    assert row.endswith(f"| fedotp/01_label_shift: [fedotp_partition](../../../figures/fedotp_partition.png), "
+                        f"[fedotp_label_shift]({link}) |")
+    assert Path(os.path.normpath(pages["fedotp"].parent / link)) == stored / "figures" / "fedotp_label_shift.png"
+    assert "- figures of its notebook (fedotp/01_label_shift): [fedotp_partition]" in fedotp
+    assert f"[fedotp_label_shift]({link})" in pages["index"].read_text()
+    # A notebook whose pass named no figure links none.
+    assert "| 00_tour |" in pages["tour"].read_text()
+
+
+def test_a_pass_that_reused_every_run_says_reused_not_zero(stored):
+    report = {**TIMINGS, "runs_trained": 0, "runs_planned": 5,
+              "notebooks": [{**nb, "train_s_of_its_runs": 0} for nb in TIMINGS["notebooks"]]}
+    (stored / "output" / "laptop" / "notebooks" / "timings.json").write_text(json.dumps(report))
+    pages = write_pages("laptop", stored)
+    index, fedotp = pages["index"].read_text(), pages["fedotp"].read_text()
+    assert "| [tour](tour.md) | 2 | 1 | 0 | 1 | 0 | 0 | 1 | 7.0 | reused |" in index
+    assert "| `fedotp/01_label_shift.ipynb` | 15.0 | 63 | reused |" in fedotp
+    assert "| **all 2** | 22.0 | | reused |" in fedotp
+    assert "\"reused\": every run" in fedotp
+    # A notebook that reads no run has no training time to speak of.
+    assert "| `backbones/01_vit_standin.ipynb` | 19.3 | 0 | — |" in index
+
+
+def test_one_results_page_per_paper_and_profile():
+    """docs/results/ holds the profiles' generated pages; no page of a paper beside them repeats their
+    verdicts (docs/results/fedotp.md once quoted an older pass's counts)."""
+    import re
+    from pathlib import Path
+
+    from fedrepro.claims.core import VERDICTS
+    from fedrepro.papers import PAPERS
+
+    results = Path(__file__).parents[1] / "docs" / "results"
+    for paper in PAPERS:
+        loose = results / f"{paper}.md"
+        if loose.is_file():
+            text = loose.read_text()
+            counts = re.findall(rf"\d+ (?:{'|'.join(VERDICTS)})\b", text)
+            assert not counts, f"{loose} quotes verdict counts {counts}; the generated page has them"
+            rows = [ln for ln in text.splitlines() if ln.startswith("|") and " ± " in ln]
+            assert not rows, f"{loose} has a results table of its own: {rows[0]}"
+
+
+def test_the_sites_paper_page_opens_with_what_holds_and_says_each_effect_once():
+    from fedrepro.app.book import pages
+
+    row = pages.ClaimRow(paper="pep_fedpt", claim_id="pep_fedpt.dp_costs_little", source="Table 7",
+                         statement="DP costs little", verdict="PASS",
+                         interval="-1.37 pts [-3.65, +0.92], required < +3.00 pts", evidence="e",
+                         notebook="pep_fedpt_06_privacy",
+                         effect="DP noise raises PEP-FedPT by 1.37 pts (required: DP noise costs PEP-FedPT less "
+                                "than 3.00 pts)")
+    page = pages.paper_page("pep_fedpt", "PEP-FedPT", [row], [], "results/pep_fedpt",
+                            {"notebooks/pep_fedpt/06_privacy"})
+    assert "**What holds.** Of PEP-FedPT's 1 claim, 1 holds (PASS): “DP costs little”." in page
+    assert page.index("**What holds.**") < page.index("## What the paper claims")
+    assert ("| <code>pep_<wbr>fedpt.<wbr>dp_<wbr>costs_<wbr>little</code> | DP costs little | Table 7 | **PASS** | "
+            "DP noise raises PEP-FedPT by 1.37 pts [-0.92, +3.65]; required: DP noise costs PEP-FedPT less than "
+            "3.00 pts |") in page
+    fallback = pages.results_page("pep_fedpt", "laptop", [row])
+    assert "**What holds.**" in fallback and "| DP costs little | PASS |" in fallback

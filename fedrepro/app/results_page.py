@@ -6,14 +6,20 @@ runs) are written from the claims the notebooks recorded (:func:`fedrepro.claims
 read back by :func:`fedrepro.papers.verdicts.collect_claims`) and the pass's report (``timings.json``, see
 :func:`timings_path`), so they cannot drift from them. A paper's page lists each claim with its
 verdict, effect and interval, its evidence, and for a claim that did not pass the cause the claim
-records (``Claim.likely_cause``) or "no cause recorded"; then its notebooks' timings. The index
-counts the verdicts per paper. Nothing on a page is typed by hand.
+records (``Claim.likely_cause``) or "no cause recorded"; then its notebooks' timings. Each page
+opens with what holds and what does not (:func:`what_holds`, from the verdicts and the claims'
+statements); each claim links the figures of the notebook that checked it (the figures that
+notebook wrote in its pass, from the pass's trace). The index counts the verdicts per paper. Nothing
+on a page is typed by hand.
 """
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 from pathlib import Path
+from typing import Iterable, Mapping
 
 import pandas as pd
 
@@ -23,9 +29,10 @@ from ..env.host import commits_since, git_commit, repo_root
 from ..env.jsonfiles import NUMBER, MayLack, read_json_file
 from .reproduce import reused_runs
 from .rehearsal import committed_cost, cost_lines, load_cost
-from ..env.settings import output_path
+from ..env.settings import output_path, output_root
 from ..papers import PAPERS
-from ..claims.core import KEPT, REHEARSAL, UNTESTABLE, breakable_id, kept_records, record_name, shown_verdicts
+from ..claims.core import (KEPT, REHEARSAL, UNTESTABLE, breakable_id, effect_once, kept_records, read_interval,
+                           record_name, shown_verdicts)
 from ..papers import paper as paper_module
 from ..claims import CLAIMS
 from ..claims import INTERVAL
@@ -99,12 +106,101 @@ def _seeds(c) -> str:
     return f"{len(seeds)}: {seeds}{more}"
 
 
+# Test.text's note on an interval that Test.limits cut to the quantity's range.
+_CUT = re.compile(r"interval cut to the quantity's range \[([+-]\d+(?:\.\d+)?), ([+-]\d+(?:\.\d+)?)\]")
+
+
 def _effect(c) -> str:
-    """The claim's effect in its own words (``Test.words``: which way its sign points) beside its
-    interval; the interval alone for a record that has no words (NOT RUN, or an older pass)."""
+    """The claim's effect said once (:func:`fedrepro.claims.core.effect_once`): its mean in the claim's
+    words, the interval turned to the direction those words read, and the requirement; the interval
+    alone for a record without words (NOT RUN, or an older pass). An interval that ``Test.limits`` cut
+    to its quantity's range (a share: 0 to 100%) says so."""
     words = c.get("effect")
     interval = c.get("interval") or ""
-    return f"{words}; interval: {interval}" if isinstance(words, str) and words and interval else interval
+    said = effect_once(words if isinstance(words, str) else "", interval)
+    cut = _CUT.search(c.get("evidence") or "")
+    read = read_interval(interval)
+    if cut and read and (read[0] == float(cut.group(1)) or read[1] == float(cut.group(2))):
+        said += f" (interval cut to the quantity's range [{cut.group(1)}, {cut.group(2)}])"
+    return said
+
+
+def _short(paper: str) -> str:
+    """The paper's name in a sentence: "FedPFT" (its title up to the authors or the colon), "the tour"."""
+    return "the tour" if paper == "tour" else re.split(r" \(|:", _title(paper))[0]
+
+
+def _clearance(row: Mapping) -> float:
+    """How far a decided interval lies past the claim's bound (PASS) or short of it (FAIL), in widths
+    of the interval: what "most clearly" orders by; inf for an exact quantity, NaN where unreadable."""
+    read = read_interval(row.get("interval") or "")
+    if read is None:
+        return math.nan
+    low, high, requires, bound, _ = read
+    if requires == ">":
+        past = low - bound if row["verdict"] == "PASS" else bound - high
+    elif requires == "<":
+        past = bound - high if row["verdict"] == "PASS" else low - bound
+    else:
+        past = (abs(bound) - max(abs(low), abs(high)) if row["verdict"] == "PASS"
+                else min(abs(low), abs(high)) - abs(bound))
+    width = high - low
+    return past / width if width > 0 else math.inf
+
+
+# Most statements a summary quotes for each side (the claims table lists them all).
+SHOWN = 3
+# Each verdict in the summary: how it is said of one claim and of several, and whether the summary
+# quotes their statements.
+_SAID = {"PASS": ("holds (PASS)", "hold (PASS)", True), "FAIL": ("does not (FAIL)", "do not (FAIL)", True),
+         "INCONCLUSIVE": ("is undecided (INCONCLUSIVE: the seeds cannot tell)",
+                          "are undecided (INCONCLUSIVE: the seeds cannot tell)", False),
+         UNTESTABLE: ("cannot be tested here (UNTESTABLE: the stand-in leaves no room)",
+                      "cannot be tested here (UNTESTABLE: the stand-in leaves no room)", False),
+         "NOT RUN": ("has not been checked at this profile (NOT RUN)",
+                     "have not been checked at this profile (NOT RUN)", False),
+         REHEARSAL: ("was checked only on a rehearsal (REHEARSAL)", "were checked only on a rehearsal (REHEARSAL)",
+                     False)}
+
+
+def _on_main_tables(paper: str) -> set[str]:
+    """The claims that read a table of the paper's main text (``fedrepro.papers.<paper>.coverage``)."""
+    if not has_coverage(paper):
+        return set()
+    return {c for row in coverage_rows(paper) if row["main"] for c in row["claims"]}
+
+
+def what_holds(paper: str, rows: Iterable[Mapping]) -> str:
+    """One or two sentences of what holds and what does not, generated from the verdicts: how many
+    claims of ``paper`` PASS and FAIL, each side quoting the statements of at most :data:`SHOWN`
+    claims, those on the paper's main tables first (:func:`_on_main_tables`), then those whose
+    intervals clear or miss their bounds by the most interval widths (:func:`_clearance`); then the
+    undecided ones. ``rows``: the paper's claims (``claim_id``, ``statement``, ``verdict``, ``interval``)."""
+    rows = list(rows)
+    main = _on_main_tables(paper)
+
+    def order(r: Mapping) -> tuple[bool, float]:
+        past = _clearance(r)
+        return r.get("claim_id") not in main, -past if past == past else math.inf
+    holds, rest = [], []
+    for verdict in shown_verdicts([r["verdict"] for r in rows]):
+        mine = [r for r in rows if r["verdict"] == verdict]
+        if not mine:
+            continue
+        one, several, quoted = _SAID.get(verdict, (verdict, verdict, False))
+        part = f"{len(mine)} {one if len(mine) == 1 else several}"
+        if quoted:
+            mine.sort(key=order)
+            shown = "; ".join(f"“{str(r['statement']).rstrip('.')}”" for r in mine[:SHOWN])
+            more = len(mine) - SHOWN
+            first = " (main tables first, then by margin)" if main else " (by margin)"
+            part += f", among them{first}: {shown} (and {more} more)" if more > 0 else f": {shown}"
+        (holds if quoted else rest).append(part)
+    if not holds and not rest:
+        return f"No claim of {_short(paper)} is recorded here."
+    first = f"Of {_short(paper)}'s {_count(len(rows), 'claim')}, " + (". ".join(holds) or "; ".join(rest)) + "."
+    second = "; ".join(rest) if holds else ""
+    return first + (f" {second[0].upper()}{second[1:]}." if second else "")
 
 
 def _verdict_counts(claims):
@@ -137,10 +233,17 @@ def _older_code(commit: str, shown: int = 10) -> list[str]:
                 f"does not hold; this checkout is at `{head}`. Run `make reproduce` to bring them up to date.", ""]
     if not since:
         return []
-    listed = [f">   - `{line}`" for line in since[:shown]] + ([f">   - and {len(since) - shown} more"]
+    # A commit's subject, cut at its first clause: the list says what changed, the log says how.
+    listed = [f">   - `{_subject(line)}`" for line in since[:shown]] + ([f">   - and {len(since) - shown} more"]
                                                             if len(since) > shown else [])
     return [f"> **Older code.** These results come from commit `{commit}`; since then {_count(len(since), 'commit')} "
             f"changed the package (`fedrepro/`), which may change them:", *listed, ""]
+
+
+def _subject(line: str, width: int = 100) -> str:
+    """``"<hash> <subject>"`` of a one-line log entry, cut to ``width`` characters (an ellipsis says so)."""
+    line = line.replace("`", "'")
+    return line if len(line) <= width else line[:width - 1].rstrip() + "…"
 
 
 def _pass_lines(profile: str, timings: dict | None, commit: str) -> list[str]:
@@ -195,7 +298,13 @@ def _verdict_rule() -> list[str]:
             f"claim requires a gain larger than the room its control leaves at this profile (the "
             f"ceiling the claim declares minus the control's mean), so no result here could pass it; it is counted "
             f"apart from FAIL, with both numbers; **NOT RUN**: no notebook "
-            f"has checked it at this profile. A claim that needs several effects shows the one that decides it.", ""]
+            f"has checked it at this profile. A claim that needs several effects shows the one that decides it. "
+            f"The effect is said once: its mean in the claim's words, then the interval turned to the direction "
+            f"those words read (\"raises by 1.37 [-0.92, +3.65]\" is a cost of -1.37 [-3.65, +0.92]), then what "
+            f"the claim requires. The interval of a bounded quantity (a share, which lies between 0 and 100%) is "
+            f"cut to its range (the claim's `limits`): the true mean lies in the range, so the cut interval "
+            f"covers it as often as the whole one, and a bound inside the range gets the same verdict from "
+            f"either; a cut interval says so.", ""]
 
 
 def _commit(timings: dict | None, commit: str | None) -> str:
@@ -243,36 +352,85 @@ def _trained_here(timings: dict | None) -> str:
     return " in this pass" if any(reused_runs(p["report"]) for p in parts) else ""
 
 
+REUSED = "reused"
+
+
+def _trained(rows: list[dict], timings: dict | None) -> str:
+    """The training time of the runs ``rows`` (notebooks) read, trained in this pass: :data:`REUSED`
+    where a pass that reused stored runs trained none of them (their time is not this pass's, and 0
+    would read as free), "—" where they read no run."""
+    seconds = sum(nb.get("train_s_of_its_runs", 0) for nb in rows)
+    if seconds == 0 and _trained_here(timings):
+        reads = sum(nb.get("runs_read", nb.get("runs", 0)) or 0 for nb in rows)
+        return REUSED if reads else "—"
+    return f"{seconds:,.0f}"
+
+
 def _timings_table(rows: list[dict], timings: dict | None = None) -> list[str]:
     lines = [f"| notebook | render (s) | runs it reads | training time of its runs{_trained_here(timings)} (s) |",
              "|---|---|---|---|"]
     for nb in rows:
         lines.append(f"| `{nb['notebook']}` | {nb['render_s']:.1f} | {nb.get('runs_read', nb.get('runs', 0))} | "
-                     f"{nb.get('train_s_of_its_runs', 0):,.0f} |")
-    lines.append(f"| **all {len(rows)}** | {sum(nb['render_s'] for nb in rows):.1f} | | "
-                 f"{sum(nb.get('train_s_of_its_runs', 0) for nb in rows):,.0f} |")
+                     f"{_trained([nb], timings)} |")
+    lines.append(f"| **all {len(rows)}** | {sum(nb['render_s'] for nb in rows):.1f} | | {_trained(rows, timings)} |")
+    if _trained_here(timings) and any(_trained([nb], timings) == REUSED for nb in rows):
+        lines += ["", f"\"{REUSED}\": every run the notebook reads was stored before this pass, so this pass "
+                  "trained none of them."]
     return lines
 
 
-def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: str, cost: dict | None = None) -> str:
-    """The Markdown page of one paper's claims at ``profile`` and its notebooks' timings; at the paper
-    profile, and wherever ``cost`` is given, each notebook's predicted cost at paper scale (``cost``: the
-    last rehearsal's, :func:`fedrepro.app.rehearsal.load_cost`, or the committed one,
-    :func:`fedrepro.app.rehearsal.committed_cost`)."""
+def _figure_links(timings: dict | None, pages_dir: Path, root: Path | None) -> dict[str, list[str]]:
+    """The figures each notebook of the report wrote in its pass (``figures`` of its row: the pass's
+    trace of its ``savefig`` calls, under the output root), by notebook (:func:`_key`), each as a
+    Markdown link relative to ``pages_dir``; a notebook whose row names none is left out."""
+    base = output_root(root)
+    links = {}
+    for nb in (timings or {}).get("notebooks", []):
+        paths = [Path(f) for f in nb.get("figures") or [] if isinstance(f, str) and f]
+        if paths:
+            links[_key(nb["notebook"])] = [
+                f"[{f.stem}]({Path(os.path.relpath(f if f.is_absolute() else base / f, pages_dir)).as_posix()})"
+                for f in paths]
+    return links
+
+
+def _where(c, figures: Mapping[str, list[str]]) -> str:
+    """The notebook that checked a claim and the figures it wrote (those show the claim)."""
+    notebook = c.get("notebook")
+    if not isinstance(notebook, str) or not notebook:
+        return ""
+    shown = figures.get(_key(notebook), [])
+    return _notebook_label(notebook) + (f": {', '.join(shown)}" if shown else "")
+
+
+# The claims tables' effect column (effect_once): the interval is the effect's in the direction its words read.
+EFFECT_COLUMN = "effect in the claim's words [90% interval]; required"
+
+
+def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: str, cost: dict | None = None,
+               figures: Mapping[str, list[str]] | None = None) -> str:
+    """The Markdown page of one paper's claims at ``profile`` and its notebooks' timings, opening with
+    what holds (:func:`what_holds`); at the paper profile, and wherever ``cost`` is given, each
+    notebook's predicted cost at paper scale (``cost``: the last rehearsal's,
+    :func:`fedrepro.app.rehearsal.load_cost`, or the committed one,
+    :func:`fedrepro.app.rehearsal.committed_cost`). ``figures``: each notebook's figure links
+    (:func:`_figure_links`), shown beside the claims it checked."""
+    figures = figures or {}
     group = claims[claims["paper"] == paper].sort_values(["notebook", "claim_id"], na_position="last")
     counts = group["verdict"].value_counts()
     lines = [f"# {paper}: results at the {profile} profile", "", f"{_title(paper)}.", "",
+             f"**What holds.** {what_holds(paper, group.to_dict('records'))}", "",
              *_pass_lines(profile, timings, commit),
              *_verdict_rule(),
              "Verdicts: " + ", ".join(f"{int(counts.get(v, 0))} {v}" for v in shown_verdicts(group["verdict"]))
              + f" of {len(group)} claims.",
              "", "## Claims", "",
-             "| claim | source | verdict | effect in the claim's words; [90% interval], required | seeds | notebook |",
-             "|---|---|---|---|---|---|"]
+             f"| claim | statement | source | verdict | {EFFECT_COLUMN} | seeds | notebook: its figures |",
+             "|---|---|---|---|---|---|---|"]
     for _, c in group.iterrows():
         verdict = f"**{c['verdict']}**" if c["verdict"] != "NOT RUN" else "NOT RUN"
-        lines.append(f"| {_linked(c['claim_id'])} | {_cell(c['source'])} | {verdict} | "
-                     f"{_cell(_effect(c))} | {_cell(_seeds(c))} | {_cell(_notebook_label(c['notebook']))} |")
+        lines.append(f"| {_linked(c['claim_id'])} | {_cell(c['statement'])} | {_cell(c['source'])} | {verdict} | "
+                     f"{_cell(_effect(c))} | {_cell(_seeds(c))} | {_cell(_where(c, figures))} |")
     not_passed = group[group["verdict"] != "PASS"]
     lines += ["", "## Why a claim did not pass", ""]
     if not_passed.empty:
@@ -289,10 +447,11 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
     for _, c in group.iterrows():
         lines += [f"### {c['claim_id']}", "", f"{c['statement']} ({c['source']})", "",
                   f"- verdict: **{c['verdict']}**"]
-        if isinstance(c.get("effect"), str) and c["effect"]:
-            lines.append(f"- effect, in the claim's words: {c['effect']}")
         if c.get("interval"):
-            lines.append(f"- effect [90% interval], required: {c['interval']}")
+            lines.append(f"- {EFFECT_COLUMN}: {_effect(c)}")
+        where = _where(c, figures)
+        if ": " in where:
+            lines.append(f"- figures of its notebook ({where.replace(': ', '): ', 1)}")
         seeds = _seeds(c)
         if seeds:
             lines.append(f"- seeds: {seeds}")
@@ -386,39 +545,53 @@ def _anchor(claim_id: str) -> str:
     return "".join(ch for ch in claim_id.lower() if ch.isalnum() or ch in "-_")
 
 
-def _every_claim(claims) -> list[str]:
-    """One line per claim, grouped by paper: its statement, verdict and effect, each id linked to its
-    entry on the paper's page, so that which findings hold shows at a glance."""
+def _every_claim(claims, figures: Mapping[str, list[str]]) -> list[str]:
+    """One line per claim, grouped by paper: its statement, verdict, effect, and the notebook that
+    checked it with its figures, each id linked to its entry on the paper's page."""
     lines = []
     for paper in _papers(claims):
         lines += ["", f"## {_title(paper)}", "",
-                  "| claim | statement | verdict | effect in the claim's words; [interval], required |",
-                  "|---|---|---|---|"]
+                  f"| claim | statement | verdict | {EFFECT_COLUMN} | notebook: its figures |",
+                  "|---|---|---|---|---|"]
         for _, c in claims[claims["paper"] == paper].iterrows():
             lines.append(f"| {_linked(c['claim_id'], f'{paper}.md')} | {_cell(c['statement'])} | "
-                         f"**{c['verdict']}** | {_cell(_effect(c))} |")
+                         f"**{c['verdict']}** | {_cell(_effect(c))} | {_cell(_where(c, figures))} |")
     return lines
 
 
-def index_page(profile: str, claims, timings: dict | None, commit: str) -> str:
-    """The summary across papers: verdict counts per paper, each linked to its page, every claim on
-    one line under its paper, and the notebooks of no paper."""
+def _holds_lines(claims) -> list[str]:
+    """What holds of each paper (:func:`what_holds`), each paper linked to its page."""
+    lines = ["## What holds", ""]
+    for paper in _papers(claims):
+        rows = claims[claims["paper"] == paper].to_dict("records")
+        lines += [f"**[{_short(paper)}]({paper}.md).** {what_holds(paper, rows)}", ""]
+    return lines
+
+
+def index_page(profile: str, claims, timings: dict | None, commit: str,
+               figures: Mapping[str, list[str]] | None = None) -> str:
+    """The summary across papers: what holds of each paper (:func:`what_holds`), the verdict counts
+    per paper, each linked to its page, every claim on one line under its paper (with the figures of
+    the notebook that checked it, ``figures``: :func:`_figure_links`), and the notebooks of no paper."""
     counts = _verdict_counts(claims)
     verdicts = shown_verdicts(claims["verdict"])
-    lines = [f"# Results at the {profile} profile", "", *_pass_lines(profile, timings, commit), *_verdict_rule(),
+    lines = [f"# Results at the {profile} profile", "", *_holds_lines(claims),
+             *_pass_lines(profile, timings, commit), *_verdict_rule(),
              "| paper | claims | " + " | ".join(verdicts)
              + f" | notebooks | render (s) | training of their runs{_trained_here(timings)} (s) |",
              "|---|---|" + "---|" * len(verdicts) + "---|---|---|"]
     for paper in _papers(claims):
         row = counts.loc[paper]
         nbs = _timing_rows(timings, lambda nb, p=paper: notebook_paper(nb) == p)
-        times = (f"{len(nbs)} | {sum(n['render_s'] for n in nbs):.1f} | "
-                 f"{sum(n.get('train_s_of_its_runs', 0) for n in nbs):,.0f}") if nbs else " | | "
+        times = f"{len(nbs)} | {sum(n['render_s'] for n in nbs):.1f} | {_trained(nbs, timings)}" if nbs else " | | "
         lines.append(f"| [{paper}]({paper}.md) | {int(row.sum())} | "
                      + " | ".join(str(int(row[v])) for v in verdicts) + f" | {times} |")
     total = counts.sum()
     lines.append(f"| all | {int(total.sum())} | " + " | ".join(str(int(total[v])) for v in verdicts) + " | | | |")
-    lines += _every_claim(claims)
+    if f"| {REUSED} |" in "\n".join(lines):
+        lines += ["", f"\"{REUSED}\": every run the paper's notebooks read was stored before this pass, so this "
+                  "pass trained none of them."]
+    lines += _every_claim(claims, figures or {})
     other = _timing_rows(timings, lambda nb: notebook_paper(nb) is None)
     if other:
         lines += ["", "## Notebooks of no paper", "", *_timings_table(other, timings)]
@@ -543,10 +716,13 @@ def write_pages(profile: str, root: Path | None = None, *, timings: Path | None 
     commit = _commit(report, commit)
     out = Path(out) if out is not None else output_path("results", profile, root, create=True)
     out.mkdir(parents=True, exist_ok=True)
-    pages = {"index": index_page(profile, claims, combined, commit)}
+    # Links from where the pages live under the root (also when ``out`` is elsewhere: the site's copy).
+    figures = _figure_links(combined, output_path("results", profile, root), root)
+    pages = {"index": index_page(profile, claims, combined, commit, figures)}
     # A rehearsal's own cost table where the paper profile has one, else the committed one.
     cost = (load_cost(root) if profile == "paper" else None) or committed_cost()
-    pages.update({p: paper_page(p, profile, claims, _for_paper(combined, p), commit, cost) for p in _papers(claims)})
+    pages.update({p: paper_page(p, profile, claims, _for_paper(combined, p), commit, cost, figures)
+                  for p in _papers(claims)})
     written = {}
     for name, text in pages.items():
         path = out / f"{name}.md"

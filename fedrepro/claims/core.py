@@ -447,6 +447,36 @@ def read_mean(text: str) -> tuple[float, str] | None:
     return (float(m.group(1)), m.group(2)) if m else None
 
 
+def _negated(number: str) -> str:
+    """A displayed signed number (``"+0.92"``) with its sign turned (``"-0.92"``); zero keeps "+"."""
+    flipped = ("-" if number[0] == "+" else "+") + number[1:]
+    return "+" + number[1:] if float(flipped) == 0 else flipped
+
+
+def effect_once(effect: str, interval: str) -> str:
+    """A claim's effect said once, from what its record holds (``effect``: :attr:`Test.words`, e.g.
+    "DP noise raises PEP-FedPT by 1.37 pts (required: DP noise costs PEP-FedPT less than 3.00 pts)";
+    ``interval``: :attr:`Test.interval_text` of the quantity whose sign the claim tests, e.g. "-1.37 pts
+    [-3.65, +0.92], required < +3.00 pts"): "DP noise raises PEP-FedPT by 1.37 pts [-0.92, +3.65];
+    required: DP noise costs PEP-FedPT less than 3.00 pts".
+
+    The words give the mean's size in the direction its sign reads ("raises by 1.37" for a cost of
+    -1.37), so the interval is turned to that direction too: printed raw beside them, its sign
+    contradicts the sentence (issue 58: ``pep_fedpt.dp_costs_little``). The interval keeps its own
+    words (sign and bound) where the words are missing (a record without them) or the interval is not
+    one :func:`read_interval` can read."""
+    interval = interval or ""
+    said, sep, need = (effect or "").rpartition(" (required: ")
+    m = _INTERVAL_TEXT.search(interval)
+    if not effect or not sep or not need.endswith(")") or m is None:
+        return f"{effect}; interval: {interval}" if effect and interval else (effect or interval)
+    mean, low, high = m.group(1), m.group(3), m.group(4)
+    # A mean said as its size (no sign in the words) while negative: the words read the other way.
+    turned = float(mean) < 0 and mean not in said
+    low, high = (_negated(high), _negated(low)) if turned else (low, high)
+    return f"{said} [{low}, {high}]; required: {need[:-1]}"
+
+
 def exceeds(name: str, values, seeds, bound: float = 0.0, **display) -> Test:
     """The claim holds when the per-seed effect ``values`` is above ``bound``."""
     return Test(name, tuple(float(v) for v in values), tuple(seeds), ">", float(bound), **display)

@@ -2,16 +2,18 @@
 page when the generated one is missing, and the API reference.
 
 Verdicts and intervals come from the claims the notebooks recorded (``output/<profile>/claims/``),
-claim statements from the registry (``fedrepro.papers.<paper>.claims``); only the few sentences
-that introduce each paper are written here.
+claim statements from the registry (``fedrepro.papers.<paper>.claims``), and what holds of each
+paper from both (:func:`fedrepro.app.results_page.what_holds`); only the few sentences that
+introduce each paper are written here.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..reproduce import reused_runs
-from ...claims.core import CLAIMS, INTERVAL, VERDICTS, breakable_id, recorded_claims
+from ..results_page import EFFECT_COLUMN, what_holds
+from ...claims.core import CLAIMS, INTERVAL, VERDICTS, breakable_id, effect_once, recorded_claims
 
 # What each paper is about, in a few sentences for a student; the claims themselves are listed
 # from the registry beneath.
@@ -62,6 +64,12 @@ class ClaimRow:
     interval: str
     evidence: str
     notebook: str | None  # the record's name, e.g. "fedpft_03_main_tables" or "00_tour"
+    effect: str = ""  # the deciding test's mean and requirement in the claim's words (Test.words)
+
+    @property
+    def said(self) -> str:
+        """The effect said once (:func:`fedrepro.claims.core.effect_once`)."""
+        return effect_once(self.effect, self.interval)
 
 
 def cell(text) -> str:
@@ -84,7 +92,7 @@ def collect(claims_dir: Path) -> list[ClaimRow]:
                              statement=r.get("statement", c.statement), verdict=r.get("verdict", "NOT RUN"),
                              interval=r.get("interval") or "", evidence=r.get("evidence",
                                                                               "no notebook has checked it yet"),
-                             notebook=r.get("notebook")))
+                             notebook=r.get("notebook"), effect=r.get("effect") or ""))
     return rows
 
 
@@ -100,6 +108,11 @@ def notebook_doc(record: str | None, docs: set[str]) -> str | None:
         more, _, tail = tail.partition("_")
         head = f"{head}_{more}"
     return next((c for c in candidates if c in docs), None)
+
+
+def holds(paper: str, rows: list[ClaimRow]) -> str:
+    """What holds of ``paper`` and what does not (:func:`fedrepro.app.results_page.what_holds`)."""
+    return what_holds(paper, [asdict(r) for r in rows if r.paper == paper])
 
 
 def verdict_counts(rows: list[ClaimRow], papers: list[str]) -> list[str]:
@@ -134,7 +147,8 @@ def index_page(profile: str, rows: list[ClaimRow], papers: list[str], top: list[
                   f"{machine}, {report.get('wall_s', 0) / 60:.1f} min of wall time"
                   + (f" ({reused} of its {report['runs_planned']} runs were stored already and reused)" if reused
                      else "") + ".", ""]
-    lines += ["## Verdicts", "",
+    lines += ["## What holds", "", *(f"- {{doc}}`{p} <papers/{p}>`: {holds(p, rows)}" for p in papers), "",
+              "## Verdicts", "",
               f"Each claim measures an effect once per seed; the interval is {INTERVAL}. **PASS**: the whole "
               "interval clears the claim's bound; **FAIL**: it falls short of it; **INCONCLUSIVE**: it straddles "
               "the bound; **UNTESTABLE**: the claim requires a gain larger than the room its control "
@@ -149,20 +163,21 @@ def paper_page(paper: str, title: str, rows: list[ClaimRow], notebook_docs: list
     """A paper's landing page: what it claims, each claim's verdict and interval, its notebooks."""
     mine = [r for r in rows if r.paper == paper]
     main = f"notebooks/{MAIN_NOTEBOOK[paper]}" if paper in MAIN_NOTEBOOK else None
-    lines = [f"# {title}", "", INTROS.get(paper, ""), ""]
+    lines = [f"# {title}", "", INTROS.get(paper, ""), "", f"**What holds.** {holds(paper, rows)}", ""]
     if main in docs:
         lines += [f"Start with {{doc}}`the main notebook </{main}>`; it ends with things to try.", ""]
     who = "it" if paper == "tour" else "the paper"
     lines += [f"## What {who} claims, and what we found", "",
               f"Every claim with its verdict and interval at this profile; the {{doc}}`results page </{results_doc}>` "
-              "adds the evidence behind each.", "",
-              "| claim | source | verdict | effect [interval] | checked in |", "|---|---|---|---|---|"]
+              "adds the evidence behind each. The notebook that checked a claim shows the figures of it.", "",
+              f"| claim | statement | source | verdict | {EFFECT_COLUMN} | checked in (its figures) |",
+              "|---|---|---|---|---|---|"]
     for r in mine:
         doc = notebook_doc(r.notebook, docs)
         where = f"{{doc}}`{r.notebook} </{doc}>`" if doc else cell(r.notebook or "")
         verdict = f"**{r.verdict}**" if r.verdict != "NOT RUN" else r.verdict
-        lines.append(f"| {breakable_id(r.claim_id)}: {cell(r.statement)} | {cell(r.source)} | {verdict} | "
-                     f"{cell(r.interval)} | {where} |")
+        lines.append(f"| {breakable_id(r.claim_id)} | {cell(r.statement)} | {cell(r.source)} | {verdict} | "
+                     f"{cell(r.said)} | {where} |")
     lines += ["", "## Notebooks", "", "```{toctree}", ":maxdepth: 1", "", *(f"/{d}" for d in notebook_docs),
               f"/{results_doc}", "```", ""]
     return "\n".join(lines)
@@ -177,13 +192,13 @@ def section_page(title: str, text: str, notebook_docs: list[str]) -> str:
 def results_page(paper: str, profile: str, rows: list[ClaimRow]) -> str:
     """A paper's results page from the recorded claims, for when the generated one
     (``fedrepro.app.results_page``) is not there: every claim's verdict, interval and evidence."""
-    lines = [f"# {paper}: results at the {profile} profile", "",
+    lines = [f"# {paper}: results at the {profile} profile", "", f"**What holds.** {holds(paper, rows)}", "",
              f"Every claim's verdict, interval and evidence as the notebooks recorded them "
              f"(`output/{profile}/claims/*.json`).", "",
-             "| claim | verdict | effect [interval] | evidence |", "|---|---|---|---|"]
+             f"| claim | statement | verdict | {EFFECT_COLUMN} | evidence |", "|---|---|---|---|---|"]
     for r in rows:
         if r.paper == paper:
-            lines.append(f"| {breakable_id(r.claim_id)}: {cell(r.statement)} | {r.verdict} | {cell(r.interval)} "
+            lines.append(f"| {breakable_id(r.claim_id)} | {cell(r.statement)} | {r.verdict} | {cell(r.said)} "
                          f"| {cell(r.evidence)} |")
     return "\n".join(lines) + "\n"
 
