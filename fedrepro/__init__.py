@@ -7,6 +7,8 @@ Quick start::
     res.rounds      # per-round table
     res.summary     # best-round and final-round accuracy
 """
+import os as _os
+
 from .version import VERSION as __version__
 from .config import RunConfig, default_seeds, make_config, profile_from_env, resolve_profile  # noqa: E402
 from .env import settings  # noqa: E402,F401  (fedrepro.env.settings.configure(output_root=...))
@@ -14,6 +16,14 @@ from .env import inline as _inline  # noqa: E402
 
 # In a notebook kernel started under MPLBACKEND=Agg, figures would never reach the notebook.
 _inline.activate()
+
+# In a kernel Jupyter started for a notebook, the notebook's setup cell (fedrepro.resolve_profile)
+# first prints the runs it needs, those stored and the predicted time (fedrepro.app.notebook_header,
+# issue 58); the CLI and scripts never import it.
+if _os.environ.get("JPY_SESSION_NAME"):
+    from .app import notebook_header as _notebook_header  # noqa: E402
+
+    _notebook_header.register()
 
 # The rest load torch, so they are imported when first used (PEP 562): the scheduling process of
 # ``fedrepro reproduce`` and ``fedrepro --help`` never pay torch's ~400 MiB.

@@ -17,7 +17,7 @@ import os
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
@@ -79,18 +79,33 @@ def _is_dict(v: Any) -> bool:
 DEFAULT_PROFILE = "laptop"
 
 # The rehearsal of the paper profile (``fedrepro reproduce --profile paper --rehearse``): every
-# paper-profile config built while $FEDREPRO_REHEARSE is set is cut by :func:`rehearse_dict` to
-# REHEARSAL_ROUNDS rounds (two: a by-round cut has a round to read, and the second round's time is
-# past the first's warm-up), one local epoch of one mini-batch per client, at most
-# REHEARSAL_CLIENTS clients a round (the paper's own count where it is smaller) and
-# REHEARSAL_TEST_IMAGES test images per client. Its numbers mean nothing; it checks that every
-# notebook runs at the paper's models, client counts and image shapes, and times a client step.
+# paper-profile config built while $FEDREPRO_REHEARSE is set is cut by :func:`rehearse_dict` to what
+# proves the code at the papers' shapes (models, client counts, image sizes), not to what trains:
+# REHEARSAL_ROUNDS rounds (two, not one: a by-round cut needs a round to read, and FedPFT's
+# 15_time times the rounds after the first, its warm-up; with one round it stops, "skip_first=1
+# leaves no rounds to time"), one local epoch of one mini-batch per client, at most
+# REHEARSAL_CLIENTS clients a round (the paper's own count where it is smaller; not two: pFedCSPC's
+# 08_gradcam reads client 0's weights from the last round's server state, which holds only the
+# clients sampled in it), each client's training split cut to at most
+# REHEARSAL_TRAIN_BATCHES mini-batches of the run's batch size (two: a search's validation share
+# (0.2) still leaves a whole batch to train on; a method that encodes a client's whole split with a
+# frozen encoder, as FedOTP's CLIP does, encodes that many images and not the paper's 500), and
+# REHEARSAL_TEST_IMAGES test images per client. Its numbers mean nothing.
 ENV_REHEARSE = "FEDREPRO_REHEARSE"
 REHEARSAL_ROUNDS = 2
 REHEARSAL_CLIENTS = 10
+REHEARSAL_TRAIN_BATCHES = 2
 REHEARSAL_TEST_IMAGES = 4
 # The paper's schedule a rehearsal records (RunConfig.rehearsal), from train.
 REHEARSED_FIELDS = ("rounds", "local_epochs", "participation")
+# The split sizes a rehearsal cuts and records beside the schedule: a split that gives each client a
+# fixed count (``train_per_client``: FedPFT's fixed_dirichlet, the domain split) is cut to the cap; one
+# that shares the whole training split among the clients (dirichlet, pathological, domain_dirichlet)
+# is cut by drawing at most clients x cap images before it splits (``max_train``). Few-shot splits
+# (``shots``: at most 16 x 10 images a client, FedOTP's Caltech101) and the per-user split, whose
+# clients are the dataset's own users (by_user: iNaturalist), keep their sizes.
+REHEARSED_SPLITS = ("train_per_client", "max_train")
+REHEARSAL_UNCUT_PARTITIONS = ("by_user",)
 
 
 def rehearsing() -> bool:
@@ -348,11 +363,26 @@ def profile_from_env(default: str = DEFAULT_PROFILE) -> str:
     return profile
 
 
+# Called with the profile each time a notebook's setup cell resolves it (:func:`resolve_profile`).
+# The package registers fedrepro.app.notebook_header.announce here, whose text (the runs the notebook
+# needs, those stored, the predicted time) is then the notebook's first output; this module, a layer
+# below the plan and the store, cannot call it itself. Nothing here enters a config or its hash.
+ON_RESOLVE: list = []
+
+
 def resolve_profile(profile: str | None = None, default: str = DEFAULT_PROFILE) -> str:
     """The profile a notebook runs at: ``profile`` when given (papermill's ``-p PROFILE``, or the
     parameters cell edited by hand), else ``$FEDREPRO_PROFILE`` (nbval cannot inject parameters),
     else ``default``. An explicit profile that differs from ``$FEDREPRO_PROFILE`` wins, with a
-    warning that names both, so that neither silently overrides the other."""
+    warning that names both, so that neither silently overrides the other. Each function of
+    :data:`ON_RESOLVE` is then called with the profile."""
+    chosen = _resolved_profile(profile, default)
+    for hook in ON_RESOLVE:
+        hook(chosen)
+    return chosen
+
+
+def _resolved_profile(profile: str | None, default: str) -> str:
     if profile is None:
         return profile_from_env(default)
     if profile not in PROFILES:
@@ -363,7 +393,7 @@ def resolve_profile(profile: str | None = None, default: str = DEFAULT_PROFILE) 
         import warnings
 
         warnings.warn(f"PROFILE={profile!r} was given explicitly and wins over {ENV_PROFILE}={env!r}",
-                      stacklevel=2)
+                      stacklevel=3)
     return profile
 
 
@@ -440,6 +470,15 @@ def _apply(base: dict, layer: Mapping[str, Any]) -> None:
         # A layer that sets the schedule of a rehearsed config sets the paper's value, even where it
         # equals the cut's (FedOTP's E = 1 on CIFAR-100): rehearse_dict could not tell them apart.
         record.setdefault("paper", {}).update({k: train[k] for k in REHEARSED_FIELDS if k in train})
+    data = layer.get("data")
+    if record and isinstance(data, Mapping) and "rehearsal" not in layer:
+        # The same for the split sizes the cut records (a layer's own 500 images a client, even where
+        # that equals the cut's cap). A size the split does not cut leaves the record in rehearse_dict.
+        args = data.get("partition_args")
+        sizes = {**({"max_train": data["max_train"]} if "max_train" in data else {}),
+                 **({"train_per_client": args["train_per_client"]}
+                    if isinstance(args, Mapping) and "train_per_client" in args else {})}
+        record.setdefault("paper", {}).update(sizes)
     for section, name_key, args_key in _NAME_ARGS:
         sec = layer.get(section)
         if isinstance(sec, Mapping) and name_key in sec and sec[name_key] != base[section][name_key]:
@@ -526,15 +565,15 @@ def rehearse_dict(d: Mapping[str, Any]) -> dict:
     """A config dict (:meth:`RunConfig.to_dict`'s form, possibly partial) cut to the rehearsal's budget
     when its ``rehearsal`` field is set; unchanged otherwise.
 
-    ``rehearsal["paper"]`` keeps the paper's schedule the rehearsal stands for (what the cost table
-    multiplies out) and ``rehearsal["cut"]`` the values the cut set. A value that differs from the
+    ``rehearsal["paper"]`` keeps the paper's schedule and split sizes the rehearsal stands for (what
+    the cost table multiplies out) and ``rehearsal["cut"]`` the values the cut set. A value that differs from the
     cut was set after it (a variant's own rounds, a table row's participation): it is the paper's
     new value, recorded and cut in its turn. So cutting twice is cutting once, in any layer order."""
     record = d.get("rehearsal")
     if not isinstance(record, Mapping) or not record:
         return dict(d)
     d = copy.deepcopy(dict(d))
-    paper, cut = dict(record.get("paper", {})), dict(record.get("cut", {}))
+    paper, cut = copy.deepcopy(dict(record.get("paper", {}))), copy.deepcopy(dict(record.get("cut", {})))
     base = RunConfig().to_dict()
     for section, cls in (("data", DataConfig), ("train", TrainConfig)):
         value = d.setdefault(section, {})
@@ -545,14 +584,47 @@ def rehearse_dict(d: Mapping[str, Any]) -> dict:
     cuts = {"rounds": lambda v: min(v, REHEARSAL_ROUNDS), "local_epochs": lambda v: 1,
             "participation": lambda v: min(v, REHEARSAL_CLIENTS / max(clients, 1))}
     for key in REHEARSED_FIELDS:
-        value = train.get(key, base["train"][key])
-        if key not in paper or value != cut.get(key):
-            paper[key] = value
-        cut[key] = train[key] = cuts[key](paper[key])
+        train[key] = _cut(key, train.get(key, base["train"][key]), paper, cut, cuts[key])
+    _cut_splits(data, train.get("batch_size", base["train"]["batch_size"]), paper, cut, base["data"])
     d["rehearsal"] = {"paper": paper, "cut": cut}
     train["max_local_batches"] = 1
     data["max_test_per_client"] = min(data.get("max_test_per_client") or REHEARSAL_TEST_IMAGES, REHEARSAL_TEST_IMAGES)
     return d
+
+
+def _cut(key: str, value: Any, paper: dict, cut: dict, rule: Callable[[Any], Any]) -> Any:
+    """``value`` cut by ``rule``, recording the paper's value and the cut's (:func:`rehearse_dict`): a
+    value that differs from the last cut was set after it, so it is the paper's new value."""
+    if key not in paper or value != cut.get(key):
+        paper[key] = value
+    cut[key] = rule(paper[key])
+    return cut[key]
+
+
+def _cut_splits(data: dict, batch_size: int, paper: dict, cut: dict, base: dict) -> None:
+    """Cut ``data`` (a config dict's data section) so that each client holds at most
+    REHEARSAL_TRAIN_BATCHES mini-batches of ``batch_size`` training images (:data:`REHEARSED_SPLITS`),
+    recording the paper's sizes; a size that no longer applies (a later layer chose another split)
+    gets the paper's value back and leaves the record."""
+    cap = REHEARSAL_TRAIN_BATCHES * batch_size
+    args = dict(data.get("partition_args", base["partition_args"]))
+    whole = (data.get("partition", base["partition"]) not in REHEARSAL_UNCUT_PARTITIONS
+             and "train_per_client" not in args and not args.get("shots"))
+    current = {"train_per_client": args.get("train_per_client"), "max_train": data.get("max_train", base["max_train"])}
+    applies = {"train_per_client": "train_per_client" in args, "max_train": whole}
+    rules = {"train_per_client": lambda v: min(v, cap),
+             "max_train": lambda v: min(v or math.inf, cap * data.get("num_clients", base["num_clients"]))}
+    for key in REHEARSED_SPLITS:
+        if applies[key]:
+            value = _cut(key, current[key], paper, cut, rules[key])
+            if key == "train_per_client":
+                data["partition_args"] = {**args, key: value}
+            else:
+                data[key] = value
+            continue
+        before, last = paper.pop(key, None), cut.pop(key, None)
+        if key == "max_train" and last is not None and current[key] == last:
+            data[key] = before  # cut before a later layer chose a split it does not cut: the paper's again
 
 
 def _arg_types(owner: str, name: Any) -> dict[str, Any]:

@@ -54,3 +54,18 @@ def test_lab_passes_the_profile_to_the_notebooks():
     assert "FEDREPRO_PROFILE=smoke" in smoke and f"FEDREPRO_RUNS={ROOT}/output/smoke/runs" in smoke
     paper = next(x for x in _dry_run("lab", "PROFILE=paper") if "jupyter lab" in x)
     assert "FEDREPRO_PROFILE=paper" in paper
+
+
+@pytest.mark.parametrize("profile", ["laptop", "smoke", "paper"])
+def test_lab_writes_figures_outside_the_committed_folder_and_saves_no_outputs(profile):
+    # Laptop notebooks run in Lab wrote over the committed figures/*.png, and Lab saved their
+    # outputs into notebooks/ (issue 58): figures go under the output root, and Lab runs with the
+    # config that saves no outputs (etc/jupyter_server_config.py, tests/test_lab.py).
+    lab = next(x for x in _dry_run("lab", f"PROFILE={profile}") if "jupyter lab" in x)
+    figures = Path(next(w for w in lab.split() if w.startswith("FEDREPRO_FIGURES=")).split("=", 1)[1])
+    assert figures == ROOT / "output" / profile / "figures"
+    assert not figures.is_relative_to(ROOT / "figures")
+    config = Path(next(w for w in lab.split() if w.startswith("--config=")).split("=", 1)[1])
+    assert config == ROOT / "etc" / "jupyter_server_config.py" and config.is_file()
+    elsewhere = next(x for x in _dry_run("lab", "OUTPUT=/scratch/x") if "jupyter lab" in x)
+    assert "FEDREPRO_FIGURES=/scratch/x/output/laptop/figures" in elsewhere

@@ -150,7 +150,8 @@ def test_site_in_chromium(smoke_site):
         assert r.cut_tables_px == [], f"{r.url}: claims tables cut by their box by {r.cut_tables_px} px"
         assert r.content_px >= 760, f"{r.url}: the text column is {r.content_px} px wide in a 1400 px window"
         assert r.clipped_code == 0, f"{r.url}: {r.clipped_code} code blocks run past their box"
-        assert r.shrunk_images == [], f"{r.url}: figures drawn smaller than saved: {r.shrunk_images}"
+        assert r.unlinked_images == [], f"{r.url}: figures shrunk with no link to their full size: {r.unlinked_images}"
+        assert r.cut_images == [], f"{r.url}: figures whose right edge is out of view: {r.cut_images}"
         assert "smoke" in r.banner and "verdict" in r.banner, f"{r.url}: no smoke banner"
         assert r.broken_ids == [], f"{r.url}: claim ids wrapped mid-word: {r.broken_ids}"
     index, tour, *_, paper_nb = reports
@@ -177,6 +178,46 @@ def test_a_narrow_window_wraps_claim_ids_only_between_words(smoke_site):
         assert r.console_errors == [], r.url
         assert r.broken_ids == [], f"{r.url}: claim ids wrapped mid-word: {r.broken_ids}"
         assert r.cut_tables_px == [], f"{r.url}: claims tables cut by their box by {r.cut_tables_px} px"
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_figures_fit_the_column_and_open_at_full_size(smoke_site, width):
+    """Every figure of a notebook page shows its right edge (its legend) in a 1400 px and an 800 px
+    window, without scrolling sideways, and one drawn smaller than saved links to its own file, which
+    the site holds (issue 58: figures 1,071-1,343 px wide hid their right third in an 805 px box)."""
+    from fedrepro.app.book.browser import open_pages
+
+    names = ["00_tour.html", "fedpft/13_partial_participation.html"]
+    reports = open_pages([smoke_site / "notebooks" / n for n in names],
+                         ROOT / "output" / "smoke" / f"screenshots_figures_{width}", width=width)
+    for r in reports:
+        assert r.images >= 1 and r.broken_images == [], r.url
+        assert r.cut_images == [], f"{r.url} at {width} px: figures cut at the right: {r.cut_images}"
+        assert r.overflow_px <= 0, f"{r.url} at {width} px runs {r.overflow_px} px past the window"
+        assert r.unlinked_images == [], f"{r.url} at {width} px: shrunk figures with no full size: {r.unlinked_images}"
+    # The tour's figures are saved wider than either window's column: they are scaled, not cut.
+    assert reports[0].shrunk_images, "no tour figure was drawn smaller than saved; the check above tested nothing"
+    page = (smoke_site / "notebooks" / "00_tour.html").read_text()
+    from fedrepro.app.book.builder import FIGURE
+
+    targets = [m.group(3) for m in FIGURE.finditer(page)]
+    assert targets and all(m.group(1) and 'class="figure-link"' in m.group(1) for m in FIGURE.finditer(page))
+    assert all((smoke_site / "notebooks" / t).resolve().is_file() for t in targets)
+
+
+def test_link_figures_wraps_only_figures_without_a_link(tmp_path):
+    from fedrepro.app.book.builder import link_figures
+
+    page = tmp_path / "nb" / "a.html"
+    page.parent.mkdir()
+    page.write_text('<div class="cell_output"><img alt="x" src="../_images/a.png" /></div>'
+                    '<a class="reference" href="../_images/b.png"><img src="../_images/b.png" /></a>'
+                    '<img src="../_static/logo.png" />')
+    assert link_figures(tmp_path) == 1
+    text = page.read_text()
+    assert '<a class="figure-link" href="../_images/a.png"' in text and text.count("<a ") == 2
+    assert '<img src="../_static/logo.png" />' in text  # the theme's images are not figures
+    assert link_figures(tmp_path) == 0  # idempotent
 
 
 def test_only_a_smoke_site_carries_the_smoke_banner():

@@ -156,10 +156,11 @@ def plan_maps(method, shared, state, data: ClientData, gammas: Sequence[float] =
 
         data: the client's data; images are taken from ``split``.
         gammas: the γ's to solve the plan at (with the trained prompts; see the module docstring).
+        converged: solve to the fixed point (default) or with the run's own solver settings.
         num_images: the first this many images of the split, unless ``indices`` picks them.
+
         distinct_classes: instead, the first image of each class in turn (classes in the order
             they first appear, then round again), so that a figure's rows show several classes.
-        converged: solve to the fixed point (default) or with the run's own solver settings.
     """
     method = _fedotp(method)
     if split not in ("train", "test"):

@@ -1,6 +1,7 @@
 """Open built pages in headless Chromium (Debian's ``chromium`` and ``chromium-driver``) as a reader
 would, and report what a reader would notice: console errors, images that did not load, anything
-fetched from the network, and whether a claims table is there. Saves a screenshot of each page."""
+fetched from the network, whether a claims table is there, and figures cut at their right edge or
+shrunk with no way to open them at full size. Saves a screenshot of each page."""
 from __future__ import annotations
 
 import shutil
@@ -35,6 +36,21 @@ return {
   shrunk_images: Array.from(document.images).filter(
       i => i.naturalWidth > 0 && i.getBoundingClientRect().width < 0.95 * i.naturalWidth).map(
       i => (i.currentSrc || i.src).split('/').pop()),
+  // Of those, the ones a reader cannot open at their saved size: no link around them to their own file.
+  unlinked_images: Array.from(document.images).filter(
+      i => i.naturalWidth > 0 && i.getBoundingClientRect().width < 0.95 * i.naturalWidth).filter(i => {
+    const a = i.closest('a');
+    return !a || a.href !== (i.currentSrc || i.src);
+  }).map(i => (i.currentSrc || i.src).split('/').pop()),
+  // Figures whose right edge a reader does not see without scrolling sideways: past the window, or
+  // past the box that clips or scrolls them (a cell output that scrolls hides its right part).
+  cut_images: Array.from(document.images).filter(i => i.naturalWidth > 0).map(i => {
+    const right = i.getBoundingClientRect().right;
+    let room = document.documentElement.clientWidth;
+    for (let box = i.parentElement; box && box !== document.documentElement; box = box.parentElement)
+      if (getComputedStyle(box).overflowX !== 'visible') room = Math.min(room, box.getBoundingClientRect().right);
+    return {name: (i.currentSrc || i.src).split('/').pop(), hidden: right - room};
+  }).filter(x => x.hidden > 1).map(x => `${x.name}: ${Math.round(x.hidden)} px`),
   banner: (document.querySelector('.announcement') || {textContent: ''}).textContent.trim(),
   // Claim ids laid out over several lines with a break that does not follow a dot or an underscore.
   broken_ids: Array.from(document.querySelectorAll('table.claims-table td:first-child, table code')).filter(
@@ -78,6 +94,8 @@ class PageReport:
     content_px: int = 0  # the width of the text column
     clipped_code: int = 0  # code blocks wider than their box
     shrunk_images: list[str] = field(default_factory=list)  # figures drawn smaller than saved
+    unlinked_images: list[str] = field(default_factory=list)  # of those, the ones with no link to their full size
+    cut_images: list[str] = field(default_factory=list)  # "name: px" of figures whose right edge is out of view
     banner: str = ""  # the announcement on top of every page (a smoke site's warning)
     broken_ids: list[str] = field(default_factory=list)  # claim ids wrapped mid-word
 
@@ -129,6 +147,7 @@ def open_pages(pages: list[Path], shots: Path, width: int = 1280, max_height: in
                 table_headers=state["tables"], screenshot=shot, overflow_px=overflow,
                 cut_tables_px=[int(x) for x in state["cut_tables"]], content_px=int(state["content_px"]),
                 clipped_code=int(state["clipped_code"]), shrunk_images=list(state["shrunk_images"]),
+                unlinked_images=list(state["unlinked_images"]), cut_images=list(state["cut_images"]),
                 banner=state["banner"], broken_ids=list(state["broken_ids"])))
     finally:
         driver.quit()

@@ -64,15 +64,18 @@ SPHINX_CONFIG = {
 # except in the third column, where those tables put the verdict. A claim id wraps only after a dot
 # or an underscore (fedrepro.claims.core.breakable_id marks those points), since an id broken
 # mid-word reads as two words; code keeps its words whole unless one alone is wider than the column.
-# On a wide window the content column grows (furo's is 46em, about half of a 1400 px window); a
-# figure keeps its saved size (its text is checked to be at least 8 pt at that size) and scrolls
-# inside its cell rather than shrinking; code wraps rather than running past the right edge.
-# fedrepro.app.book.browser reports any claims table that is still cut, the column's width, code
-# wider than its box, and figures drawn smaller than saved.
+# On a wide window the content column grows (furo's is 46em, about half of a 1400 px window). A
+# figure scales down to the column, legend and all in view (saved 1,071-1,343 px wide, it would
+# otherwise hide its right third in a scrolling box at 1400 px, issue 58), and opens at its saved
+# size, where its text is checked to be at least 8 pt, on a click (link_figures wraps it in a link
+# to its file); code wraps rather than running past the right edge. fedrepro.app.book.browser
+# reports any claims table that is still cut, the column's width, code wider than its box, figures
+# whose right edge is out of view, and figures drawn smaller than saved that link to no full size.
 SITE_CSS = """div.cell_output { overflow-x: auto; min-width: 0; max-width: 100%; }
 div.cell, div.cell_output > div, .main { min-width: 0; max-width: 100%; }
 @media (min-width: 82em) { .content { width: auto; flex: 1 1 46em; min-width: 0; max-width: 64em; padding: 0 2em; } }
-div.cell_output img { max-width: none; }
+div.cell_output img, a.figure-link img { max-width: 100%; height: auto; }
+a.figure-link { cursor: zoom-in; }
 .announcement-content { white-space: normal; }
 div.highlight pre, div.cell_output pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 div.cell_output table td { vertical-align: top; }
@@ -207,6 +210,31 @@ def stage(profile: str, notebooks_dir: Path, claims_dir: Path, src: Path, root: 
     return docs
 
 
+# A figure Sphinx copied into the site (``_images/``), with a link around it (group 1) or not.
+FIGURE = re.compile(r'(<a\b[^>]*>\s*)?(<img\b[^>]*?\bsrc="((?:\.\./)*_images/[^"]+)"[^>]*>)')
+
+
+def link_figures(html_dir: Path) -> int:
+    """Wrap every figure of the built pages that is not in a link already in a link to its own file,
+    so that a figure scaled down to the column opens at its saved size on a click; returns how many."""
+    count = 0
+
+    def wrap(m: re.Match) -> str:
+        nonlocal count
+        if m.group(1):
+            return m.group(0)
+        count += 1
+        return (f'<a class="figure-link" href="{m.group(3)}" title="open the figure at its full size">'
+                f'{m.group(2)}</a>')
+
+    for page in sorted(html_dir.rglob("*.html")):
+        text = page.read_text()
+        linked = FIGURE.sub(wrap, text)
+        if linked != text:
+            page.write_text(linked)
+    return count
+
+
 # A script or stylesheet that loads from another host: the site must work from a USB stick.
 REMOTE = re.compile(r"<(script|link|img|iframe)\b[^>]*\b(src|href)\s*=\s*[\"']((?:https?:)?//[^\"']+)", re.I)
 
@@ -249,6 +277,7 @@ def build(profile: str = "laptop", root: Path | None = None, notebooks_dir: Path
         app.build()
         if app.statuscode:
             raise FedreproError(f"sphinx-build failed (status {app.statuscode}); see the messages above")
+        link_figures(html)
         remote = remote_resources(html)
         if remote:
             listed = "\n".join(f"  {page}: {url}" for page, url in remote[:20])
