@@ -15,7 +15,7 @@ from fedrepro.app.cli import main
 from fedrepro.app.reproduce import reproduce, selected
 from fedrepro.claims.core import REHEARSAL, Claim, exceeds
 from fedrepro.config import (ENV_REHEARSE, REHEARSAL_CLIENTS, REHEARSAL_ROUNDS, REHEARSAL_TEST_IMAGES,
-                             default_seeds, make_config)
+                             REHEARSAL_TRAIN_BATCHES, default_seeds, make_config)
 from fedrepro.errors import ConfigError, CorruptCacheError
 from fedrepro.fl.client_data import ClientData
 from fedrepro.papers import setup, table_seeds
@@ -36,9 +36,13 @@ def test_a_rehearsal_is_the_paper_config_cut_and_recorded(monkeypatch):
     # 5 of 100 clients a round is the paper's own count, below the rehearsal's cap: kept.
     assert cut.train.participation == real.train.participation == 0.05
     assert cut.rehearsal["paper"] == {"rounds": real.train.rounds, "local_epochs": real.train.local_epochs,
-                                      "participation": 0.05}
+                                      "participation": 0.05, "max_train": None}
     # Everything else is the paper's: the model, the clients, the data shape.
     assert (cut.model, cut.data.num_clients, cut.data.dataset) == (real.model, real.data.num_clients, real.data.dataset)
+    assert cut.data.dataset_args == real.data.dataset_args  # 224 px
+    # CIFAR-100 shared among 100 clients: at most two batches of images a client drawn before the split.
+    assert real.data.max_train is None and cut.data.max_train == 100 * REHEARSAL_TRAIN_BATCHES * 32
+    assert cut.rehearsal["paper"]["max_train"] is None
     assert cut.hash() != real.hash()
     assert "rehearsal" not in real.hashed_dict()  # a real run keeps the key it always had
 
@@ -54,6 +58,54 @@ def test_cutting_twice_is_cutting_once_and_a_later_layer_is_recorded(rehearsing)
     more = cfg.replace(**{"data.num_clients": 100})
     assert more.rehearsal["paper"]["participation"] == 1.0
     assert more.train.participation == REHEARSAL_CLIENTS / 100
+
+
+def test_each_clients_training_split_is_cut_to_two_batches_and_the_papers_size_recorded(rehearsing):
+    """FedPFT's 500 images a client (fixed_dirichlet) become two batches of B = 100; a later batch size
+    or split size is cut in its turn, cutting twice is cutting once, and a split the cut leaves alone
+    (few-shot) gets the paper's sizes back. FedOTP's CIFAR-100 clients encode 64 images, not 500."""
+    cfg = setup("fedpft", "paper")
+    cap = REHEARSAL_TRAIN_BATCHES * cfg.train.batch_size
+    assert cfg.data.partition_args["train_per_client"] == cap == 200
+    assert cfg.rehearsal["paper"]["train_per_client"] == 500 and rehearsal.train_per_client(cfg) == 500
+    assert make_config("paper", overrides=cfg.to_dict()).hash() == cfg.hash()
+    smaller = cfg.replace(**{"train.batch_size": 10})
+    assert smaller.data.partition_args["train_per_client"] == 20
+    assert smaller.rehearsal["paper"]["train_per_client"] == 500
+    more = cfg.replace(**{"data.partition_args.train_per_client": 1000})
+    assert more.data.partition_args["train_per_client"] == 200 and more.rehearsal["paper"]["train_per_client"] == 1000
+    # A layer that sets the cut's own value sets the paper's (as for the schedule).
+    same = cfg.replace(**{"data.partition_args.train_per_client": 200})
+    assert same.rehearsal["paper"]["train_per_client"] == 200
+    shots = cfg.replace(**{"data.partition": "pathological",
+                           "data.partition_args": {"classes_per_client": 2, "shots": 4}})
+    assert "train_per_client" not in shots.data.partition_args and "train_per_client" not in shots.rehearsal["paper"]
+    pfedcspc = setup("pfedcspc", "paper")  # CIFAR-10 shared among 10 clients, B = 64
+    assert pfedcspc.data.max_train == 10 * REHEARSAL_TRAIN_BATCHES * 64
+    back = pfedcspc.replace(**{"data.partition": "pathological", "data.partition_args": {"classes_per_client": 2,
+                                                                                         "shots": 4}})
+    assert back.data.max_train is None and "max_train" not in back.rehearsal["paper"]
+    otp = setup("fedotp", "paper", "dirichlet")  # CIFAR-100, B = 32
+    assert otp.model.args["arch"] == "ViT-B-16" and otp.data.partition_args["train_per_client"] == 64
+
+
+def test_a_rehearsed_search_trains_one_rate_at_one_seed(rehearsing, monkeypatch):
+    """A learning-rate search of a rehearsal trains the paper's rate (where the grid holds it), else the
+    grid's rate nearest the setup's own, at the first tuning seed; a real search trains its grid."""
+    from fedrepro.execute.tuning import LrSearch
+
+    cfg = setup("fedpft", "paper").replace(**{"train.lr": 0.04})
+    search = LrSearch(grid=(0.1, 0.01, 0.05), repeats=3)
+    assert [(c.train.lr, c.seed) for c in search.full_configs(cfg)] == [(0.05, 1000)]
+    assert [c.train.lr for c in LrSearch(grid=(0.1, 0.01, 0.05), paper_rate=0.01).full_configs(cfg)] == [0.01]
+    # With successive halving: one short run (standing for half the paper's rounds) and one full run.
+    halving = LrSearch(grid=(0.1, 0.01, 0.05), halving=0.5)
+    short, full = halving.short_configs(cfg), halving.full_configs(cfg)
+    assert [c.rehearsal["paper"]["rounds"] for c in short + full] == [500, 1000]
+    assert {c.train.rounds for c in short + full} == {REHEARSAL_ROUNDS}
+    monkeypatch.delenv(ENV_REHEARSE)
+    real = setup("fedpft", "paper")
+    assert len(search.full_configs(real)) == 9
 
 
 def test_only_the_paper_profile_is_rehearsed_and_with_one_seed(rehearsing):

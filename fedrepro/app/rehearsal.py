@@ -5,8 +5,10 @@ papers' full-size models, with the budgets cut; and what it costs to run them fo
 
 - ``$FEDREPRO_REHEARSE``: every paper-profile config is a rehearsal
   (:func:`fedrepro.config.rehearse_dict`: two rounds, one local step per client, at most
-  ``REHEARSAL_CLIENTS`` clients a round, a few test images per client, one seed; stored under hashes
-  of their own, and its claims' verdicts are REHEARSAL, never PASS or FAIL);
+  ``REHEARSAL_CLIENTS`` clients a round, each client's training split cut to
+  ``REHEARSAL_TRAIN_BATCHES`` (two) mini-batches, a few test images per client, one seed, and one
+  rate for each learning-rate search (:meth:`fedrepro.execute.tuning.LrSearch.trained_rates`); stored
+  under hashes of their own, and its claims' verdicts are REHEARSAL, never PASS or FAIL);
 - ``$FEDREPRO_DATA`` = :data:`REHEARSAL_ROOT`: seeded synthetic images of each real dataset's
   shape (:mod:`fedrepro.data.root`);
 - the weights settings of the full-size backbones, pointed at random weights in their official
@@ -17,8 +19,9 @@ papers' full-size models, with the budgets cut; and what it costs to run them fo
 
 **The cost table.** A rehearsal run trains one mini-batch per sampled client in each round, so its
 second round's training time over its sampled clients is the time of one client step on its model
-(the first round pays the warm-up). :func:`step_times` takes the median over the rehearsal's runs
-of each model; :func:`predicted_seconds` multiplies it by the client steps of the paper run a
+(the first round pays the warm-up; for a CLIP method, a client sampled for the first time also
+encodes its (cut) split, so its step is an upper bound). :func:`step_times` takes the median over
+the rehearsal's runs of each model; :func:`predicted_seconds` multiplies it by the client steps of the paper run a
 rehearsal stands for (rounds × clients a round × local epochs × mini-batches per client). Summed per
 notebook, that is :func:`cost_table`, which the pass writes to :func:`cost_path` under the output
 root it was started with, for the paper profile's results pages.
@@ -47,10 +50,11 @@ REHEARSAL_FOLDER = "rehearsal"
 # that every paper-profile partition finds images of each class for each client.
 REHEARSAL_DATA_MIB = 2048
 # The notebooks the CI subset rehearses (tests/test_rehearsal.py): a cheap notebook of each paper
-# whose rehearsal fits a CI run on 2 cores. FedOTP has none: one CLIP RN50 prompt step takes
-# minutes on this CPU (docs/speed.md), and each of its notebooks trains several. PEP-FedPT has none:
-# its cheapest, 06_privacy, reads CIFAR-100 resized to ViT-B/16's 224 px, held in memory by each
-# worker (about 7.5 GB of training images), which two workers and a kernel do not fit beside CI.
+# whose rehearsal fits a CI run on 2 cores (these two: the test took 2 min 22 s under a training pass's load,
+# issue 57). FedOTP has none: its cheapest notebook at 224 px, 08_official_code (10 CLIP RN50 runs),
+# had stored 1 run after 7.7 min under that load (stopped there). PEP-FedPT has none: its cheapest,
+# 06_privacy, reads CIFAR-100 at ViT-B/16's 224 px, which the loader resizes whole before the
+# rehearsal's cut draws from it (about 9 GB a process): two workers and a kernel do not fit beside CI.
 CI_SUBSET = ("fedpft/15_time", "pfedcspc/08_gradcam")
 # How a config names its full-size model in the cost table.
 FULL_SIZE = {("vit_b16", None): "ViT-B/16", ("clip", "ViT-B-16"): "CLIP ViT-B/16", ("clip", "RN50"): "CLIP RN50",
@@ -145,7 +149,10 @@ def train_per_client(cfg: RunConfig) -> int | None:
     shots × classes per client (few-shot splits), else the real dataset's training images (for
     ``cfg``'s domains and classes, :func:`fedrepro.data.rehearsal_shape`) over the clients; None
     where none of these is known."""
-    args = cfg.data.partition_args
+    # A rehearsal's own split is cut (fedrepro.config.rehearse_dict): the paper's size is in its record.
+    paper = cfg.rehearsal.get("paper", {})
+    args = {**cfg.data.partition_args, **({"train_per_client": paper["train_per_client"]}
+                                          if "train_per_client" in paper else {})}
     if args.get("train_per_client"):
         return int(args["train_per_client"])
     if args.get("shots") and args.get("classes_per_client"):

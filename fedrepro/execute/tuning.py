@@ -312,8 +312,22 @@ class LrSearch:
         start = cfg if self.on is None else self.on(cfg)
         t = start.train
         fixed = {"train.stop_when_flat": False, "train.rounds": t.flat_from or t.rounds} if t.stop_when_flat else {}
+        seeds = self.seeds[:1] if start.rehearsal else self.seeds
         return [start.replace(**{**fixed, "seed": s, "data.validation": self.validation, self.key: float(lr)})
-                for lr in self.grid for s in self.seeds]
+                for lr in self.trained_rates(start) for s in seeds]
+
+    def trained_rates(self, start: RunConfig) -> tuple[float, ...]:
+        """The rates a search on ``start`` trains: the grid; in a rehearsal (``start.rehearsal`` set,
+        :func:`fedrepro.config.rehearse_dict`) one rate at one tuning seed, which proves the search's
+        code (its runs, its decision, its table) without training the grid: the paper's rate where
+        the grid holds it, else the grid's rate nearest the setup's own (the first in grid order when
+        equally near), the rate a search whose scores all tie would choose (:meth:`ranked`)."""
+        if not start.rehearsal:
+            return tuple(self.grid)
+        if self.paper_rate is not None and any(math.isclose(self.paper_rate, r, rel_tol=1e-9) for r in self.grid):
+            return (float(next(r for r in self.grid if math.isclose(self.paper_rate, r, rel_tol=1e-9))),)
+        own = self.rate(start)
+        return (float(min(self.grid, key=lambda r: (abs(r - own), self.grid.index(r)))),)
 
     def rate(self, cfg: RunConfig) -> float:
         """``cfg``'s value of the searched rate (``key``)."""
