@@ -18,8 +18,11 @@ _SCRATCH = tempfile.mkdtemp(prefix="fedrepro-tests-")
 atexit.register(shutil.rmtree, _SCRATCH, ignore_errors=True)
 os.environ["FEDREPRO_OUTPUT"] = os.path.join(_SCRATCH, "output-root")
 os.environ["XDG_DATA_HOME"] = os.path.join(_SCRATCH, "xdg-data")
-for _var in ("FEDREPRO_RUNS", "FEDREPRO_FIGURES", "FEDREPRO_TENSORBOARD"):
+for _var in ("FEDREPRO_RUNS", "FEDREPRO_FIGURES", "FEDREPRO_TENSORBOARD", "FEDREPRO_ARCHIVE_ROOT"):
     os.environ.pop(_var, None)
+# The committed reference archive (results/<profile>/) stays out of the tests' stores unless a test asks
+# for it (tests/test_archive.py): a test that plans or trains laptop configs counts what it trains.
+os.environ["FEDREPRO_ARCHIVE"] = "off"
 
 # tiny_config lives in support.py; it stays importable from here too.
 from support import tiny_config  # noqa: E402
