@@ -108,7 +108,7 @@ def test_an_option_class_rejects_a_bad_number_in_hp_words(cls):
     (lambda: StandinArch(embed_dim=0), "invalid embed_dim=0; valid: an integer >= 1"),
     (lambda: PretrainClipConfig(steps=0), "invalid steps=0; valid: an integer >= 1"),
     (lambda: ViTPretrainConfig(glyphs=0), "invalid glyphs=0; valid: an integer >= 1"),
-    (lambda: Rows(seeds="all"), "invalid seeds='all'; valid: claim, table"),
+    (lambda: Rows(seeds="all"), "invalid seeds='all'; valid: claim, table, tuning"),
 ])
 def test_a_bad_option_is_one_line_naming_it_and_what_is_valid(make, message):
     with pytest.raises(ConfigError) as e:
