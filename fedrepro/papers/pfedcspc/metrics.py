@@ -95,3 +95,19 @@ def local_units(res: RunResult) -> tuple[pd.Series, int]:
         return pd.Series(dtype=float), n
     return pd.Series([harmonic_mean(a, f) for a, f in zip(scored["acc"], scored["f1"])],
                      index=scored["client"].astype(int).to_numpy(), dtype=float), n
+
+
+def by_seed_and_client(values: pd.Series, seed: int) -> pd.Series:
+    """Per-client values of one run (:func:`local_units`) indexed by ``(seed, client)``, so that two
+    candidates' runs pair client by client across the seeds."""
+    return pd.Series(values.to_numpy(dtype=float), index=pd.MultiIndex.from_arrays(
+        [[int(seed)] * len(values), values.index.to_numpy()], names=["seed", "client"]))
+
+
+def paired_se(a: pd.Series, b: pd.Series) -> float:
+    """The standard error of the mean of ``a − b`` over the units (``(seed, client)``) both hold
+    (finite differences only); infinite with fewer than two."""
+    common = a.index.intersection(b.index)
+    d = (a.loc[common] - b.loc[common]).to_numpy(dtype=float)
+    d = d[np.isfinite(d)]
+    return float(d.std(ddof=1) / np.sqrt(d.size)) if d.size >= 2 else float("inf")

@@ -34,7 +34,7 @@ from ...runs.train import restore
 from ...execute.tuning import MIN_VALIDATION_IMAGES, SearchDecision, decide
 from ...methods.pfedcspc import MODEL, PFedCSPCParams
 from .. import setup
-from .metrics import local_units
+from .metrics import by_seed_and_client, local_units, paired_se
 
 
 def _inits(method, shared: dict, cid: int) -> dict[str, dict]:
@@ -204,6 +204,7 @@ VALIDATION_METRIC = "final_i_local_mean"
 # claim reads), and decides only what those splits can tell apart: the rule of every search
 # (fedrepro.execute.tuning.decide), with the method's neutral τ_p where the candidates are within noise.
 NEUTRAL_TAU_P = PFedCSPCParams().tau_p
+RULE_NEUTRAL = f"within noise: the neutral τ_p = {NEUTRAL_TAU_P:g}"
 TAU_P_RULE = ("τ_p = the grid value with the highest mean over the tuning seeds (which no claim reads) of the "
               "final round's I_local on the clients' validation splits (held out of the training images; a "
               "diverged run scores 0), if it was scored on at least "
@@ -230,21 +231,14 @@ def select_tau_p(validation: pd.DataFrame, metric: str = VALIDATION_METRIC, unit
         scores[tau] = float(rows[metric].fillna(0.0).mean())
         for _, row in rows.iterrows():
             values, n = units_of(row)
-            parts.setdefault(tau, []).append(pd.Series(values.to_numpy(dtype=float), index=pd.MultiIndex.from_arrays(
-                [[int(row["seed"])] * len(values), list(values.index)], names=["seed", "client"])))
+            parts.setdefault(tau, []).append(by_seed_and_client(values, row["seed"]))
             images[tau] = images.get(tau, 0) + int(n)
     units = {tau: pd.concat(p) if p else pd.Series(dtype=float) for tau, p in parts.items()}
     ranked = sorted(scores, key=lambda t: (-scores[t], abs(t - NEUTRAL_TAU_P)))
 
-    def se(a: float, b: float) -> float:
-        common = units[a].index.intersection(units[b].index)
-        d = (units[a].loc[common] - units[b].loc[common]).to_numpy(dtype=float)
-        d = d[np.isfinite(d)]
-        return float(d.std(ddof=1) / np.sqrt(d.size)) if d.size >= 2 else float("inf")
-
     seeds = sorted(int(x) for x in validation["seed"].unique())
-    return decide(scores, ranked, max(images.values(), default=0), se, NEUTRAL_TAU_P,
-                  f"within noise: the neutral τ_p = {NEUTRAL_TAU_P:g}", len(units[ranked[0]]), seeds)
+    return decide(scores, ranked, max(images.values(), default=0), lambda a, b: paired_se(units[a], units[b]),
+                  NEUTRAL_TAU_P, RULE_NEUTRAL, len(units[ranked[0]]), seeds)
 
 
 def setup_tau_p(profile: str) -> float:

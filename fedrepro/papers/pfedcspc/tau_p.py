@@ -41,15 +41,14 @@ from ...methods.pfedcspc import PFedCSPCParams
 from ...params import hp
 from ...runs.store import RunResult, RunStore
 from ...runs.train import is_stale, on_stale_policy
-from .metrics import local_units, run_scores
-from .pmi import SPREAD, pmi_spread
+from .metrics import by_seed_and_client, local_units, paired_se, run_scores
+from .pmi import NEUTRAL_TAU_P, RULE_NEUTRAL, SPREAD, pmi_spread
 
 TAU_P = "method.args.tau_p"
 LOCAL, GLOBAL = "final_i_local_mean", "final_global_acc"
 # The neutral τ_p: the method's default, the least selective value of every grid (at τ_p = 1 the
 # laptop's weights are close to uniform, fail-audit E2).
-NEUTRAL = PFedCSPCParams().tau_p
-RULE_NEUTRAL = f"within noise: the neutral τ_p = {NEUTRAL:g}"
+NEUTRAL = NEUTRAL_TAU_P
 
 TAU_P_SEARCH_RULE = (
     "Each PMI row's τ_p: every τ_p of the grid trains the row's own config for its own rounds at the tuning seed "
@@ -136,8 +135,7 @@ class TauPSearch(LrSearch):
                 values, n = local_units(res)
             else:
                 values, n = pd.Series([self._score(res)], index=[-1]), local_units(res)[1]
-            parts.setdefault(tau, []).append(pd.Series(values.to_numpy(), index=pd.MultiIndex.from_arrays(
-                [[seed] * len(values), values.index.to_numpy()], names=["seed", "client"])))
+            parts.setdefault(tau, []).append(by_seed_and_client(values, seed))
             images[tau] = images.get(tau, 0) + n
         return {tau: pd.concat(p) for tau, p in parts.items()}, max(images.values(), default=0)
 
@@ -156,10 +154,7 @@ class TauPSearch(LrSearch):
                 pa, pb = scores[a], scores[b]
                 ok = n_images > 0 and math.isfinite(pa) and math.isfinite(pb)
                 return math.sqrt((pa * (1 - pa) + pb * (1 - pb)) / n_images) if ok else math.inf
-            common = units[a].index.intersection(units[b].index)
-            d = (units[a].loc[common] - units[b].loc[common]).to_numpy(dtype=float)
-            d = d[np.isfinite(d)]
-            return float(d.std(ddof=1) / math.sqrt(d.size)) if d.size >= 2 else math.inf
+            return paired_se(units[a], units[b])
 
         n_pairs = len(units[ranked[0]]) if self.metric == LOCAL else 0
         return decide_tau_p(scores, ranked, n_images, se, self.neutral, n_pairs, self.seeds)
