@@ -222,3 +222,63 @@ def test_the_committed_archive_is_whole_small_and_each_of_its_runs_checks():
         assert arch.runs and arch.claims()
         for run in arch.runs.values():
             archive.check_files(run, folder / run.archive_file)
+
+
+def test_a_notebook_reading_the_archive_plans_the_seed_stages_its_pass_reached(archived, monkeypatch):
+    """Issue 56 item 7: the archive keeps each table's seed stage, and claim seeds read it while runs
+    are read from the archive (not with the archive off, which a training pass uses)."""
+    from fedrepro.papers import claim_seeds
+
+    cfg, res, folder, fresh = archived
+    archive.write_stages(folder, {"pfedcspc/alignment": 8})
+    archive.write_stages(folder, {"pfedcspc/alignment": 5, "pfedcspc/rounds_default": 12})  # never lowered
+    assert archive.Archive(folder).stages() == {"pfedcspc/alignment": 8, "pfedcspc/rounds_default": 12}
+    assert claim_seeds(cfg.profile, "pfedcspc/alignment") == list(range(8))
+    assert claim_seeds(cfg.profile, "pfedcspc/other") == claim_seeds(cfg.profile)
+    monkeypatch.setenv(archive.ENV, "off")
+    assert claim_seeds(cfg.profile, "pfedcspc/alignment") == claim_seeds(cfg.profile)
+
+
+@pytest.mark.parametrize("stages", [{"t": 0}, {"t": "8"}, {"t": 2.5}])
+def test_seed_stages_that_are_not_positive_counts_are_refused(archived, stages):
+    cfg, res, folder, fresh = archived
+    with pytest.raises(ConfigError, match="seed stages"):
+        archive.write_stages(folder, stages)
+    manifest = json.loads((folder / archive.MANIFEST).read_text())
+    manifest["stages"] = stages
+    (folder / archive.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(CorruptCacheError) as e:
+        archive.Archive(folder).stages()
+    _one_line(e.value, folder / archive.MANIFEST)
+
+
+def _committed_archives():
+    from fedrepro.env.host import repo_root
+
+    root = repo_root() / "results" / "laptop"
+    if not (root / archive.MANIFEST).is_file():
+        pytest.skip("no reference archive committed")
+    return archive.Archive(root)
+
+
+def test_the_committed_archive_holds_the_stages_its_own_records_rest_on(monkeypatch):
+    """The stages in the manifest are those the archived claim records read (fedrepro.papers.plan.
+    recorded_stages), and every run a laptop notebook of an archived paper plans at those stages is in
+    the archive (those its learning-rate searches choose are checked by rendering: make figures)."""
+    from fedrepro.env.host import repo_root
+    from fedrepro.papers.plan import plan, recorded_stages
+
+    monkeypatch.delenv(archive.ENV_ROOT, raising=False)
+    monkeypatch.setenv(archive.ENV, "read")
+    arch = _committed_archives()
+    recorded = {row["claim_id"]: {**row, "notebook": rec["notebook"]}
+                for rec in arch.claims().values() for row in rec["claims"]}
+    nb_root = repo_root() / "notebooks"
+    for name, info in arch.manifest["files"].items():
+        notebooks = [nb_root / nb for nb in info["source"]["notebooks"]]
+        paper = name.removesuffix(".jsonl.gz")
+        stages = recorded_stages(notebooks, nb_root, "laptop", recorded)
+        assert stages == {k: v for k, v in arch.stages().items() if k.startswith(paper + "/")}
+        planned = plan(notebooks, nb_root, "laptop").runs
+        missing = sorted(h for h in planned if h not in arch.runs)
+        assert not missing, f"{len(missing)} of {len(planned)} runs {paper}'s notebooks plan are not archived"

@@ -13,13 +13,14 @@ import collections
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..claims.core import claims_dir, record_name
+from ..claims.core import claims_dir, record_name, recorded_claims
 from ..env import trace
 from ..env.host import cpu_model, git_commit, repo_root
 from ..env.settings import output_path
 from ..errors import ConfigError
 from ..runs import archive
 from ..runs.fingerprint import STALE, staleness
+from ..papers.plan import recorded_stages
 from ..runs.store import RunResult, default_runs_dir
 from .reproduce import numbered_notebooks, selected
 
@@ -83,4 +84,9 @@ def archive_pass(profile: str = "laptop", only: str | None = None, runs_dir: Pat
         records = {f"{record_name(nb)}.json": (claims / f"{record_name(nb)}.json").read_bytes()
                    for nb in notebooks if (claims / f"{record_name(nb)}.json").is_file()}
         archive.write_claims(folder, records)
+        # The seed stage each table reached for those verdicts, so that a notebook reading the
+        # archive plans the same seeds (fedrepro.papers.claim_seeds).
+        nb_root = repo_root() / "notebooks"
+        archive.write_stages(folder, recorded_stages([nb_root / nb for nb in notebooks], nb_root, profile,
+                                                     recorded_claims(claims)))
     return written

@@ -476,7 +476,10 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
                         executor=executor, analyze=analyze, bar=bar, gpus=gpus, after=the_plan.waits)
         pool.done, pool.memory = {**searched, **pool.done}, {**searched_memory, **pool.memory}
         pool.trained |= searched_trained
-        for _ in range(MAX_SEED_STAGES if render else 0):
+        # Reading the reference archive (make figures) renders the stages its pass reached
+        # (fedrepro.papers.claim_seeds plans them) and starts none beyond: a later stage would train
+        # runs the archive's pages never rested on.
+        for _ in range(MAX_SEED_STAGES if render and os.environ.get(ARCHIVE_ENV) != "read" else 0):
             if pool.failed:
                 break
             # Sequential claims: once a stage is stored and its notebooks rendered, a claim still

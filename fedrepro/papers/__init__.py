@@ -109,12 +109,25 @@ def record_seed_stage(profile: str, table: str, n_seeds: int, root=None) -> None
         atomic_write_json(path, dict(sorted(stages.items())))
 
 
+def archived_stages(profile: str) -> dict[str, int]:
+    """The seed stages of the reference archive's pass at ``profile`` (:meth:`fedrepro.runs.archive.
+    Archive.stages`) while runs are read from it (``FEDREPRO_ARCHIVE=read``, the default outside
+    ``fedrepro reproduce``); empty otherwise."""
+    from ..runs import archive  # defers pandas (the store's tables): papers is imported by the CLI
+
+    if archive.policy() != "read":
+        return {}
+    return archive.Archive(archive.archive_folder(profile)).stages()
+
+
 def claim_seeds(profile: str, table: str | None = None, root=None) -> list[int]:
     """The seeds of ``table``'s rows that claims read: the profile's claim seeds
     (:func:`fedrepro.default_seeds`), continued to the count a sequential claim's stage recorded
-    (:func:`record_seed_stage`)."""
+    (:func:`record_seed_stage`), or to the count the reference archive's pass reached when runs are
+    read from it (:func:`archived_stages`), so that a notebook opened on the archive gives its page's
+    verdicts on the same seeds."""
     seeds = list(default_seeds(profile))
-    n = seed_stages(profile, root).get(table, 0) if table else 0
+    n = max(seed_stages(profile, root).get(table, 0), archived_stages(profile).get(table, 0)) if table else 0
     return seeds + [max(seeds) + 1 + i for i in range(n - len(seeds))]
 
 
@@ -124,5 +137,5 @@ def load_all() -> None:
         paper(name)
 
 
-__all__ = ["PAPERS", "claim_seeds", "load_all", "paper", "record_seed_stage", "seed_stages", "setup", "table_seeds",
-           "variants"]
+__all__ = ["PAPERS", "archived_stages", "claim_seeds", "load_all", "paper", "record_seed_stage", "seed_stages", "setup",
+           "table_seeds", "variants"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from ..config import PROFILES, RunConfig, check_profile
+from ..config import PROFILES, RunConfig, check_profile, default_seeds
 from ..errors import ConfigError
 from . import PAPERS
 from . import paper as paper_package
@@ -151,6 +151,41 @@ def plan(notebooks: Iterable[Path], nb_root: Path, profile: str, runs_dir: str |
     return out
 
 
+def _tables_read(path: Path, nb_root: Path, profile: str, record: Mapping[str, Any]) -> list[str]:
+    """The seed-stage names (table keys, or a ``Need``'s ``stage``) whose runs ``record`` (one claim
+    of the notebook ``path``) read: every table of the notebook with claim rows where the record names
+    no run (a check on values derived from the runs). Runs built another way than by a table
+    (``Need(runs=...)``) count under their ``stage`` name where they have one; without one their
+    notebooks choose their own seeds."""
+    from ..execute.tuning import TuningPending  # defers torch, as Plan.add does
+
+    needs = needs_of(path, nb_root)
+    if not needs:
+        return []
+    paper = notebook_key(path, nb_root)[0]
+    read = set(record.get("runs") or ())
+    tables = paper_package(paper).TABLES
+    chosen = []
+    for need in needs:
+        if need.stage is not None:
+            if profile in need.profiles and (not read or {c.hash() for c in need.configs(paper, profile)} & read):
+                chosen.append(need.stage)
+            continue
+        if need.table is None or profile not in need.profiles:
+            continue
+        table = tables[need.table]
+        if read:
+            try:
+                hashes = {c.hash() for c in need.configs(paper, profile)}
+            except TuningPending:
+                continue
+            if hashes & read:
+                chosen.append(table.key)
+        elif any(g.seeds == "claim" for g in table.row_groups(profile)):
+            chosen.append(table.key)
+    return chosen
+
+
 def seed_stage(notebooks: Iterable[Path], nb_root: Path, profile: str,
                recorded: Mapping[str, Mapping[str, Any]]) -> tuple[dict[str, int], list[str]]:
     """The next stage of the sequential claims (:data:`fedrepro.claims.core.STAGES`) among
@@ -159,12 +194,8 @@ def seed_stage(notebooks: Iterable[Path], nb_root: Path, profile: str,
 
     A claim INCONCLUSIVE at one of its stages below its ``max_seeds``
     (:func:`~fedrepro.claims.core.next_stage`) asks for its next stage's seeds on the tables of its
-    notebook whose runs it read (every table of the notebook with claim rows where its record names
-    no run: a check on a derived table). Runs built another way than by a table (``Need(runs=...)``)
-    are extended under their ``stage`` name where they have one and the claim read them (or its
-    record names no run); without one their notebooks choose their own seeds."""
+    notebook whose runs it read (:func:`_tables_read`)."""
     from ..claims.core import DEFAULT_MAX_SEEDS, next_stage, record_name  # defers pandas, as Plan.add does
-    from ..execute.tuning import TuningPending
 
     saved = {record_name(p.relative_to(nb_root)): p for p in notebooks}
     grow: dict[str, int] = {}
@@ -176,34 +207,32 @@ def seed_stage(notebooks: Iterable[Path], nb_root: Path, profile: str,
         rel = str(path.relative_to(nb_root)).removesuffix(".ipynb")
         n_read = len(record.get("seeds") or ())
         nxt = next_stage(str(record.get("verdict")), n_read, int(record.get("max_seeds") or DEFAULT_MAX_SEEDS))
-        needs = needs_of(path, nb_root)
-        if nxt is None or not needs:
+        if nxt is None:
             continue
-        paper = notebook_key(path, nb_root)[0]
-        read = set(record.get("runs") or ())
-        tables = paper_package(paper).TABLES
-        chosen = []
-        for need in needs:
-            if need.stage is not None:
-                # As for tables below: a record that names no run (a check on values derived from
-                # the runs) grows every stage of its notebook.
-                if profile in need.profiles and (not read or {c.hash() for c in need.configs(paper, profile)} & read):
-                    chosen.append(need.stage)
-                continue
-            if need.table is None or profile not in need.profiles:
-                continue
-            table = tables[need.table]
-            if read:
-                try:
-                    hashes = {c.hash() for c in need.configs(paper, profile)}
-                except TuningPending:
-                    continue
-                if hashes & read:
-                    chosen.append(table.key)
-            elif any(g.seeds == "claim" for g in table.row_groups(profile)):
-                chosen.append(table.key)
+        chosen = _tables_read(path, nb_root, profile, record)
         for key in chosen:
             grow[key] = max(grow.get(key, 0), nxt)
         if chosen and rel + ".ipynb" not in again:
             again.append(rel + ".ipynb")
     return grow, again
+
+
+def recorded_stages(notebooks: Iterable[Path], nb_root: Path, profile: str,
+                    recorded: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    """The seed stage each table stood at when ``recorded`` (claim records by id) were written:
+    ``{table key: seeds}`` for every table a claim read at more than the profile's claim seeds (the
+    largest such count). The reference archive keeps it beside the records (:mod:`fedrepro.runs.archive`),
+    so that a notebook reading the archive plans the seeds its page's verdicts rest on."""
+    from ..claims.core import record_name  # defers pandas, as Plan.add does
+
+    saved = {record_name(p.relative_to(nb_root)): p for p in notebooks}
+    base = len(default_seeds(profile))
+    out: dict[str, int] = {}
+    for record in recorded.values():
+        path = saved.get(str(record.get("notebook")))
+        n_read = len(record.get("seeds") or ())
+        if path is None or n_read <= base:
+            continue
+        for key in _tables_read(path, nb_root, profile, record):
+            out[key] = max(out.get(key, 0), n_read)
+    return dict(sorted(out.items()))

@@ -144,6 +144,22 @@ def write_claims(folder: Path, records: Mapping[str, bytes]) -> None:
     atomic_write_bytes(folder / MANIFEST, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
 
 
+def write_stages(folder: Path, stages: Mapping[str, int]) -> None:
+    """Record in the manifest the seed stage each table stood at in the pass (``{"<paper>/<table>":
+    seeds}``, :func:`fedrepro.papers.plan.recorded_stages`), raising none that is recorded: a notebook
+    that reads the archive plans these seeds (:func:`fedrepro.papers.claim_seeds`), so that its
+    verdicts rest on the seeds of the archived records."""
+    if not all(isinstance(k, str) and type(v) is int and v > 0 for k, v in stages.items()):
+        raise ConfigError(f"seed stages {dict(stages)!r}; valid: {{'<paper>/<table>': a positive seed count}}")
+    manifest = _manifest(folder) if (folder / MANIFEST).exists() else {"format": FORMAT, "files": {}}
+    kept = manifest.setdefault("stages", {})
+    for key, n in stages.items():
+        kept[key] = max(int(kept.get(key, 0)), int(n))
+    manifest["stages"] = dict(sorted(kept.items()))
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(folder / MANIFEST, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+
+
 def _manifest(folder: Path) -> dict:
     path = folder / MANIFEST
     try:
@@ -155,7 +171,8 @@ def _manifest(folder: Path) -> dict:
             isinstance(k, str) and "/" not in k and k.endswith(".jsonl.gz") and isinstance(v, dict)
             and isinstance(v.get("sha256"), str) for k, v in files.items()) or not all(
             isinstance(k, str) and "/" not in k and k.endswith(".json") and isinstance(v, dict)
-            and isinstance(v.get("sha256"), str) for k, v in (manifest.get("claims") or {}).items()):
+            and isinstance(v.get("sha256"), str) for k, v in (manifest.get("claims") or {}).items()) or not all(
+            isinstance(k, str) and type(v) is int and v > 0 for k, v in (manifest.get("stages") or {}).items()):
         raise _refuse(path, f"is not a {FORMAT} manifest ({{'format', 'files': {{name: {{'sha256', ...}}}}}})")
     return manifest
 
@@ -223,6 +240,11 @@ class Archive:
 
     def get(self, config_hash: str) -> ArchivedRun | None:
         return self.runs.get(config_hash) if self.exists() else None
+
+    def stages(self) -> dict[str, int]:
+        """The seed stage of each table in the archived pass (``{"<paper>/<table>": seeds}``; empty
+        for a pass that recorded none)."""
+        return dict(self.manifest.get("stages") or {}) if self.exists() else {}
 
     def claims(self) -> dict[str, dict]:
         """The pass's claim records by record name, each checked against the manifest's sha256."""
