@@ -65,6 +65,32 @@ def test_a_timed_run_whose_config_changed_since_calibrates_its_kind_from_the_sto
     assert cal.basis(today) == "kind" and cal.run_seconds(today) == pytest.approx(10.0)
 
 
+
+def test_the_reference_archives_runs_calibrate_the_kinds_a_report_did_not_time(tmp_path):
+    """A fresh clone's store is empty and its report may predate today's configs: the archive's runs,
+    with the seconds they took where they were trained, calibrate their kinds; a run the report timed
+    counts once (the report's seconds)."""
+    timed = tiny_config(tmp_path)
+    archived_kind = timed.replace(**{"method.name": "fedprox"})
+    report = _report((timed.hash(), 10.0))
+    with pytest.raises(ConfigError):
+        calibrate(report, {}).run_seconds(archived_kind)
+    cal = calibrate(report, {timed.hash(): timed},
+                    archived={archived_kind.hash(): (archived_kind, 4.0), timed.hash(): (timed, 99.0)})
+    assert (cal.matched, cal.from_archive) == (1, 1)
+    assert cal.basis(archived_kind) == "kind" and cal.run_seconds(archived_kind.replace(seed=5)) == pytest.approx(4.0)
+    assert cal.run_seconds(timed) == pytest.approx(10.0)
+
+
+def test_the_committed_archive_gives_its_runs_times_and_configs():
+    from fedrepro.app.compute import archived_times
+    from fedrepro.runs import archive
+
+    if not archive.Archive(archive.archive_folder("laptop")).exists():
+        pytest.skip("no reference archive committed")
+    times = archived_times("laptop")
+    assert times and all(cfg.hash() == h and seconds > 0 for h, (cfg, seconds) in times.items())
+
 def test_reproduce_refuses_a_timings_file_that_is_not_there_before_it_plans(tmp_path, capsys):
     from fedrepro.app.cli import main
 

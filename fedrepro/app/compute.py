@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from ..claims.core import CLAIMS, DEFAULT_MAX_SEEDS, KEPT, claims_dir, kept_records, recorded_claims, stages
-from ..config import RunConfig
+from ..config import RunConfig, from_dict
 from ..errors import ConfigError, FedreproError
 from ..env.host import repo_root
 from ..env.jsonfiles import read_json_file
@@ -42,6 +42,7 @@ from ..execute.tuning import provisional_rates
 from ..papers import PAPERS, claim_seeds, load_all, paper as paper_package
 from ..papers.plan import needs_of, notebook_key
 from ..papers.verdicts import notebook_path
+from ..runs import archive
 from ..runs.prefix import prefixes_among
 from ..runs.store import RunResult
 
@@ -63,6 +64,7 @@ class Calibration:
     timed_runs: int = 0      # runs the report timed
     matched: int = 0         # of those, runs the plan has today (same config hash)
     from_store: int = 0      # of the others, runs whose config the store keeps
+    from_archive: int = 0    # runs of the reference archive the report did not time (their own train + eval time)
 
     @property
     def all_runs(self) -> list[float]:
@@ -92,12 +94,23 @@ class Calibration:
         return statistics.median(self.renders.values()) if self.renders else 0.0
 
 
-def calibrate(report: Mapping, runs: Mapping[str, RunConfig], store: Path | None = None) -> Calibration:
+def calibrate(report: Mapping, runs: Mapping[str, RunConfig], store: Path | None = None,
+              archived: Mapping[str, tuple[RunConfig, float]] | None = None) -> Calibration:
     """The :class:`Calibration` of a pass's ``report`` (its ``tasks``: key -> seconds) over the
     runs whose hashes it timed: those of ``runs`` (hash -> config), and those whose config lies in
     ``store``, which keeps the runs of configs that have changed since the report (so a report still
-    calibrates the kinds of run it timed)."""
+    calibrates the kinds of run it timed). ``archived`` (hash -> (config, seconds)): the reference
+    archive's runs with their recorded training and evaluation time, which calibrate the kinds the
+    report did not time (a fresh clone's store is empty, and the archive's pass is newer)."""
     cal = Calibration()
+    timed = set(report.get("tasks", {}))
+    for key, (cfg, seconds) in (archived or {}).items():
+        if key in timed or seconds <= 0:
+            continue
+        ratio = float(seconds) / estimate_cost(cfg)
+        cal.by_kind[Task(key, cfg).kind].append(ratio)
+        cal.by_method[cfg.method.name].append(ratio)
+        cal.from_archive += 1
     for key, seconds in report.get("tasks", {}).items():
         if key.startswith("render:"):
             cal.renders[key.removeprefix("render:")] = float(seconds)
@@ -287,7 +300,8 @@ def predict(notebooks: list[Path], nb_root: Path, profile: str, report: Path, pa
     planned = planned_runs(notebooks, nb_root, profile)
     if runs_dir is not None:
         planned.runs = {h: c.replace(runs_dir=runs_dir) for h, c in planned.runs.items()}
-    cal = calibrate(timings, planned.runs, Path(runs_dir) if runs_dir is not None else None)
+    cal = calibrate(timings, planned.runs, Path(runs_dir) if runs_dir is not None else None,
+                    archived_times(profile))
     cal.report = _shown(Path(report))  # as the error of a kind it cannot calibrate names it
     left = unfinished(list(planned.runs.values()))
     papers: dict[str, dict[str, float]] = {}
@@ -317,6 +331,7 @@ def predict(notebooks: list[Path], nb_root: Path, profile: str, report: Path, pa
     return {
         "profile": profile, "report": cal.report, "report_commit": timings.get("commit"),
         "runs_timed": cal.timed_runs, "runs_matched": cal.matched, "runs_from_store": cal.from_store,
+        "runs_from_archive": cal.from_archive,
         "runs": len(planned.runs),
         "papers": papers, "total_s": sum(r["total_s"] for r in papers.values()),
         "to_train_s": sum(r["to_train_s"] for r in papers.values()),
@@ -325,6 +340,26 @@ def predict(notebooks: list[Path], nb_root: Path, profile: str, report: Path, pa
         "halving_saving_s": halving_saving(planned, cal), "halving": [HALVING, ETA],
         "prefix_saving_s": prefix_s, "prefix_runs": prefix_n,
     }
+
+
+def archived_times(profile: str) -> dict[str, tuple[RunConfig, float]]:
+    """The reference archive's runs at ``profile`` (:mod:`fedrepro.runs.archive`) with the seconds
+    each took to train and evaluate where it was trained; empty without an archive. A run whose
+    config no longer reads (a field renamed since), or that timed nothing, is left out."""
+    folder = archive.archive_folder(profile)
+    if not archive.Archive(folder).exists():
+        return {}
+    out = {}
+    for h, run in archive.Archive(folder).runs.items():
+        try:
+            cfg = from_dict(json.loads(run.files["config.json"])["config"])
+            s = json.loads(run.files["summary.json"])
+            seconds = float(s.get("time_train_s", 0)) + float(s.get("time_eval_s", 0))
+        except (FedreproError, KeyError, TypeError, ValueError):
+            continue
+        if seconds > 0:  # a run that trained nothing (0 rounds) times nothing
+            out[h] = (cfg, seconds)
+    return out
 
 
 def _stored_config(folder: Path) -> RunConfig | None:
@@ -353,7 +388,8 @@ def text(p: Mapping, workers: int) -> str:
     lines = [f"[reproduce] predicted cost at {p['profile']} (a prediction, not a measurement: each run's size "
              f"estimate times the seconds per unit that {p['report']} (commit {p['report_commit']}) measured; "
              f"{p['runs_matched']} of its {p['runs_timed']} timed runs are in today's plan of {p['runs']} runs, and "
-             f"{p.get('runs_from_store', 0)} more calibrate their kind from the configs the store keeps):"]
+             f"{p.get('runs_from_store', 0)} more calibrate their kind from the configs the store keeps, "
+             f"{p.get('runs_from_archive', 0)} from the reference archive's runs):"]
     for paper, r in p["papers"].items():
         lines.append(f"    {paper}: {r['runs']} runs {_h(r['runs_s'])} ({r['to_train']} to train, "
                      f"{_h(r['to_train_s'])}), analyses {_h(r['analyses_s'])}, renders {_h(r['renders_s'])}"
