@@ -2,6 +2,8 @@
 figure that keeps it; the shared plotting functions pass it; savefig enforces it under strict."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -283,7 +285,8 @@ def test_styles_for_parts_methods_whose_colours_clash_in_one_figure():
     # pFedCSPC and FedALA share a palette colour (slots 13 and 29, told apart by hatch alone).
     assert style.method_style("pfedcspc").color == style.method_style("fedala").color
     s = style.styles_for(["fedala", "pfedcspc", "fedavg"])
-    assert s["pfedcspc"] == style.method_style("pfedcspc")  # the lower slot keeps its colour
+    # the lower slot keeps its colour (pFedCSPC, the paper's own method beside others, is emphasised)
+    assert s["pfedcspc"] == replace(style.method_style("pfedcspc"), emphasis=True)
     assert figure_check.colour_distance(s["fedala"].color, s["pfedcspc"].color) >= figure_check.MIN_COLOUR_DISTANCE
     assert style.styles_for(["fedala"])["fedala"] == style.method_style("fedala")  # alone: its own colour
     colours = [*style.PALETTE, *style.EXTRA_COLOURS]

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import matplotlib
 
@@ -47,8 +48,11 @@ def test_styles_for_keeps_method_styles_and_gives_other_labels_free_colours():
     assert len({(v.color, v.hatch) for v in s.values()}) == 3
     # A display form of a method name resolves to the method.
     assert style.styles_for(["FedAvg-FT"])["FedAvg-FT"] == style.method_style("fedavg_ft")
-    # The order a figure lists methods in does not change their styles.
-    assert style.styles_for(["fedpft", "fedavg"]) == {k: style.method_style(k) for k in ("fedpft", "fedavg")}
+    # The order a figure lists methods in does not change their styles (FedPFT, the paper's own method
+    # beside FedAvg, is emphasised in either order).
+    expected = {"fedpft": replace(style.method_style("fedpft"), emphasis=True), "fedavg": style.method_style("fedavg")}
+    assert style.styles_for(["fedpft", "fedavg"]) == expected
+    assert style.styles_for(["fedavg", "fedpft"]) == expected
 
 
 def test_unknown_method_style_names_the_fix():

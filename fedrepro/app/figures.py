@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import matplotlib
 
@@ -110,7 +110,8 @@ def plot_curves(results: dict[str, Sequence[RunResult]], ax=None, metric: str = 
         many = curves.shape[1] > 1
         name = style.display_label(label)
         ax.plot(m.index, m.values, label=name if many else f"{name}{style.SINGLE_SEED_MARK}", color=st.color,
-                linestyle=st.linestyle, marker=st.marker, markersize=3, markevery=max(1, len(m) // 8))
+                linestyle=st.linestyle, linewidth=st.linewidth, marker=st.marker, markersize=3,
+                markevery=max(1, len(m) // 8))
         if many:
             s = scale * curves.std(axis=1).fillna(0.0)
             style.mark_spread(ax.fill_between(m.index, (m - s).values, (m + s).values, alpha=0.15, color=st.color,
@@ -127,21 +128,53 @@ def plot_curves(results: dict[str, Sequence[RunResult]], ax=None, metric: str = 
     return ax
 
 
+def our_datasets(table: pd.DataFrame) -> list[str]:
+    """The dataset ids of the runs of ``table`` (a ``run_grid`` table: read from each run's stored
+    config by its ``path``), in first-seen order; none for a table without paths."""
+    if "path" not in table.columns:
+        return []
+    return list(dict.fromkeys(RunResult(p).config.data.dataset for p in dict.fromkeys(table["path"].dropna())))
+
+
+def _paper_entry(paper_label: str, table: pd.DataFrame, dataset: str | Iterable[str] | None) -> str:
+    """``paper_label`` with the note that the paper's numbers come from another dataset than ours
+    (:func:`fedrepro.env.style.with_setting_note`) where its setting names none of ours: ``dataset``,
+    else the datasets of ``table``'s runs."""
+    return style.with_setting_note(paper_label, our_datasets(table) if dataset is None else dataset)
+
+
+def _bold_ticks(ticks, names: Sequence[str]) -> None:
+    """The tick labels whose name (the label, or what a key says it means) is a paper's own method
+    beside others (:func:`fedrepro.env.style.emphasised`) in bold."""
+    strong = style.emphasised(names)
+    for t, name in zip(ticks, names):
+        if name in strong:
+            t.set_fontweight("bold")
+
+
 def plot_bars(table: pd.DataFrame, x: str, hue: str, value: str = "best", ax=None, title: str | None = None,
               xlabel: str | None = None, paper: Callable[[Any, Any], float | None] | None = None,
               paper_label: str | None = None, legend: str | None = "right", scale: float = 100.0,
-              ylabel: str | None = None, hue_format: Callable[[Any], str] = str):
+              ylabel: str | None = None, hue_format: Callable[[Any], str] = str,
+              key: Mapping[Any, str] | None = None, dataset: str | Iterable[str] | None = None):
     """Grouped bars of the mean over seeds (``table`` is the tidy per-run table of ``run_grid``), each
-    hue in its fixed :mod:`fedrepro.env.style`. The error bar is ± std over seeds; a bar of one seed has
-    none, and its hue is marked ¹ in the legend.
+    hue in its fixed :mod:`fedrepro.env.style` (a paper's own method beside others emphasised). The
+    error bar is ± std over seeds; a bar of one seed has none, and its hue is marked ¹ in the legend.
 
     ``paper(x_value, hue_value)`` gives the paper's number (in %, None where it quotes none), drawn
     as a white diamond on the bar; ``paper_label`` names it with the paper's setting, e.g.
-    ``fedrepro.env.style.paper_label("CIFAR-10")``. ``legend``: ``"right"``, ``"below"`` or None;
-    ``hue_format`` writes a hue's legend label (e.g. ``lambda a: f"α = {a}"``)."""
+    ``fedrepro.env.style.paper_label("CIFAR-10")``. Where that setting names none of our runs'
+    datasets (``dataset``, default read from ``table``'s runs), the legend entry says the paper's
+    numbers come from another dataset. ``legend``: ``"right"``, ``"below"`` or None; ``hue_format``
+    writes a hue's legend label (e.g. ``lambda a: f"α = {a}"``). ``key``: what each x value means,
+    where the values are codes (``{"III": "FedPFT (...)"}``), written under the axes
+    (:func:`fedrepro.env.style.add_key`); a code's tick label is bold where the key names a paper's
+    own method."""
     if paper is not None and not paper_label:
         raise ValueError("plot_bars(paper=...) needs paper_label naming the paper's setting, "
                          "e.g. fedrepro.env.style.paper_label('CIFAR-10')")
+    if paper is not None:
+        paper_label = _paper_entry(paper_label, table, dataset)
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.5))
     g = table.groupby([x, hue], sort=False)[value].agg(["mean", "std", "count"])
@@ -177,7 +210,9 @@ def plot_bars(table: pd.DataFrame, x: str, hue: str, value: str = "best", ax=Non
     if px:
         ax.plot(px, py, label=paper_label, **style.PAPER_MARKER)
     ax.set_xticks([i + width * (len(hues) - 1) / 2 for i in range(len(xs))])
-    ax.set_xticklabels([style.display_label(v) for v in xs])
+    ticks = ax.set_xticklabels([style.display_label(v) for v in xs])
+    key = {v: key[v] for v in xs if v in key} if key else {}
+    _bold_ticks(ticks, [key.get(v, style.display_label(v)) for v in xs])
     ax.set_xlabel(xlabel if xlabel is not None else x)
     ax.set_ylabel(ylabel if ylabel is not None else f"{value} mean client accuracy (%)")
     if title:
@@ -185,22 +220,29 @@ def plot_bars(table: pd.DataFrame, x: str, hue: str, value: str = "best", ax=Non
     if legend:
         style.legend_outside(ax, legend, title=style.SINGLE_SEED_NOTE if single_any else None)
     ax.grid(axis="y", alpha=0.3)
+    if key:
+        style.add_key(ax, {style.display_label(v): text for v, text in key.items()})
     return ax
 
 
 def plot_lines(table: pd.DataFrame, x: str, hue: str | None, value: str = "final", ax=None, title: str | None = None,
                xlabel: str | None = None, ylabel: str | None = None, scale: float = 100.0,
                paper: Callable[[Any, Any], float | None] | None = None, paper_x: Sequence | None = None,
-               paper_label: str | None = None, legend: str | None = "right", mark_single: bool = True):
+               paper_label: str | None = None, legend: str | None = "right", mark_single: bool = True,
+               dataset: str | Iterable[str] | None = None):
     """Mean over seeds against ``x`` for each ``hue`` (one line without), in the hue's fixed
-    :mod:`fedrepro.env.style`; error bars ± std where a point has several seeds, none (and ¹ in the
-    legend) where the line has one. ``paper(x_value, hue_value)`` at ``paper_x`` (the paper's own
-    grid, default ours) draws the paper's numbers (%) in the same colour, hollow and dotted;
-    ``paper_label`` names their setting. ``mark_single=False``: rows that are not seeds (a quoted
-    table's means) carry no ¹."""
+    :mod:`fedrepro.env.style` (a paper's own method beside others drawn thicker); error bars ± std
+    where a point has several seeds, none (and ¹ in the legend) where the line has one.
+    ``paper(x_value, hue_value)`` at ``paper_x`` (the paper's own grid, default ours) draws the
+    paper's numbers (%) in the same colour, hollow and dotted; ``paper_label`` names their setting,
+    and says where it is another dataset than ours (``dataset``, default read from ``table``'s
+    runs; as :func:`plot_bars`). ``mark_single=False``: rows that are not seeds (a quoted table's
+    means) carry no ¹."""
     if paper is not None and not paper_label:
         raise ValueError("plot_lines(paper=...) needs paper_label naming the paper's setting, "
                          "e.g. fedrepro.env.style.paper_label('CIFAR-100')")
+    if paper is not None:
+        paper_label = _paper_entry(paper_label, table, dataset)
     if ax is None:
         _, ax = plt.subplots(figsize=(5.5, 3.5))
     groups = [(None, table)] if hue is None else list(table.groupby(hue, sort=False))
@@ -256,6 +298,7 @@ def plot_boxes(values: dict[Any, Sequence[float]], ax=None, title: str | None = 
     names = [style.display_label(lab) for lab in labels]
     parts = ax.boxplot([list(values[lab]) for lab in labels], tick_labels=names, patch_artist=True,
                        medianprops={"color": "black"})
+    _bold_ticks(ax.get_xticklabels(), names)
     for i, (lab, name) in enumerate(zip(labels, names)):
         box = parts["boxes"][i]
         box.set(**styles[lab].bar(), alpha=0.7, label=name)
@@ -308,7 +351,7 @@ def plot_points(points: pd.DataFrame, x: str, y: str, ax=None, title: str | None
     for label, row in points.iterrows():
         st = styles[label]
         kw = st.point() if not hollow else {"marker": st.marker, "facecolors": "none", "edgecolors": st.color,
-                                            "linewidths": 1.4}
+                                            "linewidths": 2.4 if st.emphasis else 1.4}
         big = highlight is not None and label == highlight
         ax.scatter(scale * row[x], scale * row[y], s=110 if big else 42, label=style.display_label(label),
                    zorder=4 if big else 3, **kw)

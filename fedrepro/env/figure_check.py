@@ -24,6 +24,10 @@ fails is not written and the notebook stops, unless :data:`EXEMPT` names it with
     a connected curve is its own context and is not judged) shrinks the span of the rest at least
     :data:`OUTLIER_FACTOR` times, or a point lies outside the axis' limits, the axes needs a note (see
     :data:`NOTE_WORDS`) in its texts, title or the caption.
+``key``
+    A tick label that is a code (a roman numeral, perhaps with a prefix or suffix: "III", "arXiv-VI",
+    "I-ftm"; see :data:`CODE`) is spelled out on the figure: a text whose gid is :data:`KEY_GID` and
+    the code (:func:`fedrepro.env.style.add_key`). A reader of the figure alone cannot decode it.
 """
 from __future__ import annotations
 
@@ -43,7 +47,11 @@ BAND_WORDS = re.compile(r"band|shad|error bar|errorbar|whisker|±|\bstd\b|standa
                         re.IGNORECASE)
 NOTE_WORDS = re.compile(r"outlier|off (?:the )?(?:axes|axis|scale|chart)|not shown|outside|clipped|beyond",
                         re.IGNORECASE)
-RULES = ("legend", "font", "colour", "band", "outlier")
+# A tick label that means nothing without the paper's table: Table 4's "III", arXiv's "arXiv-VI".
+CODE = re.compile(r"^(?:[A-Za-z]+-)?[IVX]+(?:-[A-Za-z]+)?$")
+# The gid of a text that spells out a code ("key:III"), set by fedrepro.env.style.add_key.
+KEY_GID = "key:"
+RULES = ("legend", "font", "colour", "band", "outlier", "key")
 ENV = "FEDREPRO_FIGURE_CHECK"
 # Figures that FEDREPRO_FIGURE_CHECK=strict only warns about: name -> why the rules cannot hold for it.
 # Every figure passes today; an entry needs a reason a reviewer accepts, not a figure left unfixed.
@@ -362,6 +370,21 @@ def _outlier_rule(fig, per_axes, caption) -> list[Problem]:
     return problems
 
 
+def _key_rule(fig) -> list[Problem]:
+    from matplotlib.text import Text
+
+    keyed = {str(t.get_gid())[len(KEY_GID):] for t in fig.findobj(Text)
+             if t.get_visible() and str(t.get_gid() or "").startswith(KEY_GID)}
+    problems = []
+    for ax in fig.axes:
+        ticks = [t.get_text().strip() for t in [*ax.get_xticklabels(), *ax.get_yticklabels()] if t.get_visible()]
+        codes = [c for c in dict.fromkeys(ticks) if CODE.match(c) and c not in keyed]
+        if codes:
+            problems.append(Problem("key", _where(ax), f"tick label(s) {', '.join(codes)} are codes no key on the "
+                                                       "figure spells out (fedrepro.env.style.add_key)"))
+    return problems
+
+
 def check(fig, caption: str | None = None, rules: Iterable[str] = RULES) -> list[Problem]:
     """The problems of ``fig`` under ``rules`` (all by default); ``caption``: text printed with the
     figure (it may name bands and notes). Draws the figure (without rendering) so that tick labels
@@ -383,6 +406,8 @@ def check(fig, caption: str | None = None, rules: Iterable[str] = RULES) -> list
         out += _band_rule(fig, caption)
     if "outlier" in rules:
         out += _outlier_rule(fig, per_axes, caption)
+    if "key" in rules:
+        out += _key_rule(fig)
     return out
 
 
@@ -393,6 +418,6 @@ def assert_clean(fig, caption: str | None = None, rules: Iterable[str] = RULES) 
         raise FigureCheckError("figure check failed:\n  " + "\n  ".join(map(str, problems)))
 
 
-__all__ = ["BAND_WORDS", "ENV", "EXEMPT", "FigureCheckError", "MIN_COLOUR_DISTANCE", "MIN_FONT_PT", "NOTE_WORDS",
-           "OUTLIER_FACTOR", "Problem", "RULES", "assert_clean", "check", "colour_distance", "keyed_by", "lab",
-           "mode", "stretch"]
+__all__ = ["BAND_WORDS", "CODE", "ENV", "EXEMPT", "FigureCheckError", "KEY_GID", "MIN_COLOUR_DISTANCE", "MIN_FONT_PT",
+           "NOTE_WORDS", "OUTLIER_FACTOR", "Problem", "RULES", "assert_clean", "check", "colour_distance", "keyed_by",
+           "lab", "mode", "stretch"]

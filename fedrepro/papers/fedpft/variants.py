@@ -30,6 +30,25 @@ ABLATION_SETTINGS: dict[str, dict[str, Any]] = {
     "arXiv-VIII": {"method": "fedpft_con", "args": {"alternate": False}},
 }
 
+# What each ablation setting is, in words, for a figure whose ticks are the codes (a key under its
+# axes, fedrepro.env.style.add_key): the components of ICLR Table 4's checkmarks (arXiv Table 3's
+# extra rows as we read arXiv §4.3, the notes above). Text only: no run reads it. III and V are the
+# paper's own methods and lead with their names (the style emphasises them); "PerClassifier" is the
+# ablation table's name for FedPFT-PerClassifier below.
+ABLATION_DESCRIPTIONS: dict[str, str] = {
+    "I": "FedAvg",
+    "I-ftm": "FTM alone: no prompts, no alternation (our other reading of I)",
+    "II": "prompts p_κ + FTM, trained jointly (FedPFT without alternation)",
+    "III": "FedPFT (prompts p_κ + FTM, alternating training)",
+    "IV": "prompts p_κ + FTM, alternating, contrastive loss L_Con through p_κ",
+    "V": "FedPFT+Con (prompts p_κ + FTM, alternating, L_Con through its own prompts p_ρ)",
+    "VI": "prompts p_κ + FTM, L_Con through p_ρ, no alternation (arXiv's VIII)",
+    "arXiv-VI": "contrastive loss L_Con alone (FTM, no prompts, no alternation)",
+    "arXiv-VII": "prompts p_κ + FTM, L_Con through p_κ, no alternation",
+    "arXiv-VIII": "prompts p_κ + FTM, L_Con through p_ρ, no alternation (ICLR's VI)",
+    "PerClassifier": "FedPFT with a personal classifier head",
+}
+
 # ICLR Fig. 4 / arXiv Fig. 2 (t-SNE, ICLR §4.4) panels beyond the main methods.
 FIGURE_VARIANTS: dict[str, dict[str, Any]] = {
     "FedPFT w/o Alter.": {"method": "fedpft", "args": {"alternate": False}},
