@@ -35,54 +35,17 @@ import re
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
-from scipy import stats
-
-from fedrepro.claims.core import CLAIMS, DEFAULT_MAX_SEEDS, LEVEL, STAGES, Test, combined, look_level, stages
+from fedrepro.claims.core import (CLAIMS, DEFAULT_MAX_SEEDS, LEVEL, STAGES, combined, look_level, printed_tests,
+                                  spread_test, stages)
 
 ROOT = Path(__file__).resolve().parents[1]
-NUM = r"[+\-−]?(?:∞|\d[\d.]*(?:e[+\-]?\d+)?)"
-# One test as Test.text() prints it (the exact tests, which no seed changes, print no per-seed values).
-TEST = re.compile(
-    rf"(?<=: )(?P<mean>{NUM})(?P<unit>[^\[\];:]*?) \[(?P<low>{NUM}), (?P<high>{NUM})\], required "
-    rf"(?P<need>> |< |within ±)(?P<bound>{NUM})[^(;]*? \((?:per seed (?P<per>[^;]*); seeds \[(?P<seeds>[^\]]*)\]"
-    r"|exact[^)]*)\) → (?P<verdict>PASS|FAIL|INCONCLUSIVE|UNTESTABLE)")
 SECTION = re.compile(r"^### (?P<id>\S+)\n(?P<body>.*?)(?=^##)", re.S | re.M)
 # The largest number of seeds a test's prediction looks for (beyond the last stage: how far off it is).
 FAR = 200
-
-
-def number(text: str) -> float:
-    text = text.replace("−", "-")
-    return math.copysign(math.inf, -1.0 if text.startswith("-") else 1.0) if "∞" in text else float(text)
-
-
-def tests_of(evidence: str) -> list[dict]:
-    """Every seeded test printed in a claim's evidence, as numbers in the page's units."""
-    out = []
-    for m in TEST.finditer(evidence):
-        if m["seeds"] is None:
-            continue  # an exact test: no spread, nothing more seeds would change
-        seeds = [s for s in m["seeds"].split(",") if s.strip()]
-        n = len(seeds)
-        mean, low, high = number(m["mean"]), number(m["low"]), number(m["high"])
-        per = [number(v) for v in m["per"].split(",")]
-        # The interval's half width has more digits than the per-seed values the page rounds to one decimal.
-        half = (high - low) / 2
-        sd = half * math.sqrt(n) / stats.t.ppf(0.5 + LEVEL / 2, n - 1) if n > 1 and math.isfinite(half) else \
-            float(np.std(per, ddof=1)) if len(per) > 1 else math.nan
-        name = evidence[:m.start()].rsplit(";", 1)[-1].rsplit("] ", 1)[-1].strip().removesuffix(":").strip()
-        out.append({"name": name, "n": n, "mean": mean, "sd": sd, "unit": m["unit"].strip(),
-                    "requires": {"> ": ">", "< ": "<", "within ±": "within"}[m["need"]], "bound": number(m["bound"]),
-                    "verdict": m["verdict"]})
-    return out
-
-
-def as_test(t: dict, n: int, level: float) -> Test:
-    """``n`` per-seed values with the test's mean and SD exactly (ddof 1), judged at ``level``."""
-    z = np.linspace(-1.0, 1.0, n)
-    z = (z - z.mean()) / z.std(ddof=1)
-    return Test(t["name"], tuple(t["mean"] + t["sd"] * z), tuple(range(n)), t["requires"], t["bound"], level=level)
+# Every seeded test printed in a claim's evidence, as numbers in the page's units, and one as n per-seed
+# values with its mean and SD: the claims layer's reader of printed tests, which the pages share.
+tests_of = printed_tests
+as_test = spread_test
 
 
 def seeds_to_clear(t: dict, level: float) -> int | None:

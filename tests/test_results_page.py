@@ -61,7 +61,7 @@ def test_each_paper_gets_a_page_with_its_claims_reasons_and_timings(stored):
     assert "| training time of its runs (s) |" in tour
     assert (f"| [{breakable_id('tour.local_beats_fedavg_skewed')}](#tourlocal_beats_fedavg_skewed) | "
             "Local \\| FedAvg | "
-            f"{CLAIMS.get('tour.local_beats_fedavg_skewed').source} | **FAIL** | "
+            f"{CLAIMS.get('tour.local_beats_fedavg_skewed').source} | **FAIL** | not estimated | "
             "-1.00 pts [-2.00, -0.10], required > +5.00 pts |  | 00_tour |") in tour
     assert "| claim | statement | source | verdict |" in tour  # each claim's statement beside its verdict
     assert f"| {breakable_id('tour.local_beats_fedavg_skewed')} | FAIL | {NO_CAUSE} |" in tour
@@ -104,7 +104,7 @@ def test_the_index_counts_verdicts_per_paper_and_links_each_page(stored):
     # Every claim on one line under its paper: which findings hold, at a glance.
     skewed = breakable_id("tour.local_beats_fedavg_skewed")
     assert (f"| [{skewed}](tour.md#tourlocal_beats_fedavg_skewed) | Local \\| FedAvg | "
-            "**FAIL** | -1.00 pts [-2.00, -0.10], required > +5.00 pts |") in index
+            "**FAIL** | not estimated | -1.00 pts [-2.00, -0.10], required > +5.00 pts |") in index
     assert sum(ln.startswith("| [<code>") and "| **NOT RUN** |" in ln for ln in index.splitlines()) == n - 4
 
 
@@ -222,8 +222,8 @@ def test_a_claims_effect_is_said_once_in_its_words_with_its_interval_and_its_see
     page = write_pages("laptop", tmp_path)["pfedcspc"].read_text()
     once = ("pFedCSPC reaches the target 7.67 rounds before FedAvg [+4.16, +11.2]; required: more than 0 rounds "
             "before FedAvg")
-    assert (f"| **PASS** | {once} | 5: [0, 1, 2, 3, 4] (sequential: up to 8) | pfedcspc/04_rounds_to_target |"
-            in page)
+    assert (f"| **PASS** | not estimated | {once} | 5: [0, 1, 2, 3, 4] (sequential: up to 8) | "
+            "pfedcspc/04_rounds_to_target |" in page)
     assert f"- effect in the claim's words [90% interval]; required: {once}" in page
     assert page.count("7.67") == 2  # once in the table, once in the evidence list
 
@@ -583,3 +583,55 @@ def test_the_sites_paper_page_opens_with_what_holds_and_says_each_effect_once():
             "3.00 pts |") in page
     fallback = pages.results_page("pep_fedpt", "laptop", [row])
     assert "**What holds.**" in fallback and "| DP costs little | PASS |" in fallback
+
+
+def _line(page: str, claim_id: str) -> str:
+    """The claims table's row of ``claim_id`` on ``page``."""
+    return next(ln for ln in page.splitlines() if ln.startswith(f"| [{breakable_id(claim_id)}]"))
+
+
+def test_each_claim_says_how_likely_its_verdict_is_to_hold_on_a_rerun(tmp_path, monkeypatch):
+    """Every checked claim carries the chance that a re-run at as many seeds returns its verdict (its
+    strength and the number, fedrepro.claims.replication), on the paper's page and the index; a record
+    that keeps no tests is read off the tests its evidence prints; each page explains it once."""
+    from fedrepro.claims import exceeds
+    from fedrepro.claims.replication import strength
+
+    monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path))
+    firm = exceeds("Local − FedAvg", [0.30, 0.31, 0.29], range(3), 0.05)       # far past its bound
+    edge = exceeds("Local − FedAvg", [0.075, 0.045, 0.015], range(3), 0.0)     # its low end just short of 0
+    assert (firm.verdict, edge.verdict) == ("PASS", "INCONCLUSIVE")
+    assert strength(edge.rerun()[edge.verdict]) == "fragile"
+    save_claims(pd.DataFrame([_row("tour.fedavg_beats_local_iid", "PASS", firm.interval_text, evidence=firm.text()),
+                              _row("tour.local_beats_fedavg_skewed", "INCONCLUSIVE", edge.interval_text,
+                                   evidence=f"Local 80.00 vs FedAvg 75.50; {edge.text()}; Local wins 3/3 seeds")]),
+                "00_tour", "laptop")
+    pages = write_pages("laptop", tmp_path)
+    tour, index = pages["tour"].read_text(), pages["index"].read_text()
+    assert "| claim | statement | source | verdict | holds on a re-run |" in tour
+    assert "| **PASS** | firm, 0.99 |" in _line(tour, "tour.fedavg_beats_local_iid")
+    cell = _line(tour, "tour.local_beats_fedavg_skewed").split(" | ")[4]
+    said, number = cell.split(", ")
+    assert said == "fragile" and float(number) == pytest.approx(edge.rerun()[edge.verdict], abs=0.02)
+    assert f"- holds on a re-run: {cell}" in tour
+    assert "| verdict | holds on a re-run |" in index and f"| **INCONCLUSIVE** | {cell} |" in index
+    for page in (tour, index):
+        assert page.count("**Holds on a re-run**") == 1 and "fragile below" in page
+    fedotp = pages["fedotp"].read_text()   # a claim no notebook checked has no chance to give
+    assert "| NOT RUN |  |" in _line(fedotp, "fedotp.gamma_inverted_u").replace("**NOT RUN**", "NOT RUN")
+
+
+def test_a_record_that_keeps_its_tests_gives_the_chance_of_its_verdict():
+    """The record's own tests, judged again, where it keeps them (the evidence need print none)."""
+    from fedrepro.app.results_page import paper_page
+    from fedrepro.claims import exceeds
+    from fedrepro.claims.core import replication_record
+
+    firm = exceeds("Local − FedAvg", [0.30, 0.31, 0.29], range(3), 0.05)
+    rows = [{**_row("tour.fedavg_beats_local_iid", "PASS", firm.interval_text), "notebook": "00_tour",
+             "seeds": [0, 1, 2], "max_seeds": 3, "replication": replication_record([firm], "PASS")},
+            {**_row("tour.local_beats_fedavg_skewed", "PASS", firm.interval_text), "notebook": "00_tour",
+             "seeds": [0, 1, 2], "max_seeds": 3, "replication": None}]
+    page = paper_page("tour", "laptop", pd.DataFrame(rows), None, "unknown")
+    assert "| **PASS** | firm, 0.99 |" in _line(page, "tour.fedavg_beats_local_iid")
+    assert "| **PASS** | not estimated |" in _line(page, "tour.local_beats_fedavg_skewed")

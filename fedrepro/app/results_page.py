@@ -6,7 +6,9 @@ runs) are written from the claims the notebooks recorded (:func:`fedrepro.claims
 read back by :func:`fedrepro.papers.verdicts.collect_claims`) and the pass's report (``timings.json``, see
 :func:`timings_path`), so they cannot drift from them. A paper's page lists each claim with its
 verdict, effect and interval, its evidence, and for a claim that did not pass the cause the claim
-records (``Claim.likely_cause``) or "no cause recorded"; then its notebooks' timings. Each page
+records (``Claim.likely_cause``) or "no cause recorded", and how likely its verdict is to hold on a
+re-run (:mod:`fedrepro.claims.replication`, explained once per page: :func:`_rerun_rule`); then its
+notebooks' timings. Each page
 opens with what holds and what does not (:func:`what_holds`, from the verdicts and the claims'
 statements); each claim links the figures of the notebook that checked it (the figures that
 notebook wrote in its pass, from the pass's trace). The index counts the verdicts per paper. Nothing
@@ -32,7 +34,8 @@ from .rehearsal import committed_cost, cost_lines, load_cost
 from ..env.settings import output_path, output_root
 from ..papers import PAPERS
 from ..claims.core import (KEPT, REHEARSAL, UNTESTABLE, breakable_id, effect_once, kept_records, read_interval,
-                           record_name, shown_verdicts)
+                           record_name, record_rerun, shown_verdicts)
+from ..claims.replication import NOT_ESTIMATED, STRENGTHS, said
 from ..papers import paper as paper_module
 from ..claims import CLAIMS
 from ..claims import INTERVAL
@@ -307,6 +310,33 @@ def _verdict_rule() -> list[str]:
             f"either; a cut interval says so.", ""]
 
 
+# The claims tables' column of how firm each verdict is (fedrepro.claims.replication).
+RERUN_COLUMN = "holds on a re-run"
+
+
+def _rerun_rule() -> list[str]:
+    """What the :data:`RERUN_COLUMN` says, once per page; the strengths' thresholds read off
+    :data:`fedrepro.claims.replication.STRENGTHS`."""
+    bands = ", ".join(f"{name} ≥ {floor:g}" for floor, name in STRENGTHS if floor > 0)
+    last = STRENGTHS[-1][1]
+    return [f"**{RERUN_COLUMN[0].upper()}{RERUN_COLUMN[1:]}**: the chance that an independent re-run at as many "
+            f"seeds returns the same verdict, from the claim's per-seed effects: the re-run's mean effect is drawn "
+            f"about ours with the spread of a fresh draw of seeds (a run on another CPU differs from ours about as "
+            f"much as a run of another seed), and judged by the same interval ({bands}, {last} below; "
+            f"`fedrepro.claims.replication`, docs/claims.md). A record from before the estimate is read off the "
+            f"tests its evidence prints, and where those do not give its verdict back the page says "
+            f"\"{NOT_ESTIMATED}\".", ""]
+
+
+def _rerun(c) -> str:
+    """How likely a claim's verdict is to hold on a re-run, as the pages print it ("firm, 0.97"); ""
+    for NOT RUN, :data:`NOT_ESTIMATED` where the record gives no estimate (:func:`record_rerun`)."""
+    if c.get("verdict") == "NOT RUN":
+        return ""
+    row = {k: (None if not isinstance(v, (dict, list)) and pd.isna(v) else v) for k, v in dict(c).items()}
+    return said(record_rerun(row)[0])
+
+
 def _commit(timings: dict | None, commit: str | None) -> str:
     return commit or (timings or {}).get("commit") or git_commit(repo_root()) or "unknown"
 
@@ -421,16 +451,17 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
     lines = [f"# {paper}: results at the {profile} profile", "", f"{_title(paper)}.", "",
              f"**What holds.** {what_holds(paper, group.to_dict('records'))}", "",
              *_pass_lines(profile, timings, commit),
-             *_verdict_rule(),
+             *_verdict_rule(), *_rerun_rule(),
              "Verdicts: " + ", ".join(f"{int(counts.get(v, 0))} {v}" for v in shown_verdicts(group["verdict"]))
              + f" of {len(group)} claims.",
              "", "## Claims", "",
-             f"| claim | statement | source | verdict | {EFFECT_COLUMN} | seeds | notebook: its figures |",
-             "|---|---|---|---|---|---|---|"]
+             f"| claim | statement | source | verdict | {RERUN_COLUMN} | {EFFECT_COLUMN} | seeds "
+             "| notebook: its figures |",
+             "|---|---|---|---|---|---|---|---|"]
     for _, c in group.iterrows():
         verdict = f"**{c['verdict']}**" if c["verdict"] != "NOT RUN" else "NOT RUN"
         lines.append(f"| {_linked(c['claim_id'])} | {_cell(c['statement'])} | {_cell(c['source'])} | {verdict} | "
-                     f"{_cell(_effect(c))} | {_cell(_seeds(c))} | {_cell(_where(c, figures))} |")
+                     f"{_rerun(c)} | {_cell(_effect(c))} | {_cell(_seeds(c))} | {_cell(_where(c, figures))} |")
     not_passed = group[group["verdict"] != "PASS"]
     lines += ["", "## Why a claim did not pass", ""]
     if not_passed.empty:
@@ -447,6 +478,8 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
     for _, c in group.iterrows():
         lines += [f"### {c['claim_id']}", "", f"{c['statement']} ({c['source']})", "",
                   f"- verdict: **{c['verdict']}**"]
+        if c["verdict"] != "NOT RUN":
+            lines.append(f"- {RERUN_COLUMN}: {_rerun(c)}")
         if c.get("interval"):
             lines.append(f"- {EFFECT_COLUMN}: {_effect(c)}")
         where = _where(c, figures)
@@ -551,11 +584,11 @@ def _every_claim(claims, figures: Mapping[str, list[str]]) -> list[str]:
     lines = []
     for paper in _papers(claims):
         lines += ["", f"## {_title(paper)}", "",
-                  f"| claim | statement | verdict | {EFFECT_COLUMN} | notebook: its figures |",
-                  "|---|---|---|---|---|"]
+                  f"| claim | statement | verdict | {RERUN_COLUMN} | {EFFECT_COLUMN} | notebook: its figures |",
+                  "|---|---|---|---|---|---|"]
         for _, c in claims[claims["paper"] == paper].iterrows():
             lines.append(f"| {_linked(c['claim_id'], f'{paper}.md')} | {_cell(c['statement'])} | "
-                         f"**{c['verdict']}** | {_cell(_effect(c))} | {_cell(_where(c, figures))} |")
+                         f"**{c['verdict']}** | {_rerun(c)} | {_cell(_effect(c))} | {_cell(_where(c, figures))} |")
     return lines
 
 
@@ -576,7 +609,7 @@ def index_page(profile: str, claims, timings: dict | None, commit: str,
     counts = _verdict_counts(claims)
     verdicts = shown_verdicts(claims["verdict"])
     lines = [f"# Results at the {profile} profile", "", *_holds_lines(claims),
-             *_pass_lines(profile, timings, commit), *_verdict_rule(),
+             *_pass_lines(profile, timings, commit), *_verdict_rule(), *_rerun_rule(),
              "| paper | claims | " + " | ".join(verdicts)
              + f" | notebooks | render (s) | training of their runs{_trained_here(timings)} (s) |",
              "|---|---|" + "---|" * len(verdicts) + "---|---|---|"]

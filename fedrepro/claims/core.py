@@ -51,7 +51,7 @@ import math
 import re
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -62,11 +62,12 @@ import pandas as pd
 from ..config import rehearsing
 from ..errors import ConfigError
 from ..env.host import git_commit, repo_root
-from ..env.jsonfiles import ListOf, MayLack, OneOf, read_json_file
+from ..env.jsonfiles import NUMBER, ListOf, MapOf, MayLack, Obj, OneOf, read_json_file
 from ..params import check_value
 from ..registry import Registry
 from ..env.settings import output_path
 from ..runs.store import atomic_write_json
+from .replication import claim_chances, rerun_chances, same_verdict, strength
 
 # The column that names which of the paper's dataset columns a row belongs to (tables that run
 # several datasets, at the paper profile); a claim reads the columns it names.
@@ -340,6 +341,15 @@ class Test:
     @property
     def verdict(self) -> str:
         _, low, high = self.interval
+        return self.judge(low, high)
+
+    def judge(self, low: float, high: float) -> str:
+        """The verdict of this test's effect read as the interval ``[low, high]``: :attr:`verdict` is
+        ``judge`` of its own interval, and a re-run's interval is judged by it too
+        (:mod:`fedrepro.claims.replication`). A t interval is first cut to :attr:`limits`, as
+        :attr:`interval` cuts it (cutting twice changes nothing)."""
+        if self.limits is not None and not self.exact:
+            low, high = max(low, self.limits[0]), min(high, self.limits[1])
         verdict = interval_verdict(low, high, self.requires, self.bound)
         # A PASS stands: an effect that clears the bound shows the room was larger than the ceiling said.
         # So does a loss: no room excuses missing the margin, not falling below the control (an interval
@@ -347,6 +357,37 @@ class Test:
         if verdict == "PASS" or (verdict == "FAIL" and high < 0):
             return verdict
         return UNTESTABLE if self.no_room else verdict
+
+    @property
+    def edges(self) -> tuple[float, ...]:
+        """Every value :meth:`judge` compares an end of the interval with: the bound either way, zero
+        (a loss, with a ceiling) and the limits; between them the verdict cannot change."""
+        return (self.bound, -self.bound, 0.0) + tuple(self.limits or ())
+
+    def rerun(self) -> dict[str, float] | None:
+        """The chance of each verdict of a re-run of this test at as many seeds and the same level
+        (:func:`fedrepro.claims.replication.rerun_chances`); certain for an exact quantity, None for a
+        non-finite effect."""
+        if self.exact:
+            return {self.verdict: 1.0}
+        v = np.asarray(self.values, dtype=float)
+        if v.size < 2 or not np.isfinite(v).all():  # one seed, or a non-finite effect: nothing to spread
+            return rerun_chances(float(v.mean()) if v.size else math.nan, math.nan, int(v.size), math.nan,
+                                 self.judge, self.edges)
+        mean, low, high = t_interval(v, self.level)
+        sd = float(v.std(ddof=1))
+        # The rule's half-width per SD at this many seeds, read off the test's own t interval (uncut).
+        factor = (high - low) / 2 / sd if sd > 0 else math.nan
+        return rerun_chances(mean, sd, int(v.size), factor, self.judge, self.edges)
+
+    def record(self) -> dict:
+        """The test as a claim record keeps it (:data:`TEST_RECORD_FIELDS`): its per-seed effects,
+        seeds, requirement, bound, level, room and limits (enough to judge it, and a re-run of it,
+        again: :func:`recorded_test`), its verdict and the chance of each verdict of a re-run."""
+        return {"name": self.name, "values": [float(v) for v in self.values],
+                "seeds": [_plain(s) for s in self.seeds], "requires": self.requires, "bound": float(self.bound),
+                "level": float(self.level), "exact": bool(self.exact), "room": float(self.room),
+                "limits": list(self.limits) if self.limits else None, "verdict": self.verdict, "rerun": self.rerun()}
 
     @property
     def room_text(self) -> str:
@@ -477,6 +518,146 @@ def effect_once(effect: str, interval: str) -> str:
     return f"{said} [{low}, {high}]; required: {need[:-1]}"
 
 
+# ---------------------------------------------------------------------------------------------
+# How firm a verdict is (fedrepro.claims.replication), in a claim record and read back from one
+
+def _plain(seed):
+    """A seed as JSON keeps it (a numpy integer as an int)."""
+    return int(seed) if isinstance(seed, (int, np.integer)) else seed
+
+
+def replication_record(tests: Sequence[Test], verdict: str) -> dict:
+    """What a claim record keeps of how firm its ``verdict`` is (:data:`REPLICATION_FIELDS`): each test
+    (:meth:`Test.record`), the chance of each verdict of a re-run of the claim
+    (:func:`fedrepro.claims.replication.claim_chances`) and of this one (``same_verdict``, with its
+    ``strength``); no chance for a REHEARSAL, whose numbers mean nothing."""
+    records = [t.record() for t in tests]
+    chances = claim_chances([r["rerun"] for r in records]) if verdict != REHEARSAL else None
+    same = same_verdict(chances, verdict)
+    return {"same_verdict": same, "strength": strength(same), "rerun": chances, "tests": records}
+
+
+def recorded_test(record: Mapping) -> Test:
+    """The :class:`Test` a claim record keeps (:meth:`Test.record`), to judge again."""
+    values = tuple(math.nan if v is None else float(v) for v in record["values"])
+    room = record.get("room")
+    limits = record.get("limits")
+    return Test(record["name"], values, tuple(record["seeds"]), record["requires"], float(record["bound"]),
+                exact=bool(record.get("exact")), level=float(record.get("level") or LEVEL),
+                room=math.nan if room is None else float(room), limits=tuple(limits) if limits else None)
+
+
+# Every test as Test.text() prints it in a claim's evidence (the exact tests, which no seed changes, print
+# no per-seed values; a test whose interval was cut to its limits is not read), and the room a test with
+# a ceiling prints after its verdict. Shared with bench/seed_needs.py, which reads the committed pages.
+_NUM = r"[+\-−]?(?:∞|\d[\d.]*(?:e[+\-]?\d+)?)"
+_PRINTED_TEST = re.compile(
+    rf"(?<=: )(?P<mean>{_NUM})(?P<unit>[^\[\];:]*?) \[(?P<low>{_NUM}), (?P<high>{_NUM})\], required "
+    rf"(?P<need>> |< |within ±)(?P<bound>{_NUM})[^(;]*? \((?:per seed (?P<per>[^;]*); seeds \[(?P<seeds>[^\]]*)\]"
+    r"|exact[^)]*)\) → (?P<verdict>PASS|FAIL|INCONCLUSIVE|UNTESTABLE)"
+    rf"(?: \(required [^()]*? against a room of (?P<room>{_NUM}))?")
+# The verdict after each test the evidence prints, read or not.
+_ARROW = re.compile(r"\) → (?:PASS|FAIL|INCONCLUSIVE|UNTESTABLE)\b")
+
+
+def printed_number(text: str) -> float:
+    """A number as a claim's evidence prints it ("−1.2", "+∞")."""
+    text = text.replace("−", "-")
+    return math.copysign(math.inf, -1.0 if text.startswith("-") else 1.0) if "∞" in text else float(text)
+
+
+def printed_tests(evidence: str, level: float = LEVEL, with_exact: bool = False) -> list[dict]:
+    """Every seeded test printed in a claim's ``evidence`` (:meth:`Test.text`), as numbers in the
+    page's units: ``name``, ``n``, ``mean``, ``sd``, ``unit``, ``requires``, ``bound``, the printed
+    ``verdict`` and, for a test with a ceiling, the ``room`` it printed; ``with_exact``: the exact tests
+    too (``"exact": True``, ``n`` 0, no ``sd``). ``level``: the level the evidence printed the
+    intervals at (a check prints its tests at :data:`LEVEL`; a sequential claim's per-look level
+    applies after). The SD is read off the interval's half-width (t × SD / √n), which keeps more
+    digits than the per-seed values."""
+    from scipy import stats
+
+    out = []
+    for m in _PRINTED_TEST.finditer(evidence or ""):
+        if m["seeds"] is None and not with_exact:
+            continue  # an exact test: no spread, nothing more seeds would change
+        seeds = [s for s in (m["seeds"] or "").split(",") if s.strip()]
+        n = len(seeds)
+        mean, low, high = printed_number(m["mean"]), printed_number(m["low"]), printed_number(m["high"])
+        per = [printed_number(v) for v in m["per"].split(",")] if m["per"] else []
+        half = (high - low) / 2
+        sd = (half * math.sqrt(n) / stats.t.ppf(0.5 + level / 2, n - 1) if n > 1 and math.isfinite(half) else
+              float(np.std(per, ddof=1)) if len(per) > 1 else math.nan)
+        name = evidence[:m.start()].rsplit(";", 1)[-1].rsplit("] ", 1)[-1].strip().removesuffix(":").strip()
+        out.append({"name": name, "n": n, "mean": mean, "sd": sd, "unit": m["unit"].strip(),
+                    "requires": {"> ": ">", "< ": "<", "within ±": "within"}[m["need"]],
+                    "bound": printed_number(m["bound"]), "verdict": m["verdict"],
+                    **({"room": printed_number(m["room"])} if m["room"] else {}),
+                    **({"exact": m["seeds"] is None} if with_exact else {})})
+    return out
+
+
+def spread_test(t: Mapping, n: int, level: float) -> Test:
+    """A test printed in a claim's evidence (:func:`printed_tests`) as ``n`` per-seed values with its
+    mean and SD exactly (ddof 1), judged at ``level``; one value at one seed; its room where it printed one."""
+    if n < 2:
+        values = (float(t["mean"]),) * max(n, 1)
+    else:
+        z = np.linspace(-1.0, 1.0, n)
+        values = tuple(t["mean"] + t["sd"] * (z - z.mean()) / z.std(ddof=1))
+    return Test(t["name"], values, tuple(range(len(values))), t["requires"], t["bound"], level=level,
+                room=float(t.get("room", math.nan)))
+
+
+def printed_rerun(evidence: str, verdict: str, max_seeds: int) -> dict[str, float] | None:
+    """The chance of each verdict of a re-run of a claim recorded without its tests (a record written
+    before records kept them), read off its ``evidence``: None unless every test it prints is read,
+    each gives its printed verdict as read (the numbers are rounded), and together, at the claim's
+    level (:func:`look_level` of ``max_seeds``), they give the claim's ``verdict``. A check that
+    printed only some of its tests would go unseen: records that keep their tests need none of this."""
+    printed = printed_tests(evidence, LEVEL, with_exact=True)
+    if not printed or len(printed) != len(_ARROW.findall(evidence or "")) or verdict in ("NOT RUN", REHEARSAL):
+        return None
+    level = look_level(max_seeds)
+    tests = []
+    for t in printed:
+        if t["exact"]:
+            test = Test(t["name"], (t["mean"],), (), t["requires"], t["bound"], exact=True,
+                        room=t.get("room", math.nan))
+            at_print = test
+        else:
+            at_print, test = spread_test(t, t["n"], LEVEL), spread_test(t, t["n"], level)
+        if at_print.verdict != t["verdict"]:
+            return None
+        tests.append(test)
+    if combined(tests) != verdict:
+        return None
+    return claim_chances([t.rerun() for t in tests])
+
+
+def record_rerun(row: Mapping) -> tuple[float | None, str]:
+    """``(chance, how)``: the chance that a re-run returns a recorded claim's verdict, and where it comes
+    from: ``"record"`` (the tests the record keeps, judged again, so that today's estimate applies),
+    ``"evidence"`` (an older record's printed tests, :func:`printed_rerun`) or ``""`` (none: NOT RUN,
+    REHEARSAL, a non-finite effect, or evidence that does not give the verdict back)."""
+    verdict = row.get("verdict")
+    if verdict in ("NOT RUN", REHEARSAL) or not isinstance(verdict, str):
+        return None, ""
+    kept = row.get("replication")
+    if isinstance(kept, Mapping) and isinstance(kept.get("tests"), list) and kept["tests"]:
+        try:
+            tests = [recorded_test(t) for t in kept["tests"]]
+        except (TypeError, ValueError, KeyError, ConfigError):  # a value that is no number: nothing to estimate
+            return None, ""
+        if combined(tests) != verdict:
+            return None, ""
+        chance = same_verdict(claim_chances([t.rerun() for t in tests]), verdict)
+        return chance, "record" if chance is not None else ""
+    top = row.get("max_seeds")
+    top = int(top) if isinstance(top, (int, float)) and top == top and top >= STAGES[0] else DEFAULT_MAX_SEEDS
+    chance = same_verdict(printed_rerun(row.get("evidence") or "", verdict, top), verdict)
+    return chance, "evidence" if chance is not None else ""
+
+
 def exceeds(name: str, values, seeds, bound: float = 0.0, **display) -> Test:
     """The claim holds when the per-seed effect ``values`` is above ``bound``."""
     return Test(name, tuple(float(v) for v in values), tuple(seeds), ">", float(bound), **display)
@@ -543,6 +724,9 @@ class ClaimResult:
     effect: str = ""
     # An UNTESTABLE claim's required gain against the room its control leaves (Test.room_text).
     room: str = ""
+    # How likely a re-run is to return the verdict (replication_record): every test it judged, with its
+    # per-seed effects, and the chances; None when NOT RUN. (A dict: left out of the result's hash.)
+    replication: dict | None = field(default=None, hash=False)
 
 
 @dataclass(frozen=True)
@@ -636,7 +820,8 @@ class Claim:
             verdict, evidence = REHEARSAL, f"rehearsal runs, the numbers mean nothing (the check read: {evidence})"
             room = ""
         return ClaimResult(self.id, self.paper, self.source, self.statement, verdict, interval, evidence,
-                           tuple(sorted(read)), seeds, self.max_seeds, decider.words, room)
+                           tuple(sorted(read)), seeds, self.max_seeds, decider.words, room,
+                           replication_record(tests, verdict))
 
 
 def _is_rehearsal_run(path: str) -> bool:
@@ -856,11 +1041,18 @@ def save_claims(table: pd.DataFrame, notebook: str, profile: str):
 # What a notebook's claims file must hold for the pages (save_claims writes it), and what to do when not.
 # Every field the pages read, so that a damaged one is named here and not met as a TypeError there.
 VERDICT_FIELD = OneOf((*VERDICTS, REHEARSAL))
+# A test as a record keeps it (Test.record; values and room null where not finite), and how firm the
+# claim's verdict is (replication_record).
+TEST_RECORD_FIELDS = {"name": str, "values": list, "seeds": list, "requires": OneOf(REQUIRES), "bound": NUMBER,
+                      "level": NUMBER, "exact": bool, "room": MayLack(NUMBER), "limits": MayLack(ListOf(NUMBER)),
+                      "verdict": str, "rerun": MayLack(MapOf(NUMBER))}
+REPLICATION_FIELDS = {"same_verdict": MayLack(NUMBER), "strength": str, "rerun": MayLack(MapOf(NUMBER)),
+                      "tests": ListOf(Obj(TEST_RECORD_FIELDS))}
 CLAIM_ROW_FIELDS = {"claim_id": str, "paper": str, "verdict": VERDICT_FIELD,
                     **{k: MayLack(str) for k in ("statement", "source", "interval", "evidence", "effect", "cause",
                                                   "room")},
                     "seeds": MayLack(ListOf(int)), "max_seeds": MayLack(int), "runs": MayLack(ListOf(str)),
-                    "cause_rules": MayLack(int)}
+                    "cause_rules": MayLack(int), "replication": MayLack(Obj(REPLICATION_FIELDS))}
 CLAIMS_FILE_FIX = ("delete it and render its notebook again (`fedrepro reproduce --profile {profile} --only "
                    "{notebook}`), which records its claims anew")
 

@@ -33,7 +33,7 @@ def evaluate_claims(results: pd.DataFrame, paper: str | None = None,
     chosen = [registered().get(i) for i in ids] if ids is not None else claims_for(paper or "")
     rows = [c.evaluate(results).__dict__ for c in chosen]
     return pd.DataFrame(rows, columns=["claim_id", "paper", "source", "statement", "verdict", "interval", "evidence",
-                                       "runs", "seeds", "max_seeds", "effect", "room"])
+                                       "runs", "seeds", "max_seeds", "effect", "room", "replication"])
 
 
 def notebook_path(name: str | None) -> str:
@@ -63,9 +63,9 @@ def collect_claims(profile: str, root=None) -> pd.DataFrame:
                                        "statement": c.statement, "evidence": "no notebook has checked it yet",
                                        "verdict": "NOT RUN", "interval": "", "notebook": None, "runs": [],
                                        "seeds": [], "max_seeds": c.max_seeds, "effect": "", "room": "",
-                                       "commit": None, "recorded": None}))
+                                       "replication": None, "commit": None, "recorded": None}))
     cols = ["paper", "claim_id", "source", "statement", "verdict", "interval", "evidence", "notebook", "runs", "seeds",
-            "max_seeds", "effect", "room", "commit", "recorded"]
+            "max_seeds", "effect", "room", "replication", "commit", "recorded"]
     return pd.DataFrame(rows, columns=cols)
 
 
