@@ -136,18 +136,26 @@ def format_clients(clients: pd.DataFrame, every: bool = False) -> str:
     if clients.empty or "round" not in clients:
         return "no per-client rows stored"
     last = clients[clients["round"] == clients["round"].max()]
-    scored = last[last["n_test"] > 0] if "n_test" in last else last
-    acc = scored["acc"].astype(float)
+    if last.empty:  # no row names its round (a file fedrepro did not write)
+        return "no per-client rows with a round stored"
+    scored = last[pd.to_numeric(last["n_test"], errors="coerce") > 0] if "n_test" in last else last
+    # Only the clients with an accuracy: a table whose rows lack one (a file fedrepro did not write)
+    # is shown without the summary line's numbers, not as a traceback.
+    acc = pd.to_numeric(scored["acc"], errors="coerce").dropna() if "acc" in scored else pd.Series(dtype=float)
+    who = (lambda i: _int(scored.loc[i, "client"])) if "client" in scored else (lambda i: "?")
     head = (f"at round {_int(last['round'].iloc[0])}, {len(last)} clients"
             + (f" ({int(last['held_out'].sum())} held out)" if "held_out" in last and last["held_out"].any() else "")
-            + f": accuracy % mean {percent(acc.mean())}, std {percent(acc.std(ddof=0))}, "
-              f"min {percent(acc.min())} (client {_int(scored.loc[acc.idxmin(), 'client'])}), "
-              f"median {percent(acc.median())}, max {percent(acc.max())} "
-              f"(client {_int(scored.loc[acc.idxmax(), 'client'])})")
+            + (": no client has an accuracy" if acc.empty else
+               f": accuracy % mean {percent(acc.mean())}, std {percent(acc.std(ddof=0))}, "
+               f"min {percent(acc.min())} (client {who(acc.idxmin())}), "
+               f"median {percent(acc.median())}, max {percent(acc.max())} "
+               f"(client {who(acc.idxmax())})"))
     cols = [c for c in ("client", "acc", "f1", "loss", "n_test", "held_out") if c in last
             and not (c == "held_out" and not last[c].any())]
     every = every or len(last) <= 5
-    shown = last.sort_values("client") if every else last.sort_values("acc").head(5)
+    key = "client" if every else "acc"
+    shown = (last.sort_values(key, key=lambda col: pd.to_numeric(col, errors="coerce")) if key in last else last)
+    shown = shown if every else shown.head(5)
     rows = [[_cell("acc_" if c in ("acc", "f1") else c, v) for c, v in zip(cols, row)]
             for row in shown[cols].itertuples(index=False)]
     label = "every client" if every else "the 5 lowest (--clients shows every client)"

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..env import allocator
+from ..env.atomic import write_error
 from ..config import check_profile
 from ..errors import ConfigError, FedreproError
 from ..env.host import cpu_cores, cpu_model, environ_set, git_commit, repo_root
@@ -166,6 +167,18 @@ def _cpu_seconds() -> float:
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
 
+def _new_file(path: Path):
+    """``path`` opened for writing as a new regular file (what was there removed first), created
+    without following a link: a link planted there, even in between, is an error, not a file written
+    elsewhere. A path that cannot be written is a one-line ResourceError."""
+    try:
+        path.unlink(missing_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        return os.fdopen(os.open(path, flags, 0o666), "w")
+    except OSError as e:
+        raise write_error(e, path, "point FEDREPRO_OUTPUT elsewhere") from e
+
+
 def _render(nb: Path, target: Path, profile: str, kernel: str, trace_file: Path, log: Path) -> float:
     """Execute one notebook with papermill in a process of its own, whose kernel inherits the
     trace file and 1 thread; its output goes to ``log`` (shown when it fails)."""
@@ -178,8 +191,12 @@ def _render(nb: Path, target: Path, profile: str, kernel: str, trace_file: Path,
     # The kernel's analyses run at 1 thread: the same numbers at every render, and one core each.
     env.update({var: "1" for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
     trace_file.unlink(missing_ok=True)
+    # The log and the executed copy go where the pass writes, which whoever shares the output root can
+    # write too: a link planted in place of either is removed, never written through (issue 53).
+    if target.is_symlink():
+        target.unlink()
     t0 = time.perf_counter()
-    with open(log, "w") as out:
+    with _new_file(log) as out:
         # papermill gets SIGTERM if this process dies; its kernel exits when papermill is gone.
         done = subprocess.run(parent_bound(["-m", "papermill", str(nb), str(target), "-p", "PROFILE", profile,
                                             "-k", kernel, "--cwd", str(nb.parent), "--no-progress-bar"]),

@@ -19,9 +19,9 @@ threads, torch build, allocator, commit) and where it was verified.
 """
 from __future__ import annotations
 
-import json
 import math
 import random
+import reprlib
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +31,8 @@ from ..config import RunConfig, from_dict
 from ..errors import ConfigError, CorruptCacheError
 from ..env.host import cpu_model
 from ..execute.local import run_pool
-from ..runs.archive import MANIFEST, Archive, archive_folder, restore
+from ..env.jsonfiles import loads
+from ..runs.archive import MANIFEST, Archive, archive_folder, check_files, restore
 from ..runs.store import FINISHED_FILES, RunResult, RunStore, read_json, read_jsonl, read_run_file
 
 ROUNDING = 1e-9
@@ -67,7 +68,7 @@ def _state_differences(a, b, where: str) -> tuple[bool, float, str] | str:
         if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape \
                 or a.dtype != b.dtype:
             return f"{where}: {_kind(a)} stored, {_kind(b)} trained"
-        if torch.equal(a, b):
+        if _same_bits(a, b):
             return True, 0.0, ""
         if not a.is_floating_point():
             return False, math.inf, where
@@ -96,6 +97,19 @@ def _state_differences(a, b, where: str) -> tuple[bool, float, str] | str:
         if not got[0] and (got[1] > worst or not at):
             worst, at = got[1], got[2]
     return identical, worst, at
+
+
+def _same_bits(a, b) -> bool:
+    """Whether two tensors of one shape and dtype hold the same bits: "identical" means bit for bit,
+    so a NaN equals the same NaN (``torch.equal`` says it differs, which made a state holding one
+    read as "rounding") and 0.0 is not -0.0."""
+    import torch
+
+    x, y = (t.detach().cpu().contiguous().reshape(-1) for t in (a, b))
+    try:
+        return torch.equal(x.view(torch.uint8), y.view(torch.uint8))
+    except RuntimeError:  # a dtype without a byte view (none a state holds today): compare values
+        return torch.equal(x, y)
 
 
 def _kind(v) -> str:
@@ -134,6 +148,10 @@ def compare_lines(stored: Path, fresh: Path) -> tuple[str, float, str]:
     worst, where, identical = 0.0, "", True
     for name in ("rounds.jsonl", "clients.jsonl"):
         a, b = read_jsonl(stored / name), read_jsonl(fresh / name)  # raw: a hand-edited file is read too
+        for side, rows in (("stored", a), ("trained", b)):
+            odd = next((i for i, r in enumerate(rows) if not isinstance(r, dict)), None)
+            if odd is not None:  # a line of a hand-edited (or planted) file that is no row: a difference
+                return "different", math.inf, f"{name} row {odd} {side} is {reprlib.repr(rows[odd])}, not a row"
         if len(a) != len(b):
             return "different", math.inf, f"{name}: {len(a)} rows stored, {len(b)} trained"
         for i, (ra, rb) in enumerate(zip(a, b)):
@@ -291,8 +309,7 @@ def sample_archive(archived: Archive, n: int, seed: int = 0) -> list[str]:
         raise ConfigError(f"--sample {n}; valid: a positive number of runs")
     groups: dict[tuple[str, str], list[str]] = {}
     for h, run in sorted(archived.runs.items()):
-        method = json.loads(run.files["config.json"])["config"]["method"]["name"]
-        groups.setdefault((run.archive_file, method), []).append(h)
+        groups.setdefault((run.archive_file, _archived_method(archived, run)), []).append(h)
     rng = random.Random(seed)
     queues = [rng.sample(hs, len(hs)) for _, hs in sorted(groups.items())]
     rng.shuffle(queues)
@@ -302,6 +319,18 @@ def sample_archive(archived: Archive, n: int, seed: int = 0) -> list[str]:
             if q and len(out) < n:
                 out.append(q.pop())
     return out
+
+
+def _archived_method(archived: Archive, run) -> str:
+    """The method of an archived run, read after the run's own checks (its files against its summary's
+    sha256, its config against its hash): a damaged or planted line is the archive's one-line error."""
+    where = archived.folder / run.archive_file
+    check_files(run, where)
+    try:
+        return str(loads(run.files["config.json"])["config"]["method"]["name"])
+    except (KeyError, TypeError, ValueError):
+        raise CorruptCacheError(f"reference archive file {where} holds run {run.hash} whose config names no "
+                                "method; restore the file from git (or set FEDREPRO_ARCHIVE=off)") from None
 
 
 def verify_archive(profile: str, n: int, seed: int = 0, workers: int = 1, progress: bool = True) -> list[Verified]:

@@ -3,12 +3,22 @@ recorded, their verdicts by round, the report of a ``reproduce`` pass.
 
 A file that is torn, emptied, garbled or of the wrong shape (``{}``, a field missing or of the wrong
 type) is a one-line :class:`~fedrepro.errors.CorruptCacheError` that names it and says what to
-do, never a traceback from deep inside the page that reads it.
+do, never a traceback from deep inside the page that reads it. Such a file is read only when it is a
+regular file of at most :data:`MAX_INPUT_BYTES` (:func:`read_plain_file`: a FIFO, a device such as
+``/dev/zero`` or a sparse file of terabytes is refused before it is read, never waited on or read
+into memory), and parsed by :func:`loads`, for which a document nested deeper than Python's
+recursion limit is damage like any other, not a ``RecursionError``.
+
+The same two readers serve the results store (:mod:`fedrepro.runs.store`) and the reference
+archive, whose files are input from whoever can write them (docs/reliability.md, "Threat model").
 """
 from __future__ import annotations
 
+import errno
 import json
+import os
 import reprlib
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Union
@@ -17,6 +27,66 @@ from ..errors import CorruptCacheError
 
 # A field that holds a number (a JSON true is not one).
 NUMBER = (int, float)
+# The most bytes an input JSON file (a claims record, a timings report, a seed stages file) may
+# hold: such a file is kilobytes, so only one that is not (a planted or runaway one) is refused.
+MAX_INPUT_BYTES = 64 << 20
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+class RefusedFile(Exception):
+    """A file :func:`read_plain_file` would not read; its text says why ("is a symbolic link ...")."""
+
+
+def read_plain_file(path: str | Path, limit: int, follow_links: bool = False) -> bytes:
+    """The bytes of ``path``, read only when it is a regular file (not a FIFO, a device or a folder,
+    and, unless ``follow_links``, not a symbolic link) of at most ``limit`` bytes: opened without
+    blocking (and without following a link), then checked on the open descriptor, so that what is
+    checked is what is read. Otherwise, or when it cannot be read, :class:`RefusedFile` saying why
+    (FileNotFoundError when it does not exist)."""
+    flags = _OPEN_FLAGS | (0 if follow_links else _NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except ValueError as e:  # a NUL byte in the name: no file has it
+        raise RefusedFile(f"has a name no file can have ({e})") from e
+    except OSError as e:
+        if e.errno == errno.ELOOP and _NOFOLLOW and not follow_links:
+            raise RefusedFile("is a symbolic link, not a file fedrepro wrote (refused: it may point anywhere)") from e
+        raise RefusedFile(f"is unreadable ({e.strerror or e})") from e
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise RefusedFile("is not a regular file (a FIFO, device or folder; refused)")
+        if st.st_size > limit:
+            raise RefusedFile(f"holds {st.st_size} bytes, more than the {limit} a file of its kind may hold")
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 24))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            raise RefusedFile(f"grew past the {limit} bytes a file of its kind may hold while it was read")
+        return data
+    except OSError as e:
+        raise RefusedFile(f"is unreadable ({e.strerror or e})") from e
+    finally:
+        os.close(fd)
+
+
+def loads(data: bytes | str) -> Any:
+    """``json.loads(data)``, where a document nested deeper than Python's recursion limit (``[[[...``
+    a hundred thousand deep: a few hundred kilobytes) is a ``json.JSONDecodeError`` like any other
+    damage, not a ``RecursionError`` that escapes every handler written for damaged files."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply to be a file fedrepro wrote", "", 0) from None
 
 
 @dataclass(frozen=True)
@@ -125,13 +195,17 @@ def read_json_file(path: str | Path, what: str, fix: str, required: Mapping[str,
         return CorruptCacheError(f"{what} {path} {why}; {fix}")
 
     try:
-        data = path.read_bytes()
-    except OSError as e:
+        # Bounded, and never a FIFO or a device: a link is followed (a user may name one), but a link
+        # to /dev/zero or a planted FIFO is refused before it is read or waited on.
+        data = read_plain_file(path, MAX_INPUT_BYTES, follow_links=True)
+    except FileNotFoundError as e:
         raise bad(f"cannot be read ({e.strerror or e})") from None
+    except RefusedFile as e:
+        raise bad(str(e)) from None
     if not data.strip():
         raise bad("is empty")
     try:
-        obj = json.loads(data)
+        obj = loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise bad(f"is not valid JSON (truncated or damaged: {e})") from None
     problem = field_problem(obj, required or {}, "it")

@@ -37,6 +37,8 @@ from ..runs.store import default_runs_dir
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 _BIN = Path(sys.executable).parent
+# The prefix of the environment variables that switch on Flower's legacy gRPC servers (see Deployment._env).
+_FLWR_INTERNAL = "FLWR_INTERNAL_GRPC_"
 
 
 def client_blocks(num_clients: int, nodes: int) -> list[str]:
@@ -132,7 +134,11 @@ class Deployment:
         self.logs.mkdir(exist_ok=True)
 
     def _env(self, home: str) -> dict[str, str]:
-        env = dict(os.environ)
+        # Not Flower's switches for its legacy gRPC servers (FLWR_INTERNAL_GRPC_CONTROL_API and _FLEET_API):
+        # inherited, they would start the Control and Fleet APIs at their default addresses, on every
+        # interface (0.0.0.0:9093 and :9092), where in insecure mode anyone who reaches them could
+        # submit an app, which is code. This deployment talks to the SuperLink over HTTP only.
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_FLWR_INTERNAL)}
         env["FLWR_HOME"] = str(self.workdir / home)
         env["PATH"] = f"{_BIN}{os.pathsep}{env.get('PATH', '')}"  # flwr-serverapp / flwr-clientapp of this venv
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH")) if p)

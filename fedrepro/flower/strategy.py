@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import reprlib
 import time
 from collections.abc import Mapping
 from typing import Any, Callable, Iterable, Iterator
@@ -25,6 +27,7 @@ from flwr.serverapp.strategy import Strategy
 from tqdm.auto import tqdm
 
 from ..config import RunConfig
+from ..env.jsonfiles import loads
 from ..errors import FederationError, TrainingDivergedError
 from ..fl.client_data import ClientData
 from ..fl.flatness import evaluated_acc, stops_at
@@ -37,6 +40,8 @@ from .records import get_state, put_state
 
 log = logging.getLogger("fedrepro")
 _NODE_UNAVAILABLE = 5  # flwr.common.constant.ErrorCode.NODE_UNAVAILABLE
+# The fields of a client's reply that count (samples, correct answers, test examples): never negative.
+_COUNTS = ("num_samples", "correct", "total")
 
 
 class _StateNotOnServer(Mapping):
@@ -147,7 +152,7 @@ class MethodStrategy(Strategy):
                 # A node's first task also starts its ClientApp and loads its data: allow the connect timeout.
                 replies = grid.send_and_receive(msgs, timeout=max(self.timeout, self.connect_timeout))
                 for node, reply in self._replies(replies, msgs, "hello", 0).items():
-                    self._register(node, reply.content.config_records[TASK])
+                    self._register(node, reply.content.config_records.get(TASK))
                 asked.update(new)
             missing = [c for c in range(self.num_clients) if c not in self.node_of]
             if not missing:
@@ -165,17 +170,46 @@ class MethodStrategy(Strategy):
         content[TASK] = ConfigRecord({"config": self.cfg_json, "action": "hello"})
         return content
 
-    def _register(self, node: int, info: ConfigRecord) -> None:
-        cids = json.loads(str(info["clients"]))
-        if str(info["partition_hash"]) != self.partition_hash:
-            raise FederationError(f"SuperNode {node} on {info['host']} derives partition {info['partition_hash']}, "
+    def _register(self, node: int, info: ConfigRecord | None) -> None:
+        # A node's reply is a peer's input: every field is checked before it is used (issue 53), so a
+        # malformed one is a one-line error naming the node, never a traceback or a client id that
+        # does not exist.
+        try:
+            if info is None:
+                raise KeyError(TASK)
+            cids = loads(str(info["clients"]))
+            fields = {k: str(info[k]) for k in ("partition_hash", "device", "host")}
+        except (KeyError, ValueError) as e:  # a JSONDecodeError is a ValueError
+            raise FederationError(f"SuperNode {node} answered hello without its clients, partition hash, device "
+                                  f"and host ({type(e).__name__}: {str(e)[:80]}); refused: is it running this "
+                                  "version of fedrepro?") from None
+        if type(cids) is not list or not all(type(c) is int and 0 <= c < self.num_clients for c in cids) \
+                or len(set(cids)) != len(cids):
+            raise FederationError(f"SuperNode {node} says it holds clients {reprlib.repr(cids)}; valid: distinct "
+                                  f"client ids 0-{self.num_clients - 1} (--node-config \"clients='...'\")")
+        if fields["partition_hash"] != self.partition_hash:
+            raise FederationError(f"SuperNode {node} on {fields['host']} derives partition {fields['partition_hash']}, "
                                   f"not the server's {self.partition_hash}: its data files differ from the server's")
         for cid in cids:
             if cid in self.node_of:
                 raise FederationError(f"client {cid} is held by two SuperNodes ({self.node_of[cid]} and {node}); give "
                                       "each node its own clients with --node-config \"clients='...'\"")
             self.node_of[cid] = node
-        self.nodes_info[node] = {"clients": cids, "device": str(info["device"]), "host": str(info["host"])}
+        self.nodes_info[node] = {"clients": cids, "device": fields["device"], "host": fields["host"]}
+
+    @staticmethod
+    def _metrics(node: int, content: RecordDict, key: str, fields: tuple[str, ...]) -> MetricRecord:
+        """The metric record ``key`` of a node's reply, holding a number in each of ``fields``, and a
+        finite non-negative one in those that count (:data:`_COUNTS`; a score may be NaN: a client without
+        test data has none); a one-line FederationError naming the node otherwise."""
+        m = content.metric_records.get(key)
+        bad = [f for f in fields if m is None or isinstance(m.get(f), bool) or not isinstance(m.get(f), (int, float))
+               or (f in _COUNTS and not (math.isfinite(m[f]) and m[f] >= 0))]
+        if m is None or bad:
+            what = f"no record {key!r}" if m is None else f"record {key!r} with no valid {', '.join(bad)}"
+            raise FederationError(f"SuperNode {node} replied with {what}; refused: is it running this version of "
+                                  "fedrepro?")
+        return m
 
     # The Strategy interface ------------------------------------------------------------------
     def summary(self) -> None:
@@ -210,7 +244,7 @@ class MethodStrategy(Strategy):
         updates, losses = [], {}
         for cid in self._sampled:
             content = got[self.node_of[cid]].content
-            m = content.metric_records[f"metrics.{cid}"]
+            m = self._metrics(self.node_of[cid], content, f"metrics.{cid}", ("num_samples",))
             metrics = {k[2:]: float(v) for k, v in m.items() if k.startswith("m.")}
             updates.append(ClientUpdate(upload=get_state(content, f"upload.{cid}", self.device),
                                         state=_StateNotOnServer(self.cfg.method.name, cid),  # type: ignore[arg-type]
@@ -251,7 +285,8 @@ class MethodStrategy(Strategy):
             got = self._replies(replies, self._sent, "evaluate", server_round)
             rows = []
             for cid in range(self.num_clients):
-                m = got[self.node_of[cid]].content.metric_records[f"eval.{cid}"]
+                m = self._metrics(self.node_of[cid], got[self.node_of[cid]].content, f"eval.{cid}",
+                                  ("correct", "total", "loss_sum", "f1"))
                 res = EvalResult(correct=int(m["correct"]), total=int(m["total"]), loss_sum=float(m["loss_sum"]),
                                  f1_macro=float(m["f1"]),
                                  extra={k[2:]: float(v) for k, v in m.items() if k.startswith("x.")})

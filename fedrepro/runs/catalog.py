@@ -27,12 +27,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import numbers
 import os
+import reprlib
 import stat
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from ..env.atomic import atomic_write_bytes
@@ -41,7 +44,8 @@ from ..errors import ConfigError, CorruptCacheError
 from ..config import FREE_DICTS, CONFIG_SECTIONS, RunConfig
 from ..config import yaml_load
 from .columns import blank_untested, order_round_columns
-from .store import RunResult, read_checkpoint, read_run_file
+from ..env.jsonfiles import loads
+from .store import RunResult, RunStore, open_folder, read_run_file
 
 log = logging.getLogger("fedrepro")
 
@@ -159,7 +163,7 @@ def matches(cfg: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
 def _read_json(path: Path) -> Any:
     # Through the store's reader: a link to /dev/zero or a FIFO in place of a run file is not read.
     try:
-        return json.loads(read_run_file(path))
+        return loads(read_run_file(path))
     except (OSError, CorruptCacheError, UnicodeDecodeError, json.JSONDecodeError):
         return None
 
@@ -174,9 +178,17 @@ def _lock_held(runs_dir: Path, name: str) -> bool:
     # Without following a link or blocking (a FIFO would hang the listing), and on regular files only.
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(runs_dir / ".locks" / f"{name}.lock", flags)
+        # Inside the lock folder opened without following a link: a .locks aimed at another folder
+        # must not make a run there read as running (RunLock refuses to lock through one).
+        folder = open_folder(runs_dir / ".locks", "lock folder")
+    except (OSError, CorruptCacheError):
+        return False
+    try:
+        fd = os.open(f"{name}.lock", flags, dir_fd=folder)
     except OSError:
         return False
+    finally:
+        os.close(folder)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return False
@@ -201,6 +213,16 @@ def _number(v: Any) -> float:
     return float("nan") if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) else float(v)
 
 
+def _whole(v: Any) -> int | None:
+    """``v`` as a cell of an integer column: a whole number within int64, else empty. A damaged or
+    planted file's 2.5, 1e30 or infinity must leave its own cell empty, not break the whole table."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, numbers.Real)):
+        return None
+    if not isinstance(v, numbers.Integral) and not float(v).is_integer():
+        return None
+    return int(v) if -2 ** 63 <= v < 2 ** 63 else None
+
+
 def _mtime(f: Path) -> str | None:
     from datetime import datetime, timezone
 
@@ -223,6 +245,8 @@ def damage(folder: Path, stored: Any, status: str) -> str | None:
     missing, unreadable or names another run's hash, a summary.json that is unreadable, and for a
     finished run the store's checks of its recorded hashes and sizes
     (:meth:`fedrepro.runs.store.RunResult.cheap_check`)."""
+    if folder.is_symlink():  # fedrepro never makes one, and `fedrepro run` refuses to write through it
+        return f"{folder} is a symbolic link, not a run folder fedrepro wrote; remove it"
     if not isinstance(stored, dict) or not isinstance(stored.get("config"), dict):
         return f"{folder / 'config.json'} is missing or unreadable; delete the folder {folder}"
     if stored.get("hash") != folder.name:
@@ -345,7 +369,7 @@ def list_runs(runs_dir: str | os.PathLike | None = None, *, method: str | Sequen
     for folder in run_folders(runs_dir):
         try:
             row = run_record(folder)
-        except (OSError, CorruptCacheError, ValueError, TypeError, AttributeError) as e:
+        except (OSError, CorruptCacheError, ValueError, TypeError, AttributeError, RecursionError) as e:
             # One folder that cannot be read is no run: it must not hide the others.
             log.warning("fedrepro: skipped %s in the runs folder: %s; delete it or make it a run folder", folder,
                         (str(e).splitlines() or [type(e).__name__])[0])
@@ -362,7 +386,7 @@ def list_runs(runs_dir: str | os.PathLike | None = None, *, method: str | Sequen
     table = pd.DataFrame(rows, columns=None if rows else list(RUN_COLUMNS))
     for col in _INT_COLUMNS:  # counts stay integers next to an unfinished run's empty cell
         if col in table:
-            table[col] = pd.to_numeric(table[col], errors="coerce").astype("Int64")
+            table[col] = pd.array([_whole(v) for v in table[col]], dtype="Int64")
     extra = [c for c in table.columns if c not in RUN_COLUMNS]
     table = table[list(RUN_COLUMNS) + sorted(c for c in extra if not c.startswith("cfg."))
                   + [c for c in extra if c.startswith("cfg.")]]
@@ -409,7 +433,7 @@ def run_rounds(runs: pd.DataFrame) -> pd.DataFrame:
     for run in runs[ids + ["path"]].to_dict("records"):
         try:
             lines = read_run_file(Path(run.pop("path")) / "rounds.jsonl").decode("utf-8").splitlines()
-            rows += [{**run, **json.loads(line)} for line in lines if line.strip()]
+            rows += [{**run, **loads(line)} for line in lines if line.strip()]
         except (OSError, CorruptCacheError, UnicodeDecodeError, json.JSONDecodeError, TypeError):
             continue
     if not rows:
@@ -480,10 +504,29 @@ def _jsonl(data: bytes | None, name: str, problems: list[str]) -> pd.DataFrame:
     if data is None:
         return pd.DataFrame()
     try:
-        return pd.DataFrame([json.loads(line) for line in data.decode().splitlines() if line.strip()])
+        return _table([loads(line) for line in data.decode().splitlines() if line.strip()], name, problems)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         problems.append(f"{name} is unreadable ({e})")
         return pd.DataFrame()
+
+
+def _plain_cell(v: Any) -> bool:
+    return v is None or isinstance(v, (bool, int, float))
+
+
+def _table(rows: Any, name: str, problems: list[str]) -> pd.DataFrame:
+    """Rows of a run's table (a lines file's, or a checkpoint's) as a display reads them: JSON objects
+    of numbers, flags and empty cells, as the engine writes them. A line that is not an object makes
+    the table empty, and a cell that is not a number is shown empty; each is a problem of the run
+    (its file was not written by fedrepro), not a traceback of ``fedrepro show``."""
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        problems.append(f"{name} holds a line that is not a JSON object (a row)")
+        return pd.DataFrame()
+    odd = next(((k, v) for r in rows for k, v in r.items() if not _plain_cell(v)), None)
+    if odd is not None:
+        problems.append(f"{name} holds {odd[0]}={reprlib.repr(odd[1])}, not a number (shown empty)")
+        rows = [{k: (v if _plain_cell(v) else None) for k, v in r.items()} for r in rows]
+    return pd.DataFrame(rows)
 
 
 def read_run(folder: str | os.PathLike, checkpoint: bool = True) -> StoredRun:
@@ -504,8 +547,8 @@ def read_run(folder: str | os.PathLike, checkpoint: bool = True) -> StoredRun:
     if rounds.empty and checkpoint and record["status"] in ("interrupted", "running"):
         state = _checkpoint_state(folder / "checkpoint.pt", problems)
         if state.get("round_rows"):
-            rounds, from_ckpt = pd.DataFrame(state["round_rows"]), True
-            clients = pd.DataFrame(state.get("client_rows") or [])
+            rounds, from_ckpt = _table(state["round_rows"], "checkpoint.pt's round rows", problems), True
+            clients = _table(state.get("client_rows") or [], "checkpoint.pt's client rows", problems)
             record["rounds_done"] = int(rounds["round"].max())
             if "acc_mean" in rounds and rounds["acc_mean"].notna().any():  # the best so far
                 best = rounds.loc[rounds["acc_mean"].idxmax()]
@@ -518,17 +561,17 @@ def read_run(folder: str | os.PathLike, checkpoint: bool = True) -> StoredRun:
 
 
 def _checkpoint_state(f: Path, problems: list[str]) -> dict:
-    # Read as a resume reads it: checked against its sha256, tensors and plain values only (a pickled
-    # object in it is refused unread), never through a link or from a FIFO.
+    # Read as a resume reads it (RunStore.load_checkpoint): checked against its sha256, tensors and
+    # plain values only (a pickled object in it is refused unread), never through a link or from a
+    # FIFO, and for the shape of a run's state, so that a display gets rows, not a traceback.
     try:
-        ckpt = read_checkpoint(read_run_file(f), f)
+        ckpt = RunStore.load_checkpoint(f.parent)
     except FileNotFoundError:
         return {}
     except CorruptCacheError as e:
         problems.append(str(e))
         return {}
-    state = ckpt.get("state") if isinstance(ckpt, dict) else None
-    return state if isinstance(state, dict) else {}
+    return ckpt["state"] if ckpt is not None else {}
 
 
 # --------------------------------------------------------------------------------------------
@@ -543,7 +586,8 @@ def write_csv(table: pd.DataFrame, path: str | os.PathLike) -> Path:
         raise ConfigError(f"--csv {str(path)!r} is a folder; valid: a file name, e.g. runs.csv")
     if not path.parent.is_dir():
         raise ConfigError(f"--csv {str(path)!r}: the folder {str(path.parent)!r} does not exist")
-    atomic_write_bytes(path, table.to_csv(index=False, lineterminator="\n").encode("utf-8"),
+    # A folder name that is not UTF-8 (a run folder's path) is written as Python escapes it.
+    atomic_write_bytes(path, table.to_csv(index=False, lineterminator="\n").encode("utf-8", "backslashreplace"),
                        "name another file with --csv")
     return path
 

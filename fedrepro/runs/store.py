@@ -38,7 +38,12 @@ a pickled object in one (a planted payload, or an older fedrepro's checkpoint) i
 as a one-line CorruptCacheError. Run files are read only when they are regular files, not symbolic
 links, of at most :data:`MAX_FILE_BYTES` for their kind (:func:`read_run_file`): a link to
 ``/dev/zero`` or a FIFO in a run folder is reported as damage, not read; lock files are opened
-without following links (:class:`RunLock`).
+without following links, inside a ``.locks`` folder itself opened without following one
+(:class:`RunLock`); a run folder, ``.locks`` or ``.stale`` that is a link or a file is refused
+(:func:`real_folder`), and sealing a run never changes a file through a symbolic or hard link. A
+checkpoint is checked for the shape of a run's state before it is resumed (:func:`checkpoint_problem`),
+and a torch file whose zip entries are compressed, which could inflate a thousand times, is refused
+before it is read (:func:`load_state`).
 """
 from __future__ import annotations
 
@@ -76,6 +81,8 @@ from ..env.settings import output_path
 from ..env.settings import source
 from ..version import VERSION as __version__
 from ..env.atomic import atomic_write_bytes, write_error
+from ..env.jsonfiles import RefusedFile, loads, read_plain_file
+from ..env.torchfile import inflation_problem
 from ..env.host import PACKAGE_PARENT, cpu_model
 from .columns import (CLIENT_COLUMNS_ALWAYS, ROUND_COLUMNS_ALWAYS, blank_untested, order_round_columns, percent,
                       with_columns)
@@ -195,12 +202,16 @@ def read_checkpoint(data: bytes, where: Path) -> Any:
 
 def load_state(data: bytes, what: str, fix: str) -> Any:
     """A state or checkpoint read from its torch bytes with ``weights_only=True``: a pickled object in
-    it is refused without being unpickled (it could run any code), as a one-line
-    :class:`CorruptCacheError` naming ``what``, then ``fix``."""
+    it is refused without being unpickled (it could run any code), and an archive with compressed
+    entries (which could inflate to any size) before it is read (:func:`~fedrepro.env.torchfile.
+    inflation_problem`), as a one-line :class:`CorruptCacheError` naming ``what``, then ``fix``."""
     import torch
 
     from ..data.cache import load_problem  # with torch: listing runs imports neither
 
+    inflates = inflation_problem(data)  # a deflated entry would take ~1000x its size in memory
+    if inflates is not None:
+        raise CorruptCacheError(f"{what} {inflates}; {fix}")
     try:
         return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises several types for a file it cannot read
@@ -255,47 +266,35 @@ def file_limit(path: Path) -> int:
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_READ_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+# Opening a file inside a folder descriptor (openat): a folder that is a symbolic link is refused
+# when the descriptor is opened, and cannot be swapped for one between a check and the open.
+_DIR_FD = os.open in os.supports_dir_fd and hasattr(os, "O_DIRECTORY") and bool(_NOFOLLOW)
 
 
-class RefusedFile(Exception):
-    """A file :func:`read_plain_file` would not read; its text says why ("is a symbolic link ...")."""
-
-
-def read_plain_file(path: Path, limit: int) -> bytes:
-    """The bytes of ``path``, read only when it is a regular file (not a symbolic link, a FIFO or a
-    device) of at most ``limit`` bytes: opened without following a link and without blocking, then
-    checked on the open descriptor. Otherwise, or when it cannot be read, :class:`RefusedFile` saying
-    why (FileNotFoundError when it does not exist)."""
+def open_folder(path: Path, what: str) -> int:
+    """A descriptor of the folder ``path`` itself, opened without following a link; a one-line
+    :class:`CorruptCacheError` naming it (``what``: "lock folder"...) when it is a symbolic link or
+    not a folder. Whoever can write the store could otherwise aim a folder fedrepro writes into
+    (``.locks``) at any folder the user can write."""
     try:
-        fd = os.open(path, _READ_FLAGS)
-    except FileNotFoundError:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise CorruptCacheError(f"{what} {path} is a symbolic link or a file, not a folder; remove it "
+                                    "(fedrepro creates it itself)") from e
         raise
-    except OSError as e:
-        if e.errno == errno.ELOOP and _NOFOLLOW:
-            raise RefusedFile("is a symbolic link, not a file fedrepro wrote (refused: it may point anywhere)") from e
-        raise RefusedFile(f"is unreadable ({e.strerror or e})") from e
+
+
+def real_folder(path: Path, what: str) -> None:
+    """:class:`CorruptCacheError` naming ``path`` when it exists but is not a folder itself (a symbolic
+    link, even to a folder, a file or a FIFO)."""
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise RefusedFile("is not a regular file (a FIFO, device or folder; refused)")
-        if st.st_size > limit:
-            raise RefusedFile(f"holds {st.st_size} bytes, more than the {limit} a file of its kind may hold")
-        chunks, left = [], limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 24))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-        if len(data) > limit:
-            raise RefusedFile(f"grew past the {limit} bytes a file of its kind may hold while it was read")
-        return data
-    except OSError as e:
-        raise RefusedFile(f"is unreadable ({e.strerror or e})") from e
-    finally:
-        os.close(fd)
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        raise CorruptCacheError(f"{what} {path} is a symbolic link or a file, not a folder; remove it "
+                                "(fedrepro creates it itself)")
 
 
 def read_run_file(path: Path, limit: int | None = None) -> bytes:
@@ -316,6 +315,26 @@ def _is_regular(path: Path) -> bool:
         return False
 
 
+def _make_read_only(f: Path) -> None:
+    """Clear the write bits of ``f`` when it is a regular file of the run folder with no other name:
+    never through a symbolic link, and never a hard link, whose other name may be any file of the
+    same filesystem (chmod would change it there too). Checked on the open descriptor."""
+    try:
+        fd = os.open(f, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return  # a link (ELOOP), or unreadable: left as it is
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
+            mode = st.st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) & 0o7777
+            if hasattr(os, "fchmod"):
+                os.fchmod(fd, mode)
+            else:  # pragma: no cover  (Windows before Python 3.13: no links to follow there either)
+                os.chmod(f, mode)
+    finally:
+        os.close(fd)
+
+
 def _read_bytes(path: Path) -> bytes:
     try:
         return read_run_file(path)
@@ -325,14 +344,14 @@ def _read_bytes(path: Path) -> bytes:
 
 def _parse_json(path: Path, data: bytes) -> Any:
     try:
-        return json.loads(data)
+        return loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise _corrupt(path, f"is unreadable ({e})") from e
 
 
 def _parse_jsonl(path: Path, data: bytes) -> list[dict]:
     try:
-        return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+        return [loads(line) for line in data.decode().splitlines() if line.strip()]
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise _corrupt(path, f"is unreadable ({e})") from e
 
@@ -602,15 +621,23 @@ class RunLock:
         fix = "remove it (fedrepro creates its lock files itself; nobody holds a lock through it)"
         extra = _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
         writable = True
+        # The lock file is opened inside its folder, itself opened without following a link: a
+        # ``.locks`` that is a link to another folder would aim every lock file there.
+        folder = open_folder(self.file.parent, "lock folder") if _DIR_FD else None
+        where = {"dir_fd": folder} if folder is not None else {}
+        name = self.file.name if folder is not None else self.file
         try:
             try:
-                fd = os.open(self.file, os.O_RDWR | os.O_CREAT | extra, 0o666)
+                fd = os.open(name, os.O_RDWR | os.O_CREAT | extra, 0o666, **where)
             except PermissionError:
-                fd, writable = os.open(self.file, os.O_RDONLY | extra), False
+                fd, writable = os.open(name, os.O_RDONLY | extra, **where), False
         except OSError as e:
             if e.errno == errno.ELOOP and _NOFOLLOW:
                 raise CorruptCacheError(f"lock file {self.file} is a symbolic link; {fix}") from e
             raise
+        finally:
+            if folder is not None:
+                os.close(folder)
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
             os.close(fd)
@@ -663,6 +690,9 @@ class RunStore:
     def status(self, cfg: RunConfig) -> str:
         """``"missing"``, ``"partial"`` (started, resumable) or ``"done"``; checks consistency."""
         p = self.path(cfg)
+        # A run folder is one fedrepro made: a link (to a folder elsewhere, or dangling), a file or a
+        # FIFO in its place is refused, so that nothing is written or deleted through it.
+        real_folder(p, "run folder")
         if not p.is_dir():
             return "missing"
         cfg_file = p / "config.json"
@@ -718,7 +748,11 @@ class RunStore:
         where = f"invalid runs_dir={str(root)!r} (chosen by {self._chosen_by})"
         valid = f"valid: a writable folder (set runs_dir, {ENV_RUNS} or {ENV_OUTPUT})"
         ensure_writable(root, self._chosen_by, hint=valid, where=where)
-        (root / ".locks").mkdir(exist_ok=True)
+        locks = root / ".locks"
+        real_folder(locks, "lock folder")  # a link to another folder, or a file: refused, not written through
+        with contextlib.suppress(FileExistsError):
+            locks.mkdir()
+        real_folder(locks, "lock folder")
 
     def _lock(self, name: str) -> RunLock:
         return RunLock(self.root / ".locks" / f"{name}.lock")
@@ -797,15 +831,16 @@ class RunStore:
         for f in path.glob(".*.tmp"):
             f.unlink()
         for f in path.iterdir():  # a finished run is immutable: make that visible on disk too
-            if _is_regular(f):  # never through a link: chmod would change the file it points to
-                f.chmod(f.lstat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+            _make_read_only(f)
 
     def retire(self, cfg: RunConfig, tag: str) -> Path:
         """Under ``cfg``'s lock (:meth:`claim`): move its folder to ``.stale/<hash>.<tag>`` (kept for
         inspection, never read again), so that the config can be trained anew by today's code."""
         p = self.path(cfg)
         dest = self.root / ".stale" / f"{p.name}.{tag}"
+        real_folder(dest.parent, "folder of retired runs")  # never moved through a link to another folder
         dest.parent.mkdir(exist_ok=True)
+        real_folder(dest.parent, "folder of retired runs")
         if dest.exists():
             dest = dest.with_name(f"{dest.name}-{uuid.uuid4().hex[:6]}")
         os.rename(p, dest)
@@ -835,14 +870,16 @@ class RunStore:
 
     @staticmethod
     def load_checkpoint(path: Path) -> dict | None:
-        """The run's last checkpoint (None when it has none), checked against its sha256."""
+        """The run's last checkpoint (None when it has none), checked against its sha256 and, as a
+        resume rebuilds the run from it, for the shape of a run's state (:func:`checkpoint_problem`,
+        with the run's client count and rounds from its ``meta.json`` and ``config.json``)."""
         f = path / "checkpoint.pt"
         if not os.path.lexists(f):
             return None
         ckpt = read_checkpoint(_read_bytes(f), f)
-        if not isinstance(ckpt, dict) or not isinstance(ckpt.get("state"), dict):
-            raise CorruptCacheError(f"checkpoint {f} does not hold a run's state; delete it to restart this run "
-                                    "from round 0")
+        problem = checkpoint_problem(ckpt, *_run_size(path))
+        if problem is not None:
+            raise CorruptCacheError(f"checkpoint {f} {problem}; delete it to restart this run from round 0")
         return ckpt
 
     def finish(self, path: Path, round_rows: list[dict], client_rows: list[dict], summary: dict,
@@ -868,6 +905,55 @@ class RunStore:
         self._seal(path)
         _fsync_dir(path)
         return RunResult(path)
+
+
+# The entries of a checkpoint's state: the fields of the engine's SimState (fedrepro.fl.engine), which a
+# resume rebuilds from them.
+CHECKPOINT_STATE = ("next_round", "shared", "server_state", "client_states", "client_rows", "round_rows")
+
+
+def checkpoint_problem(ckpt: Any, num_clients: int | None = None, rounds: int | None = None) -> str | None:
+    """What is wrong with ``ckpt`` (a checkpoint as :func:`read_checkpoint` returns it) as the state of
+    a run of ``num_clients`` clients and ``rounds`` rounds (None: not checked), or None. Its sha256
+    header proves only that the file is whole: a checkpoint written with another structure (by hand,
+    or planted with its header) would otherwise be resumed into a traceback deep in training."""
+    state = ckpt.get("state") if isinstance(ckpt, dict) else None
+    if not isinstance(state, dict):
+        return "does not hold a run's state"
+    if set(state) != set(CHECKPOINT_STATE):
+        return f"holds the state entries {sorted(map(str, state))}, not {list(CHECKPOINT_STATE)}"
+    n = state["next_round"]
+    if type(n) is not int or n < 0 or (rounds is not None and n > rounds):
+        return f"is at round {n!r}, not a round of this run (0 to {rounds if rounds is not None else 'its rounds'})"
+    kinds = {"shared": dict, "client_states": list, "client_rows": list, "round_rows": list}
+    wrong = [k for k, kind in kinds.items() if not isinstance(state[k], kind)]
+    if wrong:
+        return f"holds {', '.join(f'{k} of type {type(state[k]).__name__}' for k in wrong)}"
+    if num_clients is not None and len(state["client_states"]) != num_clients:
+        return f"holds {len(state['client_states'])} client states, not the run's {num_clients}"
+    rows = state["round_rows"]
+    if len(rows) != n or not all(isinstance(r, dict) and isinstance(r.get("time_train_s"), (int, float))
+                                 and r.get("round") == i for i, r in enumerate(rows, 1)):
+        return f"does not hold one row per round 1 to {n} (its round_rows)"
+    if not all(isinstance(r, dict) and type(r.get("round")) is int and 1 <= r["round"] <= n
+               for r in state["client_rows"]):
+        return f"holds a client row that is not of a round 1 to {n} (its client_rows)"
+    return None
+
+
+def _run_size(path: Path) -> tuple[int | None, int | None]:
+    """The client count (``meta.json``) and rounds (``config.json``) of the run in ``path``, each None
+    when it cannot be read (the run's own checks report that)."""
+    out: list[int | None] = []
+    for name, keys in (("meta.json", ("num_clients",)), ("config.json", ("config", "train", "rounds"))):
+        try:
+            value: Any = read_json(path / name)
+            for k in keys:
+                value = value[k]
+        except (CorruptCacheError, KeyError, TypeError, IndexError):
+            value = None
+        out.append(value if type(value) is int and value >= 0 else None)
+    return out[0], out[1]
 
 
 def read_files(folder: Path, names: tuple[str, ...]) -> dict[str, bytes]:
