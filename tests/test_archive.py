@@ -282,3 +282,41 @@ def test_the_committed_archive_holds_the_stages_its_own_records_rest_on(monkeypa
         planned = plan(notebooks, nb_root, "laptop").runs
         missing = sorted(h for h in planned if h not in arch.runs)
         assert not missing, f"{len(missing)} of {len(planned)} runs {paper}'s notebooks plan are not archived"
+
+
+def test_an_unfinished_pass_is_archived_partial_and_the_next_machine_continues_it(tiny, tmp_path, monkeypatch):
+    """A pass longer than a machine's loan: `fedrepro archive --partial` keeps every finished run of
+    the paper, marked partial; under FEDREPRO_ARCHIVE=resume the next store restores those (and no
+    run of a finished file), trains the rest, and archiving again keeps the restored runs."""
+    from fedrepro.app.archive_pass import archive_pass
+    from fedrepro.env import settings
+
+    monkeypatch.setenv(settings.ENV_OUTPUT, str(tmp_path / "out"))
+    monkeypatch.delenv(settings.ENV_RUNS, raising=False)
+    monkeypatch.setenv(archive.ENV_ROOT, str(tmp_path / "roots"))
+    folder = tmp_path / "roots" / "smoke"
+    first, second, third = (tiny(seed=s, runs_dir=str(tmp_path / "machine1")) for s in (0, 1, 2))
+    for cfg in (first, second):
+        fedrepro.run(cfg)
+    with pytest.raises(ConfigError, match="one paper"):
+        archive_pass("smoke", "fedpft,pfedcspc", runs_dir=tmp_path / "machine1", folder=folder, partial=True)
+    archive_pass("smoke", "pfedcspc", runs_dir=tmp_path / "machine1", folder=folder, partial=True)
+    info = archive.Archive(folder).manifest["files"]["pfedcspc.jsonl.gz"]
+    assert info["runs"] == 2 and info["source"]["partial"] is True
+    # Another paper's finished file is not a pass to continue.
+    other = fedrepro.run(tiny(seed=7, runs_dir=str(tmp_path / "elsewhere")))
+    archive.write(folder, "fedpft", [other], {"commit": "c"})
+
+    monkeypatch.setenv(archive.ENV, "resume")
+    machine2 = [c.replace(runs_dir=str(tmp_path / "machine2")) for c in (first, second, third)]
+    todo = pending([*machine2, other.config.replace(runs_dir=str(tmp_path / "machine2"))])
+    assert {c.seed for c in todo} == {2, 7}  # seeds 0, 1 restored from the partial file; 7 not
+    fedrepro.run(machine2[2])
+    archive_pass("smoke", "pfedcspc", runs_dir=tmp_path / "machine2", folder=folder, partial=True)
+    arch = archive.Archive(folder)
+    assert {first.hash(), second.hash(), third.hash()} <= set(arch.runs)
+    assert arch.get(first.hash()).files["summary.json"] == (RunStore(first.runs_dir).path(first) / "summary.json"
+                                                            ).read_text()
+    # Under read (a notebook), the partial file serves like any other; off retrains its runs.
+    monkeypatch.setenv(archive.ENV, "off")
+    assert len(pending(machine2)) == 2  # the two restored ones count as not trained here

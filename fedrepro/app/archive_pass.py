@@ -17,7 +17,7 @@ from ..claims.core import claims_dir, record_name, recorded_claims
 from ..env import trace
 from ..env.host import cpu_model, git_commit, repo_root
 from ..env.settings import output_path
-from ..errors import ConfigError
+from ..errors import ConfigError, FedreproError
 from ..runs import archive
 from ..runs.fingerprint import STALE, staleness
 from ..papers.plan import recorded_stages
@@ -44,32 +44,79 @@ def traced_runs(profile: str, only: str | None = None) -> dict[str, dict[str, li
     return dict(out)
 
 
+def _paper_of(only: str | None, profile: str) -> str:
+    """The one paper whose notebooks ``only`` selects (a partial pass is archived paper by paper)."""
+    root = repo_root()
+    papers = {rel.parts[0] if len(rel.parts) > 1 else "tour"
+              for rel in (nb.relative_to(root / "notebooks") for nb in numbered_notebooks(root)) if selected(rel, only)}
+    if len(papers) != 1:
+        raise ConfigError(f"--partial archives one paper's unfinished pass; --only {only!r} selects "
+                          f"{', '.join(sorted(papers)) or 'no notebook'} (valid: e.g. --only fedpft)")
+    return papers.pop()
+
+
+def _finished_runs(runs_dir: Path, profile: str) -> list[str]:
+    """Every finished run of ``profile`` in the pass's store ``runs_dir`` (a folder with its summary)."""
+    out = []
+    for folder in sorted(runs_dir.iterdir()) if runs_dir.is_dir() else []:
+        if folder.name.isalnum() and not folder.is_symlink() and (folder / "summary.json").is_file():
+            try:
+                if RunResult(folder).config.profile == profile:
+                    out.append(folder.name)
+            except (FedreproError, OSError):
+                continue
+    return out
+
+
+def _resumed(res: RunResult, paper: str, folder: Path) -> bool:
+    """Whether the restored run ``res`` continues this paper's partial pass: it came from the paper's
+    own archive file in ``folder``, which an unfinished pass wrote (``partial`` in its source)."""
+    marker = archive.archived_source(res.path) or {}
+    info = archive.Archive(folder).manifest["files"].get(f"{paper}.jsonl.gz", {}) \
+        if archive.Archive(folder).exists() else {}
+    return bool((info.get("source") or {}).get("partial")) and str(marker.get("partial")) == "True"
+
+
 def archive_pass(profile: str = "laptop", only: str | None = None, runs_dir: Path | None = None,
-                 folder: Path | None = None) -> dict[str, Path]:
+                 folder: Path | None = None, partial: bool = False) -> dict[str, Path]:
     """Write the archive file of each paper whose notebooks ``only`` selects, from the traces and the
     store (``runs_dir``, default the pass's) of the last pass at ``profile``; returns the files by
-    paper. A one-line ConfigError when there is no trace, or a run is missing, restored or stale."""
+    paper. A one-line ConfigError when there is no trace, or a run is missing, restored or stale.
+
+    ``partial``: the pass has not finished (a machine lent for less time than the pass takes): every
+    finished run of the one paper ``only`` selects is archived, with the verdicts of the notebooks that
+    rendered, and the file is marked ``partial``. The next machine continues it with
+    ``FEDREPRO_ARCHIVE=resume fedrepro reproduce --only <paper>`` (those runs are restored, the rest
+    trained) and archives again; runs restored from the partial file are then kept, so that the file
+    grows into one pass of today's code (each run's meta names its CPU and commit)."""
     found = traced_runs(profile, only)
+    runs_dir = Path(runs_dir) if runs_dir else default_runs_dir()
+    folder = folder or archive.archive_folder(profile)
+    if partial:
+        paper = _paper_of(only, profile)
+        found = {paper: {**found.get(paper, {}), "": _finished_runs(runs_dir, profile)}}
     if not found:
         raise ConfigError(f"no trace of a rendered notebook at profile {profile!r}"
                           + (f" matching --only {only!r}" if only else "")
                           + f" under {output_path('trace', profile)}; valid: after `fedrepro reproduce --profile "
-                          f"{profile}` rendered them")
-    runs_dir = Path(runs_dir) if runs_dir else default_runs_dir()
-    folder = folder or archive.archive_folder(profile)
+                          f"{profile}` rendered them, or --partial for an unfinished pass")
     commit = git_commit(repo_root()) or "unknown"
     written = {}
     for paper, notebooks in sorted(found.items()):
         hashes = list(dict.fromkeys(h for hs in notebooks.values() for h in hs))
-        runs = []
+        notebooks = {nb: hs for nb, hs in notebooks.items() if nb}  # "": a partial pass's untraced runs
+        runs, commits = [], {commit}
         for h in hashes:
             res = RunResult(runs_dir / h)
             if not (res.path / "summary.json").is_file():
                 raise ConfigError(f"run {res.path} that a {paper} notebook read is not finished in {runs_dir}; "
                                   "valid: the store of the pass that rendered the notebooks")
             if res.archived:
-                raise ConfigError(f"run {res.path} was restored from the reference archive, not trained in this "
-                                  f"pass; valid: a pass with {archive.ENV}=off (make reproduce)")
+                if not _resumed(res, paper, folder):
+                    raise ConfigError(f"run {res.path} was restored from the reference archive, not trained in "
+                                      f"this pass; valid: a pass with {archive.ENV}=off (make reproduce), or one "
+                                      f"that continued a partial archive ({archive.ENV}=resume)")
+                commits.add(str((archive.archived_source(res.path) or {}).get("commit", "unknown")))
             st = staleness(res.config, res.meta)
             if st.state == STALE:
                 raise ConfigError(f"run {res.path} is stale ({st.why}); retrain it before archiving")
@@ -78,6 +125,10 @@ def archive_pass(profile: str = "laptop", only: str | None = None, runs_dir: Pat
         source = {"commit": commit, "cpu": cpus.most_common(1)[0][0] if cpus else cpu_model(),
                   "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "notebooks": sorted(notebooks),
                   "profile": profile}
+        if len(commits) > 1:
+            source["commits"] = sorted(commits)  # a pass continued across machines: every commit it ran at
+        if partial:
+            source["partial"] = True
         written[paper] = archive.write(folder, paper, runs, source)
         # The verdicts of the same notebooks, so that a reproduction can be compared claim by claim.
         claims = claims_dir(profile)

@@ -208,6 +208,10 @@ def _main(argv: list[str] | None = None) -> int:
                                            "runs the last pass's notebooks read (docs/outputs.md)")
     p_arc.add_argument("--profile", default="laptop", help="smoke | laptop (default) | paper")
     p_arc.add_argument("--only", default=None, help="the notebooks whose runs to archive, as reproduce --only")
+    p_arc.add_argument("--partial", action="store_true",
+                       help="the pass has not finished: archive every finished run of the one paper --only names, "
+                            "marked partial, for the next machine to continue (FEDREPRO_ARCHIVE=resume fedrepro "
+                            "reproduce --only PAPER; docs/outputs.md)")
 
     p_cmp = sub.add_parser("compare", help="compare this store's runs and the notebooks' verdicts with the reference "
                                            "archive (results/<profile>/) and write the reproduction report "
@@ -266,7 +270,7 @@ def _main(argv: list[str] | None = None) -> int:
                 print(f"written: {path}")
             return 0
         if args.cmd == "archive":
-            for paper, path in archive_pass(args.profile, args.only).items():
+            for paper, path in archive_pass(args.profile, args.only, partial=args.partial).items():
                 print(f"written: {path} ({path.stat().st_size / 1e6:.2f} MB)")
             return 0
         if args.cmd == "compare":

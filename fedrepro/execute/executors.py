@@ -52,17 +52,16 @@ class Executor:
 def pending(cfgs: Sequence[Any]) -> list:
     """The distinct configs of ``cfgs`` not finished in their store, after restoring from the reference
     archive those it holds (:mod:`fedrepro.runs.archive`; ``FEDREPRO_ARCHIVE=off``: none, and a run
-    restored earlier counts as not finished)."""
+    restored earlier counts as not finished; ``resume``: only an unfinished pass's, :func:`~fedrepro.runs.
+    archive.stands_for_trained`)."""
     from ..runs import archive  # defers pandas for a process that only names an executor
     from ..runs.store import RunStore
 
     unique = list({c.hash(): c for c in cfgs}.values())
     archive.restore_missing(unique)
-    off = archive.policy() == "off"
-
     def finished(c) -> bool:
         store = RunStore(c.runs_dir)
-        return store.status(c) == "done" and not (off and archive.is_archived(store.path(c)))
+        return store.status(c) == "done" and archive.stands_for_trained(store.path(c))
 
     return [c for c in unique if not finished(c)]
 

@@ -35,12 +35,14 @@ import json
 import os
 import shutil
 import uuid
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from ..env.host import repo_root
 from ..env.host import ENV_ARCHIVE
+from ..env.jsonfiles import loads
 from ..errors import ConfigError, CorruptCacheError
 from .store import ARCHIVED, RefusedFile, RunResult, RunStore, atomic_write_bytes, read_plain_file
 
@@ -49,7 +51,9 @@ MANIFEST = "MANIFEST.json"
 ENV = ENV_ARCHIVE
 # Where the archives live instead of the repository's results/ (one folder per profile under it).
 ENV_ROOT = "FEDREPRO_ARCHIVE_ROOT"
-POLICIES = ("read", "off")
+# read: restore what the store lacks (notebooks, make figures); off: train everything (make reproduce);
+# resume: a training pass that continues an unfinished one, restoring only runs of a file marked partial.
+POLICIES = ("read", "off", "resume")
 # The files of a run the archive keeps: what notebooks and pages read (not the model weights).
 KEPT = ("config.json", "meta.json", "summary.json", "rounds.jsonl", "clients.jsonl")
 # Bounds on what is read: an archive file as stored, and decompressed (a planted gzip bomb stops here).
@@ -59,7 +63,7 @@ MAX_MANIFEST_BYTES = 1 << 20
 
 
 def policy() -> str:
-    """``FEDREPRO_ARCHIVE``: ``read`` (default) or ``off``; a one-line ConfigError otherwise."""
+    """``FEDREPRO_ARCHIVE``: ``read`` (default), ``off`` or ``resume``; a one-line ConfigError otherwise."""
     value = os.environ.get(ENV) or "read"
     if value not in POLICIES:
         raise ConfigError(f"{ENV}={value!r}; valid: {', '.join(POLICIES)}")
@@ -160,17 +164,25 @@ def write_stages(folder: Path, stages: Mapping[str, int]) -> None:
     atomic_write_bytes(folder / MANIFEST, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
 
 
+def _plain_name(name: object, suffix: str) -> bool:
+    """Whether ``name`` may name a file of the archive folder: a printable name ending in ``suffix``,
+    without a folder part or a leading dot (so ``..`` and a NUL byte are not one)."""
+    return isinstance(name, str) and name.endswith(suffix) and name.isprintable() and "/" not in name \
+        and "\\" not in name and not name.startswith(".")
+
+
 def _manifest(folder: Path) -> dict:
     path = folder / MANIFEST
     try:
-        manifest = json.loads(_read(path, MAX_MANIFEST_BYTES))
+        manifest = loads(_read(path, MAX_MANIFEST_BYTES))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise _refuse(path, f"is not JSON ({e.__class__.__name__})") from None
     files = manifest.get("files") if isinstance(manifest, dict) else None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(files, dict) or not all(
-            isinstance(k, str) and "/" not in k and k.endswith(".jsonl.gz") and isinstance(v, dict)
-            and isinstance(v.get("sha256"), str) for k, v in files.items()) or not all(
-            isinstance(k, str) and "/" not in k and k.endswith(".json") and isinstance(v, dict)
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(files, dict) \
+            or not all(isinstance(manifest.get(k) or {}, dict) for k in ("claims", "stages")) or not all(
+            _plain_name(k, ".jsonl.gz") and isinstance(v, dict) and isinstance(v.get("sha256"), str)
+            and isinstance(v.get("source") or {}, dict) for k, v in files.items()) or not all(
+            _plain_name(k, ".json") and isinstance(v, dict)
             and isinstance(v.get("sha256"), str) for k, v in (manifest.get("claims") or {}).items()) or not all(
             isinstance(k, str) and type(v) is int and v > 0 for k, v in (manifest.get("stages") or {}).items()):
         raise _refuse(path, f"is not a {FORMAT} manifest ({{'format', 'files': {{name: {{'sha256', ...}}}}}})")
@@ -211,13 +223,17 @@ class Archive:
             try:
                 with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
                     text = gz.read(MAX_TEXT_BYTES + 1)
-            except (OSError, EOFError) as e:
+            except (OSError, EOFError, zlib.error) as e:  # a damaged deflate stream is a zlib.error
                 raise _refuse(path, f"is not gzip ({e})") from None
             if len(text) > MAX_TEXT_BYTES:
                 raise _refuse(path, f"decompresses to more than {MAX_TEXT_BYTES} bytes")
-            for i, line in enumerate(text.decode("utf-8", errors="strict").splitlines(), 1):
+            try:
+                lines = text.decode("utf-8", errors="strict").splitlines()
+            except UnicodeDecodeError as e:
+                raise _refuse(path, f"is not UTF-8 text ({e.reason} at byte {e.start})") from None
+            for i, line in enumerate(lines, 1):
                 try:
-                    e = json.loads(line)
+                    e = loads(line)
                 except json.JSONDecodeError:
                     raise _refuse(path, f"line {i} is not JSON") from None
                 files = e.get("files") if isinstance(e, dict) else None
@@ -255,11 +271,12 @@ class Archive:
             if _sha(data) != info["sha256"]:
                 raise _refuse(path, f"does not match the sha256 in {self.folder / MANIFEST} (edited or damaged)")
             try:
-                record = json.loads(data)
+                record = loads(data)
             except (UnicodeDecodeError, json.JSONDecodeError):
                 raise _refuse(path, "is not JSON") from None
-            if not isinstance(record, dict) or not isinstance(record.get("claims"), list):
-                raise _refuse(path, "is not a claims record ({'claims': [...], ...})")
+            if not isinstance(record, dict) or not isinstance(record.get("claims"), list) \
+                    or not all(isinstance(row, dict) for row in record["claims"]):
+                raise _refuse(path, "is not a claims record ({'claims': [{...}, ...], ...})")
             out[name] = record
         return out
 
@@ -279,17 +296,18 @@ def check_files(run: ArchivedRun, where: Path) -> None:
     """Each of the run's files against the sha256 its ``summary.json`` records (the archive's
     manifest already vouched for the file they came in), and its config against its hash."""
     try:
-        summary = json.loads(run.files["summary.json"])
+        summary = loads(run.files["summary.json"])
         record = summary["files_sha256"]
         for name in KEPT:
             if name == "summary.json":
                 continue
             if _sha(run.files[name].encode("utf-8")) != record[name]["sha256"]:
                 raise _refuse(where, f"holds run {run.hash} whose {name} does not match its summary's sha256")
-        if json.loads(run.files["config.json"]).get("hash") != run.hash or summary.get("config_hash") != run.hash:
+        if loads(run.files["config.json"]).get("hash") != run.hash or summary.get("config_hash") != run.hash:
             raise _refuse(where, f"holds run {run.hash} whose config is another run's")
-    except (KeyError, TypeError, json.JSONDecodeError):
-        raise _refuse(where, f"holds run {run.hash} without a sha256 record in its summary") from None
+    except (KeyError, TypeError, AttributeError, json.JSONDecodeError):  # a file that is not a run's object
+        raise _refuse(where, f"holds run {run.hash} whose summary has no sha256 record, or whose summary or "
+                             "config is not a run's") from None
 
 
 def restore(store: RunStore, config_hash: str, archive: Archive) -> bool:
@@ -334,16 +352,28 @@ def archived_source(path) -> dict | None:
     if not os.path.lexists(marker):
         return None
     try:
-        source = json.loads(read_plain_file(marker, MAX_MANIFEST_BYTES)).get("source")
+        source = loads(read_plain_file(marker, MAX_MANIFEST_BYTES)).get("source")
     except (RefusedFile, OSError, ValueError, AttributeError):
         source = None
     return {str(k): str(v) for k, v in source.items()} if isinstance(source, dict) else {}
 
 
+def stands_for_trained(path) -> bool:
+    """Whether the run folder ``path`` counts as trained under :func:`policy`: a run trained here
+    always; one restored from the archive under ``read``, and under ``resume`` only if it came from a
+    file an unfinished pass wrote (``partial``), never under ``off``."""
+    if not is_archived(Path(path)):
+        return True
+    mode = policy()
+    return mode == "read" or (mode == "resume" and (archived_source(path) or {}).get("partial") == "True")
+
+
 def restore_missing(cfgs: Iterable) -> int:
     """Restore from the archive of each config's profile every run of ``cfgs`` that its store lacks
-    (only under :func:`policy` ``read``). Returns how many were restored."""
-    if policy() != "read":
+    (under :func:`policy` ``read``; under ``resume`` only the runs of a file an unfinished pass wrote,
+    marked ``partial``: fedrepro.app.archive_pass). Returns how many were restored."""
+    mode = policy()
+    if mode == "off":
         return 0
     n = 0
     for cfg in cfgs:
@@ -351,6 +381,10 @@ def restore_missing(cfgs: Iterable) -> int:
         if not archive.exists():
             continue
         store = RunStore(cfg.runs_dir)
+        if mode == "resume":
+            run = archive.get(cfg.hash())
+            if run is None or not run.source.get("partial"):
+                continue
         if store.status(cfg) == "missing" and restore(store, cfg.hash(), archive):
             n += 1
     return n

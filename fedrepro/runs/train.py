@@ -70,10 +70,13 @@ def on_stale_policy(on_stale: str | None = None) -> str:
 
 def is_stale(store: RunStore, cfg: RunConfig, policy: str) -> bool:
     """Whether the stored run of ``cfg`` must be trained anew under ``policy`` (``error`` raises); a run
-    restored from the reference archive must be when the archive is off (it was not trained here)."""
+    restored from the reference archive must be when it does not stand for a trained run
+    (:func:`fedrepro.runs.archive.stands_for_trained`: the archive off), or is stale in a resumed pass."""
     if archive.is_archived(store.path(cfg)):
-        if archive.policy() == "off":
+        if not archive.stands_for_trained(store.path(cfg)):
             return True
+        if archive.policy() == "resume" and staleness(cfg, store.meta(cfg)).state == STALE:
+            return True  # a pass continued on today's code retrains what today's code changed
         # issue 56: an archived run that today's code would train differently is still read from the
         # archive (there is nothing else to read without training), and said to be stale.
         st = staleness(cfg, store.meta(cfg))
