@@ -60,13 +60,13 @@ import numpy as np
 import pandas as pd
 
 from ..config import rehearsing
-from ..errors import ConfigError
+from ..errors import ConfigError, CorruptCacheError
 from ..env.host import git_commit, repo_root
-from ..env.jsonfiles import NUMBER, ListOf, MapOf, MayLack, Obj, OneOf, read_json_file
+from ..env.jsonfiles import NUMBER, ListOf, MapOf, MayLack, Obj, OneOf, loads, read_json_file
 from ..params import check_value
 from ..registry import Registry
 from ..env.settings import output_path
-from ..runs.store import atomic_write_json
+from ..runs.store import atomic_write_json, read_run_file
 from .replication import claim_chances, rerun_chances, same_verdict, strength
 
 # The column that names which of the paper's dataset columns a row belongs to (tables that run
@@ -825,13 +825,14 @@ class Claim:
 
 
 def _is_rehearsal_run(path: str) -> bool:
-    """Whether the stored run at ``path`` is a rehearsal (its ``config.json`` has ``rehearsal`` set)."""
-    import json
-
+    """Whether the stored run at ``path`` is a rehearsal (its ``config.json`` has ``rehearsal`` set);
+    not when it cannot be read."""
     file = Path(path) / "config.json"
     try:
-        stored = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        # Bounded, never a link, a FIFO or a device, and no RecursionError: a store is input from
+        # whoever can write it (docs/reliability.md, "Threat model").
+        stored = loads(read_run_file(file))
+    except (OSError, ValueError, CorruptCacheError):  # JSONDecodeError, UnicodeDecodeError: ValueErrors
         return False
     # The store keeps the config under "config" (beside its hash and version).
     cfg = stored.get("config", stored) if isinstance(stored, dict) else {}

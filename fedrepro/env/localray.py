@@ -12,13 +12,15 @@ single-machine switch is on (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, read into
 ``ray_constants.ENABLE_RAY_CLUSTER`` when ray is imported). :func:`init_local_ray` turns that switch
 on around ``ray.init`` (and in the environment its processes inherit), so the node's address is
 loopback and every socket of the instance is bound to it; ``tests/test_network_exposure.py``
-lists the sockets to check.
+lists the sockets to check. Its processes also get ``REMOTE_PDB_HOST`` on loopback
+(:func:`loopback_env`): a worker's post-mortem debugger (``RAY_DEBUG_POST_MORTEM=1`` with
+``RAY_DEBUG=legacy``) listens where that says, and a pdb prompt is code run as this user.
 """
 from __future__ import annotations
 
 import ipaddress
 import os
-from typing import Any
+from typing import Any, Mapping
 
 LOOPBACK = "127.0.0.1"
 _SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": no multi-node cluster, the node's address is loopback
@@ -45,6 +47,23 @@ def check_bind(bind: str) -> str | None:
     return None
 
 
+# Where Ray's legacy remote debugger (ray.util.rpdb) listens in a worker: set by a user for a
+# cluster's debugging, it must not carry over to an instance that is meant to be reachable from
+# this machine only.
+_PDB_HOST = "REMOTE_PDB_HOST"
+
+
+def loopback_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables to set, over ``environ``, in the environment the processes of a loopback-only
+    Ray instance inherit: the single-machine switch, and ``REMOTE_PDB_HOST`` put back on loopback
+    when it names another address (a loopback one is kept)."""
+    out = {_SWITCH: "0"}
+    host = environ.get(_PDB_HOST)
+    if host is not None and not is_loopback(host):
+        out[_PDB_HOST] = LOOPBACK
+    return out
+
+
 def init_local_ray(bind: str = LOOPBACK, **kwargs: Any) -> None:
     """``ray.init(address="local", **kwargs)``: a new Ray instance on this machine whose sockets are
     all on loopback when ``bind`` is a loopback address (the default). With another address of this
@@ -56,14 +75,18 @@ def init_local_ray(bind: str = LOOPBACK, **kwargs: Any) -> None:
     if not is_loopback(bind):
         ray.init(address="local", _node_ip_address=bind, **kwargs)
         return
-    saved_env, saved = os.environ.get(_SWITCH), ray_constants.ENABLE_RAY_CLUSTER
-    os.environ[_SWITCH] = "0"  # for the processes ray.init starts (GCS, raylet, agents, workers)
+    # For the processes ray.init starts (GCS, raylet, agents, and the workers the raylet starts
+    # later with its environment); this process's own is restored after.
+    overrides = loopback_env(os.environ)
+    saved_env, saved = {k: os.environ.get(k) for k in overrides}, ray_constants.ENABLE_RAY_CLUSTER
+    os.environ.update(overrides)
     ray_constants.ENABLE_RAY_CLUSTER = False  # for this process, which imported ray before
     try:
         ray.init(address="local", _node_ip_address=LOOPBACK, **kwargs)
     finally:
         ray_constants.ENABLE_RAY_CLUSTER = saved
-        if saved_env is None:
-            os.environ.pop(_SWITCH, None)
-        else:
-            os.environ[_SWITCH] = saved_env
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

@@ -17,6 +17,8 @@ import json
 import os
 from pathlib import Path
 
+from ..env.atomic import atomic_write_bytes
+from ..env.jsonfiles import MAX_INPUT_BYTES, RefusedFile, loads, read_plain_file
 from ..errors import ConfigError
 
 # The files, relative to the folder: the ViT-B/16 file named as timm names its IN-21k checkpoint,
@@ -38,8 +40,10 @@ def _done(path: Path) -> object:
     """What ``done.json`` says was written, or None when it is missing or unreadable (cut short by a
     crash or an edit): the weights are then written again, over whatever is there."""
     try:
-        return json.loads(path.read_bytes())
-    except (OSError, ValueError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        # Bounded, never a link, a FIFO or a device, and no RecursionError: the folder lies in the
+        # output root, which whoever shares it can write (docs/reliability.md, "Threat model").
+        return loads(read_plain_file(path, MAX_INPUT_BYTES))
+    except (OSError, ValueError, RefusedFile):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return None
 
 
@@ -66,5 +70,6 @@ def write_rehearsal_weights(folder: str | Path, seed: int = 0) -> dict[str, Path
         # OpenAI ships fp16 weights; load_clip reads them back to fp32.
         _save({k: v.half() for k, v in clip.model.state_dict().items()}, paths["clip"] / f"{arch}.pt")
         del clip
-    done.write_text(json.dumps(record))
+    # A new file renamed into place: a link planted as done.json is replaced, never written through.
+    atomic_write_bytes(done, json.dumps(record).encode(), fix="point FEDREPRO_OUTPUT elsewhere")
     return paths

@@ -22,6 +22,7 @@ from ..fl.client_data import ClientData
 from ..fl.device import resolve_device, torch_threads
 from ..fl.converge import simulate_until_flat
 from ..fl.engine import SimState, simulate, summarize_run, unscored_summary
+from ..fl.seeding import derive_seed, seeded_scope
 from . import archive, fingerprint, prefix, tensorboard
 from .catalog import display_path
 from .fingerprint import STALE, UNKNOWN, staleness
@@ -192,6 +193,7 @@ def train_inprocess(cfg: RunConfig, store: RunStore, status: str, ds: ImageDatas
         if ckpt.get("partition_hash") != part.hash():
             raise CorruptCacheError(f"checkpoint in {path} was made on partition {ckpt.get('partition_hash')}, "
                                     f"not {part.hash()}; delete the folder to restart")
+        check_resumed_shared(path / "checkpoint.pt", ckpt["state"]["shared"], method, cfg.seed)
         state = SimState(**to_device(ckpt["state"], device))
     elif start is not None:
         state = to_device_state(start, device)
@@ -222,6 +224,52 @@ def train_inprocess(cfg: RunConfig, store: RunStore, status: str, ds: ImageDatas
             raise
         diverged = {"diverged_round": err.round, "diverged": str(err)}  # the engine sets the round
     return finish_run(cfg, store, path, part, state, diverged, meta_update, flat)
+
+
+def _tensors(obj: Any, where: str) -> dict[str, Any]:
+    """``{where[key]...: leaf}`` of the leaves in nested dicts (a tensor, or whatever else is there)."""
+    if isinstance(obj, dict):
+        return {p: v for k, sub in obj.items() for p, v in _tensors(sub, f"{where}[{k!r}]").items()}
+    return {where: obj}
+
+
+def _kind(t: torch.Tensor) -> str:
+    return f"shape {list(t.shape)} ({str(t.dtype).removeprefix('torch.')})"
+
+
+def shared_mismatch(stored: dict, fresh: dict) -> str | None:
+    """What keeps the ``stored`` shared state from being ``fresh``'s (the method's own, as it starts
+    a run) at a later round: a tensor of ``fresh`` that ``stored`` lacks, or holds with another shape
+    or dtype; None when nothing. Entries that ``stored`` adds (a pool a method fills round by round:
+    FedFomo's models, FedAMP's clouds) and values that are not tensors are not compared."""
+    got = _tensors(stored, "shared")
+    for key, want in _tensors(fresh, "shared").items():
+        if not isinstance(want, torch.Tensor):
+            continue
+        have = got.get(key)
+        if not isinstance(have, torch.Tensor):
+            return f"has no tensor {key} (this run's method starts it at {_kind(want)})"
+        if have.shape != want.shape or have.dtype != want.dtype:
+            return f"holds {key} of {_kind(have)}, not the {_kind(want)} this run's method has"
+    return None
+
+
+def check_resumed_shared(file: Path, shared: dict, method, seed: int) -> None:
+    """A one-line :class:`CorruptCacheError` naming the checkpoint ``file`` when its ``shared`` state
+    does not fit ``method`` (:func:`shared_mismatch`): written by another model or another version of
+    the method, it would otherwise stop the resume with a ``size mismatch`` traceback deep in training.
+
+    The method's starting state is built as :func:`fedrepro.fl.engine.init_state` builds it (the same
+    seed, in the same seeded scope, which restores torch's RNG after), only to be compared and
+    dropped: the resumed run's numbers are those it has without the check. Its cost is one
+    ``init_server`` (the model built once), which a run started from round 0 pays too."""
+    init_seed = derive_seed(seed, "init")
+    with seeded_scope(init_seed):
+        fresh, _ = method.init_server(init_seed)
+    problem = shared_mismatch(shared, fresh)
+    del fresh
+    if problem is not None:
+        raise CorruptCacheError(f"checkpoint {file} {problem}; delete it to restart this run from round 0")
 
 
 def flat_rule_can_stop(method) -> bool:
