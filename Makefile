@@ -95,7 +95,7 @@ archive: setup ## write the reference archive results/$(PROFILE)/<paper>.jsonl.g
 smoke: setup ## every notebook at the smoke profile: one seed, the smallest sizes (minutes in all; docs/speed.md); outputs under output/smoke/
 	$(SMOKE_ENV) $(VENV)/bin/fedrepro reproduce --profile smoke
 
-rehearse: setup ## the paper profile rehearsed: every notebook on the papers' full-size models (random weights), 2 rounds of one local step, verdicts REHEARSAL; predicted cost of the paper profile -> output/paper/notebooks/rehearsal_cost.json; outputs under OUTPUT/rehearsal (docs/speed.md)
+rehearse: setup ## the paper profile rehearsed: every notebook on the papers' full-size models (random weights), 2 rounds of one local step, verdicts REHEARSAL; predicted cost of the paper profile -> output/paper/notebooks/rehearsal_cost.json; outputs under OUTPUT/rehearsal (docs/speed.md); on 2 CPU cores its CLIP and ViT-B/16 notebooks take many hours (docs/paper-profile.md)
 	$(OUTPUT_ENV) MPLBACKEND=Agg $(VENV)/bin/fedrepro reproduce --profile paper --rehearse
 
 bench-rehearse: setup ## one client step on each full-size model, and the paper profile's notebooks costed from it -> bench/rehearsal_steps.json (REHEARSAL_DATA: a data root of the paper datasets' shapes)

@@ -20,7 +20,9 @@ papers' full-size models, with the budgets cut; and what it costs to run them fo
 **The cost table.** A rehearsal run trains one mini-batch per sampled client in each round, so its
 second round's training time over its sampled clients is the time of one client step on its model
 (the first round pays the warm-up; for a CLIP method, a client sampled for the first time also
-encodes its (cut) split, so its step is an upper bound). :func:`step_times` takes the median over
+encodes its (cut) split, and the CLIP prompt methods' loop does not stop at ``max_local_batches``, so
+a few-shot client of more images than a batch takes two steps: its step is an upper bound; a
+PEP-FedPT step also holds CCMP's prototype pass over the client's cut split). :func:`step_times` takes the median over
 the rehearsal's runs of each model; :func:`predicted_seconds` multiplies it by the client steps of the paper run a
 rehearsal stands for (rounds × clients a round × local epochs × mini-batches per client). Summed per
 notebook, that is :func:`cost_table`, which the pass writes to :func:`cost_path` under the output
@@ -50,11 +52,12 @@ REHEARSAL_FOLDER = "rehearsal"
 # that every paper-profile partition finds images of each class for each client.
 REHEARSAL_DATA_MIB = 2048
 # The notebooks the CI subset rehearses (tests/test_rehearsal.py): a cheap notebook of each paper
-# whose rehearsal fits a CI run on 2 cores (these two: the test took 2 min 22 s under a training pass's load,
-# issue 57). FedOTP has none: its cheapest notebook at 224 px, 08_official_code (10 CLIP RN50 runs),
-# had stored 1 run after 7.7 min under that load (stopped there). PEP-FedPT has none: its cheapest,
-# 06_privacy, reads CIFAR-100 at ViT-B/16's 224 px, which the loader resizes whole before the
-# rehearsal's cut draws from it (about 9 GB a process): two workers and a kernel do not fit beside CI.
+# whose rehearsal fits a CI run on 2 cores (these two: the test took 2 min 22 s under a training pass's
+# load, 3.5-4 min under a heavier one, issue 57). FedOTP and PEP-FedPT have none: one run of their
+# cheapest notebooks takes longer than CI's 5 minutes on one shared core (docs/paper-profile.md,
+# "Where a prompt paper's rehearsal run spends its time"): FedOTP's 08_official_code (10 CLIP RN50
+# runs) about 53 min a run, 97% of it CoOp's text encoder over Caltech101's 100 classes; PEP-FedPT's
+# 06_privacy (2 ViT-B/16 runs at 224 px) about 27 min a run, the ViT's own compute.
 CI_SUBSET = ("fedpft/15_time", "pfedcspc/08_gradcam")
 # How a config names its full-size model in the cost table.
 FULL_SIZE = {("vit_b16", None): "ViT-B/16", ("clip", "ViT-B-16"): "CLIP ViT-B/16", ("clip", "RN50"): "CLIP RN50",

@@ -3,6 +3,11 @@
 The batches are pickles, and unpickling runs arbitrary code, so they are read
 with an unpickler that only admits the handful of numpy globals CIFAR actually
 contains: a tampered file in a shared data root then fails instead of executing.
+
+At an ``image_size`` other than 32 the images are resized when they are read out, not on load
+(:class:`ResizedImages`): a run takes a subset of the dataset (``data.max_train``, the rehearsal's
+cut) and its clients' splits, so it resizes those images only. CIFAR at ViT-B/16's 224 px
+(PEP-FedPT) held all 60,000 images at 224 px, 9 GB a process, before any run chose its images.
 """
 from __future__ import annotations
 
@@ -81,6 +86,94 @@ def _read_batches(paths: list[Path], label_key: bytes) -> tuple[torch.Tensor, to
     return torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys))
 
 
+class ResizedImages(torch.Tensor):
+    """uint8 ``[N, C, size, size]``: the images ``source`` (uint8 ``[N, C, h, w]``) resized with
+    :func:`resize_images`, each when it is read out and never kept.
+
+    Indexing the images (``x[rows]``, ``x[rows, channel]``: a subset, a client's split, a channel of
+    all of them) resizes only the images and channels it selects and gives a plain tensor. Bicubic
+    resizing computes each output pixel from its own image and channel alone, so these are the very
+    values a resize of the whole set holds (tests/data/test_cifar_resized.py checks it). Any other
+    operation (``.float()``, ``torch.cat``, ``.to(device)``) resizes all of them first and works on
+    that, as on the tensor the loader returned before. Shape, dtype, device and size queries read the
+    shape it stands for and resize nothing; pickling keeps the small images and the size."""
+
+    @staticmethod
+    def __new__(cls, source: torch.Tensor, size: int) -> ResizedImages:
+        shape = (source.shape[0], source.shape[1], size, size)
+        self = torch.Tensor._make_wrapper_subclass(cls, shape, dtype=torch.uint8, device=source.device)
+        self.source, self.side = source, size
+        return self
+
+    def resized(self, index: Any = slice(None)) -> torch.Tensor:
+        """``self[index]`` as a plain tensor, resizing only the images (and, for a channel index after
+        them, the channels) that ``index`` selects."""
+        rows, rest = (index[0], index[1:]) if isinstance(index, tuple) else (index, ())
+        n, channels = self.source.shape[:2]
+        basic = all(isinstance(r, slice) or (isinstance(r, int) and not isinstance(r, bool)) for r in rest)
+        if not basic or rows is None or rows is Ellipsis or isinstance(rows, (bool, tuple)):
+            return resize_images(self.source, self.side)[index]  # a layout this does not cut: the whole set
+        if isinstance(rows, torch.Tensor) and rows.dim() == 0 and rows.dtype != torch.bool:
+            rows = int(rows)
+        if isinstance(rows, int):  # one image: a batch of one, then dropped
+            if not -n <= rows < n:
+                raise IndexError(f"index {rows} is out of bounds for dimension 0 with size {n}")
+            return self.resized((slice(rows % n, rows % n + 1), *rest))[0]
+        picked = self.source[rows]
+        if rest and isinstance(rest[0], int):  # one channel: resize that channel alone (norm statistics)
+            if not -channels <= rest[0] < channels:
+                raise IndexError(f"index {rest[0]} is out of bounds for dimension 1 with size {channels}")
+            c = rest[0] % channels
+            return resize_images(picked[:, c:c + 1], self.side)[(slice(None), 0, *rest[1:])]
+        if rest:
+            return resize_images(picked[:, rest[0]], self.side)[(slice(None), slice(None), *rest[1:])]
+        return resize_images(picked, self.side)
+
+    def __reduce_ex__(self, protocol: Any) -> tuple:
+        return ResizedImages, (self.source, self.side)  # pickled as it is: the small images and the size
+
+    def __deepcopy__(self, memo: dict) -> ResizedImages:
+        return ResizedImages(self.source.clone(), self.side)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.__getitem__ and type(args[0]) is cls:
+            return args[0].resized(args[1])
+        if func in _METADATA:
+            with torch._C.DisableTorchFunctionSubclass():
+                return func(*args, **(kwargs or {}))
+        return func(*_whole(args), **_whole(kwargs or {}))
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return func(*_whole(args), **_whole(kwargs or {}))
+
+
+# What ResizedImages answers from the shape it stands for, resizing nothing (ImageDataset's checks,
+# the pipeline's memory count); anything else resizes the whole set first.
+_T = torch.Tensor
+_METADATA = frozenset({_T.shape.__get__, _T.dtype.__get__, _T.device.__get__, _T.ndim.__get__, _T.is_cuda.__get__,
+                       _T.layout.__get__, _T.requires_grad.__get__, _T.dim, _T.ndimension, _T.size, _T.__len__,
+                       _T.numel, _T.nelement, _T.element_size, _T.is_floating_point, _T.is_complex})
+
+
+def _whole(arg: Any) -> Any:
+    """``arg`` (an operation's argument: a value, or a list, tuple or dict of them) with every
+    :class:`ResizedImages` in it resized whole, a plain tensor."""
+    if isinstance(arg, ResizedImages):
+        return resize_images(arg.source, arg.side)
+    if isinstance(arg, (list, tuple)):
+        return type(arg)(map(_whole, arg)) if not hasattr(arg, "_fields") else type(arg)(*map(_whole, arg))
+    if isinstance(arg, dict):
+        return {k: _whole(v) for k, v in arg.items()}
+    return arg
+
+
+def resized(x: torch.Tensor, size: int) -> torch.Tensor:
+    """``x`` at ``size`` x ``size``: itself at its own size, else resized as it is read (:class:`ResizedImages`)."""
+    return x if tuple(x.shape[-2:]) == (size, size) else ResizedImages(x, size)
+
+
 def _names(meta_path: Path, key: bytes) -> list[str]:
     meta = read_cifar_pickle(meta_path)
     return [n.decode() if isinstance(n, bytes) else str(n) for n in _field(meta, key, meta_path)]
@@ -120,8 +213,8 @@ _C10_TRAIN = [f"data_batch_{i}" for i in range(1, 6)]
 def load_cifar10(root: Path, download: bool, image_size: int = 32) -> ImageDataset:
     """CIFAR-10 from ``<root>/cifar-10-batches-py``: 50000/10000 RGB 32x32, 10 classes.
 
-    ``image_size`` (default 32, the native size) resizes every image on load, e.g. to the 224x224
-    a ViT-B/16 or CLIP reads: 60000 images then take 9 GB as uint8.
+    ``image_size`` (default 32, the native size) resizes the images, e.g. to the 224x224 a ViT-B/16 or
+    CLIP reads, as they are read out (:class:`ResizedImages`): the 60000 images would take 9 GB at 224.
     """
     image_size = check_image_size(image_size)
     folder = root / "cifar-10-batches-py"
@@ -129,8 +222,8 @@ def load_cifar10(root: Path, download: bool, image_size: int = 32) -> ImageDatas
     train_x, train_y = _read_batches([folder / f for f in _C10_TRAIN], b"labels")
     test_x, test_y = _read_batches([folder / "test_batch"], b"labels")
     classes = _names(folder / "batches.meta", b"label_names")
-    return ImageDataset("cifar10", resize_images(train_x, image_size), train_y, resize_images(test_x, image_size),
-                        test_y, classes)
+    return ImageDataset("cifar10", resized(train_x, image_size), train_y, resized(test_x, image_size), test_y,
+                        classes)
 
 
 def _cifar10_files(root: Path, **_: object) -> tuple[Path, list[Path]]:
@@ -159,8 +252,8 @@ def load_cifar100(root: Path, download: bool, label_type: str = "fine", image_si
     train_x, train_y = _read_batches([folder / "train"], label_key)
     test_x, test_y = _read_batches([folder / "test"], label_key)
     classes = _names(folder / "meta", names_key)
-    return ImageDataset("cifar100", resize_images(train_x, image_size), train_y, resize_images(test_x, image_size),
-                        test_y, classes)
+    return ImageDataset("cifar100", resized(train_x, image_size), train_y, resized(test_x, image_size), test_y,
+                        classes)
 
 
 def _cifar100_files(root: Path, **_: object) -> tuple[Path, list[Path]]:

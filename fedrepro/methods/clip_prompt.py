@@ -234,7 +234,10 @@ class ClipPromptMethod(Method):
         n = len(feats)
         for _ in range(epochs if n else 0):
             order = torch.randperm(n, generator=gen).to(self.ctx.device)
-            for s in range(0, n, t.batch_size):
+            # train.max_local_batches caps the batches of each pass, as fl/client_data does for every
+            # other method (the paper profile's rehearsal sets it to 1).
+            stop = n if t.max_local_batches is None else min(n, t.max_local_batches * t.batch_size)
+            for s in range(0, stop, t.batch_size):
                 batch = feats.rows(order[s:s + t.batch_size])
                 loss = self.batch_loss(param, batch, anchor or {})
                 opt.zero_grad(set_to_none=True)

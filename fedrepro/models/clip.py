@@ -449,8 +449,11 @@ class CoOpPrompts(nn.Module):
 
     def forward(self) -> Tensor:
         p, length, width = self.ctx.shape
-        c, t, _ = self.token_embeds.shape
-        fixed = self.token_embeds.unsqueeze(0).expand(p, -1, -1, -1)
+        c = self.token_embeds.shape[0]
+        # The text transformer's mask is causal: a position after the last end-of-text token never
+        # reaches any prompt's feature, so the prompts stop there (about 4x less text compute at 77).
+        t = int(self.eot_index.max()) + 1
+        fixed = self.token_embeds[:, :t].unsqueeze(0).expand(p, -1, -1, -1)
         ctx = self.ctx.unsqueeze(1).expand(-1, c, -1, -1).to(fixed.dtype)
         x = torch.cat([fixed[:, :, :1], ctx, fixed[:, :, 1 + length :]], dim=2).reshape(p * c, t, width)
         feats = self.clip.encode_text_embeddings(x, self.eot_index.repeat(p))
