@@ -320,3 +320,41 @@ def test_an_unfinished_pass_is_archived_partial_and_the_next_machine_continues_i
     # Under read (a notebook), the partial file serves like any other; off retrains its runs.
     monkeypatch.setenv(archive.ENV, "off")
     assert len(pending(machine2)) == 2  # the two restored ones count as not trained here
+
+
+def _claims_section(page: str) -> str:
+    """A results page from its claims table on: what a pass's records decide (the header above it
+    names commits and the code changed since, which every later commit changes)."""
+    return page[page.index("\n## Claims"):]
+
+
+def test_the_committed_pages_of_archived_papers_render_again_from_the_archive(tmp_path, monkeypatch):
+    """Issue 56 item 5: the pages of a paper whose pass is archived are what its archived records
+    give, beside the other notebooks' kept records (as `fedrepro results` after that pass)."""
+    import shutil
+
+    from fedrepro.app.results_page import write_pages
+    from fedrepro.env import settings
+    from fedrepro.env.host import repo_root
+
+    arch = _committed_archives()
+    records = arch.claims()
+    out = tmp_path / "out"
+    kept, raw = out / "docs" / "results" / "laptop" / "claims", out / "output" / "laptop" / "claims"
+    kept.mkdir(parents=True)
+    raw.mkdir(parents=True)
+    committed = repo_root() / "docs" / "results" / "laptop"
+    for f in (committed / "claims").glob("*.json"):
+        if f.name not in records:
+            shutil.copy(f, kept / f.name)
+    for name in records:
+        (raw / name).write_bytes((arch.folder / "claims" / name).read_bytes())
+    monkeypatch.setenv(settings.ENV_OUTPUT, str(out))
+    monkeypatch.delenv(settings.ENV_RUNS, raising=False)
+    pages = write_pages("laptop", out)
+    papers = sorted({name.removesuffix(".jsonl.gz") for name, info in arch.manifest["files"].items()
+                     if not (info.get("source") or {}).get("partial")})
+    assert papers
+    for paper in papers:
+        assert _claims_section(pages[paper].read_text()) == _claims_section((committed / f"{paper}.md").read_text()), \
+            f"docs/results/laptop/{paper}.md is not what its archived records give: render the pages again"
