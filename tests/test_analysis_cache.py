@@ -190,3 +190,24 @@ def test_nothing_in_a_cache_is_unpickled(run, counted):
     with pytest.warns(UserWarning, match="not valid JSON"):
         grid.probe_run(fedrepro.RunResult(run.path), CFG)
     assert not flag.exists()
+
+
+def test_a_cache_computed_by_other_analysis_code_is_computed_again(run, counted, monkeypatch):
+    """Issue 53, class 6: a cache records the analysis code that computed it; once fedrepro/analysis
+    changes what it does, the cache is computed again (a comment alone keeps it)."""
+    grid.probe_run(run, CFG)
+    assert json.loads(_cache_file(run).read_text())["code"] == grid.analysis_code()
+    grid.probe_run(run, CFG)
+    assert len(counted) == 1
+    monkeypatch.setattr(grid, "analysis_code", lambda: "0" * 16)
+    with pytest.warns(UserWarning, match="other analysis code"):
+        grid.probe_run(run, CFG)
+    assert len(counted) == 2
+
+
+def test_the_analysis_code_digest_ignores_comments_and_docstrings():
+    from fedrepro.runs.fingerprint import source_digest
+
+    code = "def f(x):\n    return x + 1\n"
+    assert source_digest(code) == source_digest('def f(x):\n    """Why."""\n    # a comment\n    return x + 1\n')
+    assert source_digest(code) != source_digest(code.replace("+ 1", "+ 2"))

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import warnings
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -29,12 +30,17 @@ from tqdm.auto import tqdm
 from ..env.jsonfiles import NUMBER, MayLack, Obj, OneOf, field_problem
 from ..fl.device import torch_threads
 from ..errors import FedreproError, ResourceError
+from ..runs.fingerprint import source_digest
 from ..runs.store import RefusedFile, RunResult, RunStore, atomic_write_json, read_json, read_plain_file
 from .probe import ProbeConfig, linear_probe, mismatch_probe, summarize_probe
 
 # The layout of a cache file; a file of another (or none: the plain summaries written before) is
-# computed again.
-CACHE_FORMAT = 2
+# computed again. Format 3 records the analysis code that computed it.
+CACHE_FORMAT = 3
+# The modules that compute a cached analysis from a run's final state: a cache computed by other code
+# than today's is computed again (issue 53, class 6), as a stored run is retrained when its own code
+# changes (fedrepro.runs.fingerprint).
+_CODE = ("probe.py", "embedding.py", "grid.py")
 # A summary is a few hundred bytes: anything much larger is not one (and is not read whole).
 MAX_CACHE_BYTES = 1 << 20
 
@@ -56,6 +62,15 @@ def _fields(kind: str) -> tuple[dict[str, Any], tuple[str, ...]]:
     fields = _PROBE_FIELDS if base == "mismatch_probe" else {**_LINEAR_FIELDS,
                                                              "on": OneOf((kind.removeprefix("linear_probe_"),))}
     return fields, _NEEDED[base]
+
+
+@lru_cache(maxsize=1)
+def analysis_code() -> str:
+    """The digest of what the analysis modules (:data:`_CODE`) do: their syntax trees without
+    docstrings (:func:`fedrepro.runs.fingerprint.source_digest`), so a comment leaves caches valid."""
+    here = Path(__file__).parent
+    digests = "".join(source_digest((here / name).read_text()) for name in _CODE)
+    return hashlib.sha256(digests.encode()).hexdigest()[:16]
 
 
 def run_content(result: RunResult) -> str:
@@ -107,7 +122,7 @@ def _checked(path: Path, kind: str, run: str, content: str, probe_cfg: dict) -> 
         return f"is not an analysis cache of format {CACHE_FORMAT} (written by another version, or damaged)"
     fields, needed = _fields(kind)
     problem = field_problem(obj, {"format": int, "analysis": str, "run": str, "run_content": str,
-                                  "probe_config": dict, "result": Obj(fields)}, "it")
+                                  "code": str, "probe_config": dict, "result": Obj(fields)}, "it")
     if problem is None:
         missing = [k for k in needed if k not in obj["result"]]
         problem = f"has no {', '.join(map(repr, missing))} in its result" if missing else None
@@ -119,6 +134,8 @@ def _checked(path: Path, kind: str, run: str, content: str, probe_cfg: dict) -> 
                 f"holds analysis {obj['analysis']!r} of run {obj['run']!r}, not {kind!r} of run {run!r}")
     if obj["run_content"] != content:
         return "was computed for another training of this run (retrained or replaced since)"
+    if obj["code"] != analysis_code():
+        return "was computed by other analysis code than today's (fedrepro/analysis changed since)"
     return _numbers(obj["result"], fields)
 
 
@@ -150,7 +167,7 @@ def _cached(result: RunResult, kind: str, cfg: ProbeConfig, compute: Callable[[]
     with torch_threads(result.config.threads):  # the run's own count: same numbers in any process
         summary = compute()
     record = {"format": CACHE_FORMAT, "analysis": kind, "run": result.path.name, "run_content": content,
-              "probe_config": probe_cfg, "result": summary}
+              "code": analysis_code(), "probe_config": probe_cfg, "result": summary}
     try:
         if not _writable_dir(cache.parent, runs_dir):
             raise ResourceError(f"{cache.parent} is a symbolic link or lies under one")
