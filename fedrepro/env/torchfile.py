@@ -11,7 +11,9 @@ zip) reads its storages from the file itself, so it cannot claim more than it ho
 from __future__ import annotations
 
 import io
+import os
 import zipfile
+from typing import BinaryIO
 
 # The first bytes of a zip archive (a local file header): torch.save's format since torch 1.6.
 ZIP_MAGIC = b"PK\x03\x04"
@@ -23,8 +25,23 @@ def inflation_problem(data: bytes) -> str | None:
     archive. ``torch.save`` writes neither."""
     if not data.startswith(ZIP_MAGIC):
         return None
+    return _entries_problem(io.BytesIO(data))
+
+
+def file_inflation_problem(path: str | os.PathLike[str]) -> str | None:
+    """:func:`inflation_problem` of the file ``path``, reading only its first bytes and its central
+    directory (at its end), not its entries: a data cache or weights file of any size costs a few reads
+    (the pre-flight check of a run's inputs, :mod:`fedrepro.runs.inputs`)."""
+    with open(path, "rb") as f:
+        if f.read(len(ZIP_MAGIC)) != ZIP_MAGIC:
+            return None
+        f.seek(0)
+        return _entries_problem(f)
+
+
+def _entries_problem(f: BinaryIO) -> str | None:
     try:
-        entries = zipfile.ZipFile(io.BytesIO(data)).infolist()
+        entries = zipfile.ZipFile(f).infolist()
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
         return f"is not a readable torch archive ({type(e).__name__}: {e})"
     bad = next((i for i in entries if i.compress_type != zipfile.ZIP_STORED or i.file_size != i.compress_size),

@@ -27,6 +27,7 @@ from ..fl.device import resolve_device, torch_threads
 from ..fl.seeding import derive_seed, seeded_scope, torch_gen
 from .records import get_state, has_state, put_state
 from ..runs.pipeline import clients_of, make_method, prepare_data
+from ..runs.inputs import check_run_inputs
 
 # The record every message carries: run config, round, which clients, what to do.
 TASK = "fedrepro"
@@ -81,6 +82,7 @@ def runtime(cfg_json: str, cids: list[int]) -> NodeRuntime:
     key = (cfg.hash(), tuple(cids))
     if key not in _RUNTIMES:
         device = resolve_device(cfg.device)
+        check_run_inputs(cfg)  # a node reads its data root as the driver does: bounded, checked first
         with torch_threads(cfg.threads):
             ds, part = prepare_data(cfg)
             every = clients_of(cfg, ds, part, device)

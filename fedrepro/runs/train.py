@@ -26,6 +26,7 @@ from ..fl.seeding import derive_seed, seeded_scope
 from . import archive, fingerprint, prefix, tensorboard
 from .catalog import display_path
 from .fingerprint import STALE, UNKNOWN, staleness
+from .inputs import check_run_inputs
 from .pipeline import clients_of, global_test_of, make_method, prepare_data
 from .store import CheckpointWriter, RunResult, RunStore, check_on_busy
 
@@ -149,7 +150,10 @@ def _build_and_train(cfg: RunConfig, store: RunStore, trainer, policy: str, on_b
                      force_progress: bool | None, on_round_end) -> RunResult:
     """Build ``cfg``'s data, clients and method, then train it under its lock (or reuse what another
     launcher finished meanwhile)."""
-    # Everything that can fail on bad input happens before the first write to the runs folder.
+    # Everything that can fail on bad input happens before the first write to the runs folder; the
+    # files the run reads are checked before any is (issue 53: a planted huge or inflating file is a
+    # one-line error naming it, not an out-of-memory error or a killed process).
+    check_run_inputs(cfg)
     board = tensorboard.round_logger(cfg)  # None unless TensorBoard logging is on (fedrepro.runs.tensorboard)
     with torch_threads(cfg.threads):  # whoever launches it: the config fixes the float sums' order
         ds, part = prepare_data(cfg)
@@ -329,6 +333,7 @@ def restore(result: RunResult | str | Path, device: str | torch.device = "auto")
     result = result if isinstance(result, RunResult) else RunResult(result)
     cfg = result.config
     dev = resolve_device(device if isinstance(device, str) else str(device))
+    check_run_inputs(cfg)  # as before training: a planted file is named, not read (issue 53)
     ds, part = prepare_data(cfg)
     if part.hash() != result.meta["partition_hash"]:
         raise CorruptCacheError(f"{result.path}: the partition re-derived from its config hashes to {part.hash()}, "
