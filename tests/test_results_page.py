@@ -635,3 +635,28 @@ def test_a_record_that_keeps_its_tests_gives_the_chance_of_its_verdict():
     page = paper_page("tour", "laptop", pd.DataFrame(rows), None, "unknown")
     assert "| **PASS** | firm, 0.99 |" in _line(page, "tour.fedavg_beats_local_iid")
     assert "| **PASS** | not estimated |" in _line(page, "tour.local_beats_fedavg_skewed")
+
+
+def test_a_second_cpu_measurement_is_said_once_with_its_numbers(tmp_path, monkeypatch):
+    """Issue 58: where results are shown, what another CPU did to the same runs, from the committed
+    measurement (bench/second_cpu_*.json), never typed by hand; a damaged one is a one-line error."""
+    import json
+
+    import pytest
+
+    from fedrepro.app import results_page
+    from fedrepro.errors import FedreproError
+
+    (tmp_path / "bench").mkdir()
+    m = {"table": "pfedcspc:ablation_global", "archive": {"cpu": "Intel"}, "here": {"cpu": "AMD"},
+         "runs": [{"identical": True, "max_abs_diff_pts": 0.0}, {"identical": False, "max_abs_diff_pts": 1.234}],
+         "claims": {"pfedcspc.x": {"archive": {"verdict": "PASS"}, "here": {"verdict": "INCONCLUSIVE"},
+                                   "archived_record_holds_on_rerun": [0.71, "record"]}}}
+    (tmp_path / "bench" / "second_cpu_t.json").write_text(json.dumps(m))
+    monkeypatch.setattr(results_page, "repo_root", lambda: tmp_path)
+    line = results_page._second_cpu_lines()[0]
+    assert "1 of 2 runs identical" in line and "1.23 points" in line and "on AMD" in line
+    assert "`pfedcspc.x` PASS → INCONCLUSIVE (estimated to hold: 0.71)" in line
+    (tmp_path / "bench" / "second_cpu_t.json").write_text("{")
+    with pytest.raises(FedreproError):
+        results_page._second_cpu_lines()

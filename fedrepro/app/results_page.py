@@ -314,6 +314,35 @@ def _verdict_rule() -> list[str]:
 RERUN_COLUMN = "holds on a re-run"
 
 
+# Measurements of the same runs on a second CPU (bench/second_cpu.py writes them).
+SECOND_CPU = "bench/second_cpu_*.json"
+
+
+def _second_cpu_lines() -> list[str]:
+    """What the committed second-CPU measurements found (:data:`SECOND_CPU`), a sentence each: how
+    many runs came out identical, the largest difference, and each claim's verdict on both CPUs beside
+    the archived record's estimate of how firm it is."""
+    lines = []
+    for path in sorted(repo_root().glob(SECOND_CPU)):
+        fix = "run bench/second_cpu.py again to rewrite it"
+        m = read_json_file(path, "second-CPU measurement", fix, {"table": str, "runs": list, "claims": dict,
+                                                                  "archive": dict, "here": dict})
+        verdicts = []
+        for cid, by in m["claims"].items():
+            then, now = ((by.get(k) or {}).get("verdict") for k in ("archive", "here"))
+            est = by.get("archived_record_holds_on_rerun")
+            chance = est[0] if isinstance(est, list) and est and isinstance(est[0], (int, float)) else None
+            verdicts.append(f"`{cid}` {then} → {now}" + (f" (estimated to hold: {chance:.2f})" if chance is not None
+                                                          else ""))
+        same = sum(bool(r.get("identical")) for r in m["runs"])
+        largest = max((float(r.get("max_abs_diff_pts") or 0) for r in m["runs"]), default=0.0)
+        lines.append(f"Measured: `{m['table']}` trained again on {m['here'].get('cpu')} (the archive's runs: "
+                     f"{m['archive'].get('cpu')}): {same} of {len(m['runs'])} runs identical, the largest "
+                     f"difference of a run's metric {largest:.2f} points; verdicts there → here: "
+                     f"{'; '.join(verdicts)} (`{path.relative_to(repo_root())}`).")
+    return [*lines, ""] if lines else []
+
+
 def _rerun_rule() -> list[str]:
     """What the :data:`RERUN_COLUMN` says, once per page; the strengths' thresholds read off
     :data:`fedrepro.claims.replication.STRENGTHS`."""
@@ -451,7 +480,7 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
     lines = [f"# {paper}: results at the {profile} profile", "", f"{_title(paper)}.", "",
              f"**What holds.** {what_holds(paper, group.to_dict('records'))}", "",
              *_pass_lines(profile, timings, commit),
-             *_verdict_rule(), *_rerun_rule(),
+             *_verdict_rule(), *_rerun_rule(), *_second_cpu_lines(),
              "Verdicts: " + ", ".join(f"{int(counts.get(v, 0))} {v}" for v in shown_verdicts(group["verdict"]))
              + f" of {len(group)} claims.",
              "", "## Claims", "",
@@ -609,7 +638,7 @@ def index_page(profile: str, claims, timings: dict | None, commit: str,
     counts = _verdict_counts(claims)
     verdicts = shown_verdicts(claims["verdict"])
     lines = [f"# Results at the {profile} profile", "", *_holds_lines(claims),
-             *_pass_lines(profile, timings, commit), *_verdict_rule(), *_rerun_rule(),
+             *_pass_lines(profile, timings, commit), *_verdict_rule(), *_rerun_rule(), *_second_cpu_lines(),
              "| paper | claims | " + " | ".join(verdicts)
              + f" | notebooks | render (s) | training of their runs{_trained_here(timings)} (s) |",
              "|---|---|" + "---|" * len(verdicts) + "---|---|---|"]
