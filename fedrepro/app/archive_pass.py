@@ -19,6 +19,7 @@ from ..env.host import cpu_model, git_commit, repo_root
 from ..env.settings import output_path
 from ..errors import ConfigError, FedreproError
 from ..runs import archive
+from ..runs.catalog import run_folders
 from ..runs.fingerprint import STALE, staleness
 from ..papers.plan import recorded_stages
 from ..runs.store import RunResult, default_runs_dir
@@ -58,7 +59,7 @@ def _paper_of(only: str | None, profile: str) -> str:
 def _finished_runs(runs_dir: Path, profile: str) -> list[str]:
     """Every finished run of ``profile`` in the pass's store ``runs_dir`` (a folder with its summary)."""
     out = []
-    for folder in sorted(runs_dir.iterdir()) if runs_dir.is_dir() else []:
+    for folder in run_folders(runs_dir):
         if folder.name.isalnum() and not folder.is_symlink() and (folder / "summary.json").is_file():
             try:
                 if RunResult(folder).config.profile == profile:
@@ -68,13 +69,12 @@ def _finished_runs(runs_dir: Path, profile: str) -> list[str]:
     return out
 
 
-def _resumed(res: RunResult, paper: str, folder: Path) -> bool:
-    """Whether the restored run ``res`` continues this paper's partial pass: it came from the paper's
-    own archive file in ``folder``, which an unfinished pass wrote (``partial`` in its source)."""
-    marker = archive.archived_source(res.path) or {}
-    info = archive.Archive(folder).manifest["files"].get(f"{paper}.jsonl.gz", {}) \
-        if archive.Archive(folder).exists() else {}
-    return bool((info.get("source") or {}).get("partial")) and str(marker.get("partial")) == "True"
+def _continues(paper: str, folder: Path) -> bool:
+    """Whether the paper's archive file in ``folder`` was written by an unfinished pass (``partial`` in
+    its source), whose restored runs a pass that continued it may archive again."""
+    arch = archive.Archive(folder)
+    info = arch.manifest["files"].get(f"{paper}.jsonl.gz", {}) if arch.exists() else {}
+    return bool((info.get("source") or {}).get("partial"))
 
 
 def archive_pass(profile: str = "laptop", only: str | None = None, runs_dir: Path | None = None,
@@ -106,13 +106,14 @@ def archive_pass(profile: str = "laptop", only: str | None = None, runs_dir: Pat
         hashes = list(dict.fromkeys(h for hs in notebooks.values() for h in hs))
         notebooks = {nb: hs for nb, hs in notebooks.items() if nb}  # "": a partial pass's untraced runs
         runs, commits = [], {commit}
+        continues = _continues(paper, folder)
         for h in hashes:
             res = RunResult(runs_dir / h)
             if not (res.path / "summary.json").is_file():
                 raise ConfigError(f"run {res.path} that a {paper} notebook read is not finished in {runs_dir}; "
                                   "valid: the store of the pass that rendered the notebooks")
             if res.archived:
-                if not _resumed(res, paper, folder):
+                if not (continues and archive.from_partial(res.path)):
                     raise ConfigError(f"run {res.path} was restored from the reference archive, not trained in "
                                       f"this pass; valid: a pass with {archive.ENV}=off (make reproduce), or one "
                                       f"that continued a partial archive ({archive.ENV}=resume)")

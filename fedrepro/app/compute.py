@@ -346,11 +346,11 @@ def archived_times(profile: str) -> dict[str, tuple[RunConfig, float]]:
     """The reference archive's runs at ``profile`` (:mod:`fedrepro.runs.archive`) with the seconds
     each took to train and evaluate where it was trained; empty without an archive. A run whose
     config no longer reads (a field renamed since), or that timed nothing, is left out."""
-    folder = archive.archive_folder(profile)
-    if not archive.Archive(folder).exists():
+    arch = archive.Archive(archive.archive_folder(profile))
+    if not arch.exists():
         return {}
     out = {}
-    for h, run in archive.Archive(folder).runs.items():
+    for h, run in arch.runs.items():
         try:
             cfg = from_dict(json.loads(run.files["config.json"])["config"])
             s = json.loads(run.files["summary.json"])

@@ -153,7 +153,7 @@ def write_stages(folder: Path, stages: Mapping[str, int]) -> None:
     seeds}``, :func:`fedrepro.papers.plan.recorded_stages`), raising none that is recorded: a notebook
     that reads the archive plans these seeds (:func:`fedrepro.papers.claim_seeds`), so that its
     verdicts rest on the seeds of the archived records."""
-    if not all(isinstance(k, str) and type(v) is int and v > 0 for k, v in stages.items()):
+    if not _seed_counts(stages):
         raise ConfigError(f"seed stages {dict(stages)!r}; valid: {{'<paper>/<table>': a positive seed count}}")
     manifest = _manifest(folder) if (folder / MANIFEST).exists() else {"format": FORMAT, "files": {}}
     kept = manifest.setdefault("stages", {})
@@ -162,6 +162,11 @@ def write_stages(folder: Path, stages: Mapping[str, int]) -> None:
     manifest["stages"] = dict(sorted(kept.items()))
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(folder / MANIFEST, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+
+
+def _seed_counts(stages: Mapping) -> bool:
+    """Whether ``stages`` maps table names to positive seed counts (what :func:`write_stages` keeps)."""
+    return all(isinstance(k, str) and type(v) is int and v > 0 for k, v in stages.items())
 
 
 def _plain_name(name: object, suffix: str) -> bool:
@@ -183,8 +188,8 @@ def _manifest(folder: Path) -> dict:
             _plain_name(k, ".jsonl.gz") and isinstance(v, dict) and isinstance(v.get("sha256"), str)
             and isinstance(v.get("source") or {}, dict) for k, v in files.items()) or not all(
             _plain_name(k, ".json") and isinstance(v, dict)
-            and isinstance(v.get("sha256"), str) for k, v in (manifest.get("claims") or {}).items()) or not all(
-            isinstance(k, str) and type(v) is int and v > 0 for k, v in (manifest.get("stages") or {}).items()):
+            and isinstance(v.get("sha256"), str) for k, v in (manifest.get("claims") or {}).items()) \
+            or not _seed_counts(manifest.get("stages") or {}):
         raise _refuse(path, f"is not a {FORMAT} manifest ({{'format', 'files': {{name: {{'sha256', ...}}}}}})")
     return manifest
 
@@ -358,6 +363,12 @@ def archived_source(path) -> dict | None:
     return {str(k): str(v) for k, v in source.items()} if isinstance(source, dict) else {}
 
 
+def from_partial(path) -> bool:
+    """Whether the run folder ``path`` was restored from a file an unfinished pass wrote (its marker's
+    source says ``partial``: :func:`fedrepro.app.archive_pass.archive_pass`)."""
+    return (archived_source(path) or {}).get("partial") == "True"
+
+
 def stands_for_trained(path) -> bool:
     """Whether the run folder ``path`` counts as trained under :func:`policy`: a run trained here
     always; one restored from the archive under ``read``, and under ``resume`` only if it came from a
@@ -365,7 +376,7 @@ def stands_for_trained(path) -> bool:
     if not is_archived(Path(path)):
         return True
     mode = policy()
-    return mode == "read" or (mode == "resume" and (archived_source(path) or {}).get("partial") == "True")
+    return mode == "read" or (mode == "resume" and from_partial(path))
 
 
 def restore_missing(cfgs: Iterable) -> int:

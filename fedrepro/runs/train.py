@@ -77,11 +77,11 @@ def is_stale(store: RunStore, cfg: RunConfig, policy: str) -> bool:
     if archive.is_archived(store.path(cfg)):
         if not archive.stands_for_trained(store.path(cfg)):
             return True
-        if archive.policy() == "resume" and staleness(cfg, store.meta(cfg)).state == STALE:
+        st = staleness(cfg, store.meta(cfg))
+        if st.state == STALE and archive.policy() == "resume":
             return True  # a pass continued on today's code retrains what today's code changed
         # issue 56: an archived run that today's code would train differently is still read from the
         # archive (there is nothing else to read without training), and said to be stale.
-        st = staleness(cfg, store.meta(cfg))
         if st.state == STALE:
             log.warning("fedrepro: run %s is from the reference archive and stale (%s); shown as archived until "
                         "it is trained again (FEDREPRO_ARCHIVE=off)", store.path(cfg), st.why)
