@@ -290,7 +290,7 @@ def real_folder(path: Path, what: str) -> None:
     link, even to a folder, a file or a FIFO)."""
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # ENOTDIR: a parent is a file, so ``path`` cannot exist
         return
     if not stat.S_ISDIR(st.st_mode):
         raise CorruptCacheError(f"{what} {path} is a symbolic link or a file, not a folder; remove it "

@@ -140,7 +140,8 @@ def test_causes_join_traces_and_verdicts_by_round(tmp_path, monkeypatch):
     fedrepro.run(cfg)
     trace = tmp_path / "output" / "laptop" / "trace"
     trace.mkdir(parents=True)
-    (trace / "fedpft__02_x.ipynb.jsonl").write_text(json.dumps({"event": "run", "hash": cfg.hash()}) + "\n")
+    event = {"event": "run", "hash": cfg.hash(), "trained": True}
+    (trace / "fedpft__02_x.ipynb.jsonl").write_text(json.dumps(event) + "\n")
     claims = tmp_path / "output" / "laptop" / "claims"
     (claims / "by_round").mkdir(parents=True)
     (claims / "by_round" / "fedpft_17.json").write_text(json.dumps({"verdicts": [
@@ -173,7 +174,8 @@ def test_a_claim_records_the_runs_it_compares_and_its_cause_reads_only_those(tmp
     fedrepro.run(flat_cfg)
     trace = tmp_path / "output" / "laptop" / "trace"
     trace.mkdir(parents=True)
-    (trace / "fedpft__02_x.ipynb.jsonl").write_text(json.dumps({"event": "run", "hash": flat_cfg.hash()}) + "\n")
+    event = {"event": "run", "hash": flat_cfg.hash(), "trained": True}
+    (trace / "fedpft__02_x.ipynb.jsonl").write_text(json.dumps(event) + "\n")
     m = movement([flat_cfg.hash()], tmp_path / "runs", whose="it compares")
     table = pd.DataFrame([{"claim_id": "c1", "verdict": "FAIL", "evidence": "seeds [0, 1, 2]",
                            "notebook": "fedpft_02_x",
