@@ -204,3 +204,19 @@ def test_restore_checks_the_inputs_before_it_rebuilds_the_data(tiny, monkeypatch
     monkeypatch.setattr(train, "prepare_data", lambda cfg: order.append(("prepare", cfg.hash())) or real(cfg))
     train.restore(res)
     assert order == [("check", res.config.hash()), ("prepare", res.config.hash())]
+
+
+@pytest.mark.parametrize("plant", ["deflated", "fifo"])
+def test_a_clip_token_cache_in_the_data_root_is_checked_before_a_clip_run(root, tiny, unread, plant):
+    # The token caches a frozen CLIP's methods read during training (fedrepro.models.clip_cache) sit
+    # in the shared data root; which one a run reads is known only once its images are hashed.
+    cache = root / "cache" / "clip_tokens" / ("clip_tokens-" + "2" * 24 + ".pt")
+    cache.parent.mkdir(parents=True)
+    if plant == "deflated":
+        _deflated_torch_file(cache)
+    else:
+        os.mkfifo(cache)
+    cfg = tiny(**{"model.name": "clip", "model.args": {"arch": "standin"}})
+    _refused(cfg, cache, "cache file", "compressed entry" if plant == "deflated" else "not a regular file")
+    # A run of another model reads no token cache: not its input.
+    assert all(p != cache for _, p in inputs.run_input_files(tiny()))

@@ -10,10 +10,11 @@ stale; the bounds live here instead, in code that runs before them and changes n
 :func:`check_run_inputs`, which :mod:`fedrepro.runs.train` calls before a run's data is prepared.
 
 Each file a run would read (its dataset loader's ``input_files``, the Fashion-MNIST files the loaders
-built on it find, the loader's decoded-image caches, and the weights files its model's ``weight_files``
-names) must be a regular file (a link is followed: a user may link a data root, but what it points to
-must be a file, not a FIFO that would block the read or a device that never ends), at most its kind's
-bound, a ``.gz`` file must decompress within :data:`MAX_INFLATED_BYTES`, and a torch file must hold no
+built on it find, the loader's decoded-image caches, the weights files its model's ``weight_files``
+names, and the caches its model's methods read, such as a frozen CLIP's token caches) must be a
+regular file (a link is followed: a user may link a data root, but what it points to must be a file,
+not a FIFO that would block the read or a device that never ends), at most its kind's bound, a
+``.gz`` file must decompress within :data:`MAX_INFLATED_BYTES`, and a torch file must hold no
 compressed entry (:func:`fedrepro.env.torchfile.file_inflation_problem`). A file that is not there is
 passed over: the loader says what is missing, as it did before. A verdict is kept for the process per
 file and what ``stat`` says of it (as :mod:`fedrepro.data.digest` keeps digests), so a pool worker
@@ -37,6 +38,7 @@ from ..data.fashion_mnist import find_fashion_mnist
 from ..data.rehearsal import NO_FILES
 from ..env.torchfile import file_inflation_problem
 from ..errors import CorruptCacheError, FedreproError
+from ..models.clip_cache import default_cache_dir
 from ..models.registry import MODELS, model_kwargs
 
 # A dataset file (an IDX file, a CIFAR batch, a split file, an image) or a weights file: the largest
@@ -206,10 +208,26 @@ def weights_files(model: str, args: Mapping[str, Any] | None = None) -> list[Pat
         return []
 
 
+def _clip_token_caches(args: Mapping[str, Any] | None) -> list[tuple[str, Path]]:
+    """A frozen CLIP's token caches in the data root (:func:`fedrepro.models.clip_cache.image_tokens`):
+    which of them a run reads is known only once its images are hashed, so every one is checked."""
+    return [("cache file", p) for p in sorted(default_cache_dir().glob("clip_tokens-*.pt"))]
+
+
+# Files a model's methods read during training besides its weights: caches keyed by content, in the
+# data root, where whoever shares the root can plant one.
+MODEL_CACHES: dict[str, Callable[[Mapping[str, Any] | None], list[tuple[str, Path]]]] = {
+    "clip": _clip_token_caches,
+}
+
+
 def run_input_files(cfg: RunConfig) -> list[tuple[str, Path]]:
-    """``(kind, path)`` of every file ``cfg``'s run reads: its dataset's and its model's weights."""
+    """``(kind, path)`` of every file ``cfg``'s run reads: its dataset's, its model's weights and the
+    caches its model's methods read (:data:`MODEL_CACHES`)."""
+    caches = MODEL_CACHES.get(cfg.model.name)
     return [*dataset_files(cfg.data.dataset, cfg.data.dataset_args),
-            *(("weights file", p) for p in weights_files(cfg.model.name, cfg.model.args))]
+            *(("weights file", p) for p in weights_files(cfg.model.name, cfg.model.args)),
+            *(caches(cfg.model.args) if caches is not None else [])]
 
 
 def check_run_inputs(cfg: RunConfig) -> None:
@@ -227,5 +245,5 @@ def forget() -> None:
     _VERDICTS.clear()
 
 
-__all__ = ["EXTRA_FILES", "KINDS", "MAX_FILE_BYTES", "MAX_INFLATED_BYTES", "check_run_inputs", "dataset_files",
-           "file_problem", "memory_bytes", "run_input_files", "weights_files"]
+__all__ = ["EXTRA_FILES", "KINDS", "MAX_FILE_BYTES", "MAX_INFLATED_BYTES", "MODEL_CACHES", "check_run_inputs",
+           "dataset_files", "file_problem", "memory_bytes", "run_input_files", "weights_files"]
