@@ -399,3 +399,137 @@ def test_the_cost_table_counts_every_seed_the_paper_profile_trains(monkeypatch):
     readers, runs = rehearsal.paper_profile_runs([nb], nb.parent.parent)
     assert len(readers["pep_fedpt/06_privacy.ipynb"]) == 3 * len(cut.readers["pep_fedpt/06_privacy.ipynb"])
     assert all(not c.rehearsal and c.train.rounds > 2 for c in runs.values())
+
+
+# Representative runs (issue 57, fedrepro.runs.represent): rehearsal configs of one path key train once.
+
+def _rehearsal_of(cfg):
+    """``cfg`` (a tiny test config) as a rehearsal: its record set, so that it is cut (2 rounds, one
+    local step...) as a paper-profile rehearsal is."""
+    from fedrepro.config import from_dict
+
+    return from_dict({**cfg.to_dict(), "rehearsal": {"paper": {}, "cut": {}}})
+
+
+def test_the_path_key_ignores_seeds_and_rates_and_keeps_what_changes_the_code_or_shapes(rehearsing):
+    from fedrepro.runs.represent import path_key
+
+    cfg = setup("pfedcspc", "paper")
+    key = path_key(cfg)
+    same = cfg.replace(**{"seed": 7, "data.partition_seed": 3, "train.lr": 0.123, "train.momentum": 0.5,
+                          "data.partition_args.alpha": 9.0, "method.args.tau_p": 0.02})
+    assert same.hash() != cfg.hash() and path_key(same) == key
+    assert path_key(setup("pfedcspc", "paper", train__rounds=50)) == key  # the paper's schedule: the record only
+    for change in ({"method.args.n_repeat": 3}, {"method.args.pa": False}, {"train.participation": 0.5},
+                   {"data.num_clients": 20}, {"data.holdout_clients": 2}, {"data.validation": 0.2},
+                   {"train.momentum": 0.0}):  # a zero weight may switch a term off
+        assert path_key(cfg.replace(**change)) != key, change
+
+
+def test_a_stand_in_is_its_own_run_folder_copied_from_its_representative(tiny, monkeypatch):
+    """The first rehearsal run of a path key trains and is named in the index; a run of the same key
+    (another seed, rate and α) is stored without training: its own config and hash, its own data's
+    partition (so its model can be rebuilt for analysis), the representative's rounds and state,
+    checked in full, and loaded by fedrepro.run as any stored run."""
+    import fedrepro
+    from fedrepro.runs import represent, train
+    from fedrepro.runs.store import RunResult
+
+    rep = _rehearsal_of(tiny())
+    stand_in = rep.replace(**{"seed": 3, "train.lr": 0.01, "data.partition_args.alpha": 1.0})
+    assert stand_in.hash() != rep.hash() and represent.path_key(stand_in) == represent.path_key(rep)
+    trained = fedrepro.run(rep)
+    store = fedrepro.RunStore(rep.runs_dir)
+    assert represent.index_file(store, rep).is_file()
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a stand-in trained")
+
+    monkeypatch.setattr(train, "_build_and_train", no_training)
+    copy = fedrepro.run(stand_in)
+    assert copy.path == store.path(stand_in)
+    checked = RunResult(copy.path).verify(deep=True)
+    assert checked.config.hash() == checked.summary["config_hash"] == stand_in.hash()
+    assert checked.meta[represent.REPRESENTED_BY] == rep.hash() and checked.summary["seed"] == 3
+    assert checked.meta["partition_hash"] != trained.meta["partition_hash"]  # its own seed's and α's
+    assert checked.rounds.equals(trained.rounds)
+    assert checked.final_state()["shared"].keys() == trained.final_state()["shared"].keys()
+    _, clients, _ = train.restore(checked)  # its partition rebuilt from its config matches what it stores
+    assert len(clients) == stand_in.data.num_clients
+    assert fedrepro.run(stand_in).path == copy.path  # now a stored run, read back as one
+    # The cost table times the run that trained, not its copy again.
+    assert rehearsal.step_times([rep, stand_in])["mlp"]["runs"] == 1
+
+
+def test_a_real_run_is_never_copied(tiny):
+    """Without a rehearsal record a config of the same path key trains, even where an index names a
+    stored run of its key; and a real run is never named in one."""
+    import fedrepro
+    from fedrepro.runs import represent
+
+    first, second = tiny(), tiny(seed=3)
+    fedrepro.run(first)
+    store = fedrepro.RunStore(first.runs_dir)
+    assert not (store.root / represent.INDEX).exists()
+    index = represent.index_file(store, first)
+    index.parent.mkdir()
+    index.write_text(json.dumps({"run": first.hash()}))
+    res = fedrepro.run(second)
+    assert represent.REPRESENTED_BY not in res.meta and res.summary["seed"] == 3
+    assert represent.representatives({c.hash(): c for c in (first, second)}, lambda c: False) == {}
+
+
+def test_a_crash_before_a_copy_is_published_leaves_no_folder(tiny, monkeypatch):
+    import os
+
+    import fedrepro
+    from fedrepro.runs import store as store_module
+
+    rep = _rehearsal_of(tiny())
+    stand_in = rep.replace(seed=3)
+    fedrepro.run(rep)
+    store = fedrepro.RunStore(rep.runs_dir)
+    rename = os.rename
+
+    def crash(src, dst):
+        if str(dst) == str(store.path(stand_in)):
+            raise KeyboardInterrupt  # the process stops between writing the copy and publishing it
+        return rename(src, dst)
+
+    monkeypatch.setattr(store_module.os, "rename", crash)
+    with pytest.raises(KeyboardInterrupt):
+        fedrepro.run(stand_in)
+    assert not store.path(stand_in).exists() and not list(store.root.glob(f".{stand_in.hash()}.*"))
+    monkeypatch.setattr(store_module.os, "rename", rename)
+    assert fedrepro.run(stand_in).meta["rehearsal_represented_by"] == rep.hash()
+
+
+def test_a_rehearsal_pass_trains_the_first_run_of_each_path_key_and_the_others_wait_for_it(tiny):
+    """fedrepro reproduce's schedule: in each path key's group of runs to train the first by hash
+    trains; where the index names a stored run of the key, every run of the group is a copy of it."""
+    import fedrepro
+    from fedrepro.runs.represent import representatives
+
+    base = _rehearsal_of(tiny())
+    group = {c.hash(): c for c in (base, base.replace(seed=1), base.replace(**{"train.lr": 0.2}))}
+    apart = base.replace(**{"data.num_clients": 5})  # another path: trains itself
+    first, *others = sorted(group)
+    assert representatives({**group, apart.hash(): apart}, lambda c: False) == {first: others}
+    stored = base.replace(seed=9)
+    fedrepro.run(stored)
+    assert representatives(group, lambda c: False) == {stored.hash(): sorted(group)}
+    assert representatives(group, lambda c: True) == {first: others}  # a stale representative is none
+
+
+def test_the_rehearsal_plan_says_how_many_runs_train_and_how_many_are_copied(rehearsing, tmp_path, monkeypatch,
+                                                                              capsys):
+    """--plan counts the copies without training: FedPFT's 09_attention plans 3 runs of one path key."""
+    from fedrepro.app.reproduce import _reproduce
+
+    monkeypatch.setenv("FEDREPRO_OUTPUT", str(tmp_path))
+    report = _reproduce("paper", "fedpft/09_attention", "python3", 1, True, False, None)
+    copies = sum(map(len, report["rehearsal_representatives"].values()))
+    assert report["to_train"] == report["runs"] == 3 and copies == 2
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("[reproduce] rehearsal:"))
+    assert f"{report['runs']} planned runs" in line and f"{report['runs'] - copies} distinct paths trained" in line
+    assert not list(tmp_path.glob("runs/*"))  # nothing trained

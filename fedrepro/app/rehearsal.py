@@ -17,6 +17,17 @@ papers' full-size models, with the budgets cut; and what it costs to run them fo
 - an output root of its own (``rehearsal/`` under the output root), so no rehearsal run, claim or
   executed notebook sits beside the paper profile's.
 
+**Representatives** (:mod:`fedrepro.runs.represent`, issue 57). Rehearsal configs that differ
+only in their seeds, in the value of a float field (kept as zero or not zero) other than
+``train.participation``, or in the paper's schedule they stand for, run the same code on tensors
+of the same shapes; integers, booleans, strings and ``None`` stay in their path key. Of each key's
+runs one trains, the first by hash in ``fedrepro reproduce``'s pool; the others wait for it and are
+stored as run folders of their own (own config, hash, seed and partition), copied from it. On the
+plan alone, the 802 planned runs train 522 (280 copies), and with the 143 planned after the
+learning-rate searches 617 of 945: ViT-B/16 94 of 94, CLIP RN50 88 of 94, CLIP ViT-B/16 41 of 121,
+ResNet-10 99 of 231, ResNet-18 152 of 177, pFedCSPC's CNN 85 of 95, FedPFT's ResNet-8 58 of 133
+(docs/paper-profile.md). :func:`step_times` times the runs that trained, not their copies.
+
 **The cost table.** A rehearsal run trains one mini-batch per sampled client in each round, so its
 second round's training time over its sampled clients is the time of one client step on its model
 (the first round pays the warm-up; for a CLIP method, a client sampled for the first time also
@@ -133,15 +144,18 @@ def step_seconds(cfg: RunConfig, path: Path) -> float | None:
 
 
 def step_times(runs: Iterable[RunConfig]) -> dict[str, dict]:
-    """The median time of one client step per model over the stored rehearsal runs among ``runs``:
+    """The median time of one client step per model over the stored rehearsal runs among ``runs``
+    that trained (a copy holds its representative's times: :mod:`fedrepro.runs.represent`):
     ``{model label: {"step_s": s, "runs": n}}``."""
+    from ..runs.represent import represented_by
     from ..runs.store import RunStore
 
     found: dict[str, list[float]] = {}
     for cfg in runs:
         if not cfg.rehearsal:
             continue
-        s = step_seconds(cfg, RunStore(cfg.runs_dir).path(cfg))
+        path = RunStore(cfg.runs_dir).path(cfg)
+        s = None if represented_by(path) else step_seconds(cfg, path)
         if s is not None:
             found.setdefault(model_label(cfg), []).append(s)
     return {label: {"step_s": statistics.median(v), "runs": len(v)} for label, v in sorted(found.items())}

@@ -228,12 +228,14 @@ MAX_SEARCH_STAGES = 3
 
 
 def _planned(profile: str, only: str | None, workers: int | None,
-             runs_dir: str) -> tuple[list[Path], Plan, int, set[str], dict, list[str]]:
+             runs_dir: str) -> tuple[list[Path], Plan, int, set[str], dict, list[str], dict[str, list[str]]]:
     """The selected notebooks, their plan, the pool's slots, the runs still to train (stale ones
-    included, unless ``FEDREPRO_STALE=keep``), the stale and unknown ones, and the GPUs the runs
-    train on (:func:`fedrepro.execute.local.gpus_of`; the pool's workers take them in turn). Called
-    in a process of its own: planning imports every paper (and torch), which the scheduling process
-    would otherwise hold for the whole reproduction."""
+    included, unless ``FEDREPRO_STALE=keep``), the stale and unknown ones, the GPUs the runs
+    train on (:func:`fedrepro.execute.local.gpus_of`; the pool's workers take them in turn), and in a
+    rehearsal the runs to train that are copied from a representative
+    (:func:`fedrepro.runs.represent.representatives`: representative -> its stand-ins, which wait
+    for it in the pool). Called in a process of its own: planning imports every paper (and torch),
+    which the scheduling process would otherwise hold for the whole reproduction."""
     root = repo_root()
     nb_root = root / "notebooks"
     notebooks = [p for p in numbered_notebooks(root) if selected(p.relative_to(nb_root), only)]
@@ -248,7 +250,7 @@ def _planned(profile: str, only: str | None, workers: int | None,
         workers = default_workers(runs[0]) if runs else 1
         if profile == "smoke" and workers == 1 and runs:  # the pool pays off even for second-long runs here
             workers = max(1, cpu_cores() // max(c.threads for c in runs))
-    from ..runs.train import ENV_STALE, on_stale_policy
+    from ..runs.train import ENV_STALE, is_stale, on_stale_policy
 
     gpus = gpus_of(runs)
     pending = unfinished(runs)
@@ -261,9 +263,18 @@ def _planned(profile: str, only: str | None, workers: int | None,
     if policy == "retrain":
         pending |= set(stale["stale"])
     from ..runs.prefix import waits_for  # defers torch, which planning loads anyway in this process
+    from ..runs.represent import representatives
+    from ..runs.store import RunStore
 
-    the_plan.waits = waits_for({h: c for h, c in the_plan.runs.items() if h in pending})
-    return notebooks, the_plan, workers, pending, stale, gpus
+    to_train = {h: c for h, c in the_plan.runs.items() if h in pending}
+    the_plan.waits = waits_for(to_train)
+    # A rehearsal's stand-ins start after their representative, whose stored run they copy.
+    store = RunStore(runs_dir)
+    represented = representatives(to_train, lambda c: c.hash() in pending or is_stale(store, c, policy))
+    for rep, others in represented.items():
+        for h in others:
+            the_plan.waits[h] = the_plan.waits.get(h, frozenset()) | {rep}
+    return notebooks, the_plan, workers, pending, stale, gpus, represented
 
 
 # Stages of sequential claims after the first pass (fedrepro.claims.core.STAGES: 3 -> 5 -> 8 -> 12).
@@ -401,7 +412,7 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
                                  initargs=(os.getpid(),)) as planner:
             return planner.submit(_planned, profile, only, workers, runs_dir).result()
 
-    notebooks, the_plan, workers, pending_hashes, stale, gpus = planned(workers)
+    notebooks, the_plan, workers, pending_hashes, stale, gpus, represented = planned(workers)
     # Keyed by the hashes the planner computed: hashing here would import torch (plan_tasks).
     runs, analyses = the_plan.runs, the_plan.analyses
     # Every run this pass trains, once, by hash: a later stage's plan lists again what an earlier
@@ -416,6 +427,11 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
           + (f"; {_count(len(the_plan.incomplete), 'notebook')} wait for learning-rate searches: "
              f"{', '.join(the_plan.incomplete)}" if the_plan.incomplete else ""),
           flush=True)
+    if any(c.rehearsal for c in pending.values()):
+        copied = sum(map(len, represented.values()))
+        print(f"[reproduce] rehearsal: {len(runs)} planned runs ({len(pending)} to train), "
+              f"{len(pending) - copied} distinct paths trained, the rest ({copied}) copied from them "
+              "(fedrepro.runs.represent)", flush=True)
     if gpus and profile != "paper":
         # Measured on an H100 beside its 16 cores (docs/speed.md, "A GPU"): the stand-in models are
         # too small for a card, whose kernel launches and time-slicing between processes cost more
@@ -449,7 +465,8 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
         return {"profile": profile, "notebooks": {nb: len(h) for nb, h in the_plan.readers.items()},
                 "runs": len(runs), "to_train": len(pending), "stale": stale, "analyses": len(analyses),
                 "waiting_for_searches": list(the_plan.incomplete), "runs_after_searches": later,
-                "estimated_cost": sum(estimate_cost(c) for c in pending.values()), "predicted": predicted}
+                "estimated_cost": sum(estimate_cost(c) for c in pending.values()), "predicted": predicted,
+                "rehearsal_representatives": represented}
 
     out_dir = output_path("notebooks", profile, create=True)
     trace_dir = output_path("trace", profile, create=True)
@@ -480,7 +497,7 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
             searched.update(first.done)
             searched_memory.update(first.memory)
             searched_trained |= first.trained
-            notebooks, the_plan, workers, pending_hashes, stale, gpus = planned(workers)
+            notebooks, the_plan, workers, pending_hashes, stale, gpus, _ = planned(workers)
             runs, analyses = the_plan.runs, the_plan.analyses
             pending.update((h, c) for h, c in runs.items() if h in pending_hashes)
         else:
@@ -506,7 +523,7 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
                 staged = planner.submit(_seed_stage, profile, only, workers, runs_dir, str(output_root())).result()
             if staged is None:
                 break
-            again, (notebooks, the_plan, workers, stage_pending, stale, gpus) = staged
+            again, (notebooks, the_plan, workers, stage_pending, stale, gpus, _) = staged
             runs, analyses = the_plan.runs, the_plan.analyses
             pending.update((h, c) for h, c in runs.items() if h in stage_pending)
             pending_hashes |= stage_pending
@@ -533,7 +550,11 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
     # that were unfinished when the pass was planned (another pass over the same store may have
     # trained some of them meanwhile; their tasks here only waited for that pass's lock).
     own = pool.own()
-    elsewhere = sorted(h for h in pool.done if h in pending and h not in pool.trained)
+    # A rehearsal's stand-ins, as stored: the plan's guess may have met a representative trained meanwhile.
+    represented = _copies(runs_dir, pending)
+    copies = {h for others in represented.values() for h in others}
+    # Copied, not trained, by the pool's workers: not trained elsewhere either.
+    elsewhere = sorted(h for h in pool.done if h in pending and h not in pool.trained and h not in copies)
     report_nbs = []
     for nb in notebooks:
         rel = str(nb.relative_to(nb_root))
@@ -565,6 +586,8 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
         # Stored runs found trained by other code (retrained unless FEDREPRO_STALE=keep) or not checkable.
         "stale_check": stale,
         "unplanned_runs": sum(len(n["unplanned_runs"]) for n in report_nbs),
+        # A rehearsal's runs copied from the one run of their path key that trained (fedrepro.runs.represent).
+        "rehearsal_representatives": represented,
         "notebooks": report_nbs,
         "tasks": {k: round(v, 2) for k, v in own.items()},
         "task_memory_mib": pool.memory,
@@ -628,6 +651,19 @@ def _render_tasks(notebooks: list[Path], nb_root: Path, out_dir: Path, trace_dir
         if nb.name.startswith("99_"):
             tasks.append(Task(f"render:{rel}", call=render(nb, rel), deps=frozenset(others)))
     return tasks
+
+
+def _copies(runs_dir: str, hashes) -> dict[str, list[str]]:
+    """The stored runs among ``hashes`` that a rehearsal copied from a representative, by it:
+    ``{representative hash: [hashes]}`` (:mod:`fedrepro.runs.represent`)."""
+    from ..runs.represent import represented_by  # defers pandas (the store), as the report's other reads do
+
+    out: dict[str, list[str]] = {}
+    for h in sorted(hashes):
+        rep = represented_by(Path(runs_dir) / h)
+        if rep is not None:
+            out.setdefault(rep, []).append(h)
+    return out
 
 
 def _count(n: int, noun: str) -> str:

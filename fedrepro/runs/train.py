@@ -23,7 +23,7 @@ from ..fl.device import resolve_device, torch_threads
 from ..fl.converge import simulate_until_flat
 from ..fl.engine import SimState, simulate, summarize_run, unscored_summary
 from ..fl.seeding import derive_seed, seeded_scope
-from . import archive, fingerprint, prefix, tensorboard
+from . import archive, fingerprint, prefix, represent, tensorboard
 from .catalog import display_path
 from .fingerprint import STALE, UNKNOWN, staleness
 from .inputs import check_run_inputs
@@ -116,9 +116,39 @@ def train_or_load(cfg: RunConfig, trainer: Callable[..., RunResult], *, force_pr
         trace.record("run", hash=cfg.hash(), trained=False)
         log.info("fedrepro: reused %s (its config's stored run; nothing trained)", display_path(store.path(cfg)))
         return res
+    copied = _copy_representative(cfg, store, policy, on_busy)
+    if copied is not None:
+        return copied
     trace.record("run", hash=cfg.hash(), trained=True)
     with memory_errors(cfg):
-        return _build_and_train(cfg, store, trainer, policy, on_busy, device, force_progress, on_round_end)
+        res = _build_and_train(cfg, store, trainer, policy, on_busy, device, force_progress, on_round_end)
+    represent.record(store, cfg, lambda c: is_stale(store, c, policy))  # a rehearsal run: its path key's representative
+    return res
+
+
+def _copy_representative(cfg: RunConfig, store: RunStore, policy: str, on_busy: str) -> RunResult | None:
+    """A rehearsal run stored as a copy of its path key's representative (:mod:`fedrepro.runs.represent`),
+    or None when it has none, or when ``cfg``'s own data differs from the representative's in what a
+    run's state is indexed by (then it trains). Never for a real run."""
+    rep = represent.representative(store, cfg, lambda c: is_stale(store, c, policy))
+    if rep is None:
+        return None
+    check_run_inputs(cfg)
+    ds, part = prepare_data(cfg)
+    own = {"seed": cfg.seed, "partition_hash": part.hash(), "num_clients": part.num_clients,
+           "held_out": list(part.held_out), "num_classes": ds.num_classes, "dataset": ds.name}
+    differs = [k for k in represent.INDEXED_BY if rep.meta.get(k) != own[k]]
+    if differs:
+        log.info("fedrepro: rehearsal run %s trains: its %s differ from its representative %s's", cfg.hash(),
+                 ", ".join(differs), rep.path.name)
+        return None
+    trace.record("run", hash=cfg.hash(), trained=False, represented_by=rep.path.name)
+    with store.claim(cfg, on_busy) as status:
+        if status == "done" and not is_stale(store, cfg, policy):  # another launcher stored it meanwhile
+            return store.load(cfg)
+        if status != "missing":  # a stale copy, or a run begun before it had a representative
+            store.retire(cfg, datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"))
+        return represent.copy_run(store, cfg, rep, own)
 
 
 def is_out_of_memory(e: BaseException) -> bool:
