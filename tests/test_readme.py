@@ -188,10 +188,16 @@ def _sources() -> list[tuple[str, str, list[float]]]:
     floor = _section(speed, floor_heading.group(0))
     order = re.search(r"of\s+the\s+order\s+of\s+(\d+)\s+CPU-hours,\s+about\s+(\d+)\s+hours\s+of\s+both\s+cores", floor)
 
+    opened = json.loads((ROOT / "bench/open_from_archive.json").read_text(encoding="utf-8"))
+    main = opened["notebooks"]["pfedcspc/01_global_and_personalized.ipynb"]
+    assert main["runs_trained"] == 0 and main["read_from_archive"]
+
     archive_mb = round(sum(f.stat().st_size for f in (ROOT / "results").rglob("*") if f.is_file()) / 1e6, 1)
 
     return [
         ("the reference archive's size", r"archive takes (NUM) MB of the repository", [archive_mb]),
+        ("opening pFedCSPC's main notebook from the archive (bench/open_from_archive.json)",
+         r"notebook took (\d+) s on a (\d+)-core machine", [float(max(main["wall_s"])), float(opened["cores"])]),
         ("notebooks on disk", r"\((\d+) notebooks in all", [len(_notebooks_on_disk())]),
         ("the claims' interval level", r"with a (\d+)% interval\.", [level]),
         ("the tour's skewed claim", r"\(Dirichlet α = (NUM)\)\s+clients that train alone beat FedAvg by (NUM) "
