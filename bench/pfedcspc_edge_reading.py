@@ -36,6 +36,7 @@ from fedrepro.papers.verdicts import evaluate_claims
 from fedrepro.runs.archive import Archive, archive_folder
 from fedrepro.runs.store import RunResult
 
+WHAT = "PTA's edge loss (Eq. 7)"
 OURS, LITERAL = "mean-scaled (ours, the FedCSPC code's)", "raw (Eq. 7 read literally)"
 # What each notebook's claims read: its tables (None: notebook 06's alignment rows) and its claims.
 NOTEBOOKS = {
@@ -135,6 +136,7 @@ def main() -> None:
     if "notebooks" not in record:  # the first version held notebook 02 alone, at its top level
         record = {"profile": record.get("profile", args.profile),
                   "notebooks": {"02": record} if record else {}}
+    record["what"] = WHAT  # the results pages name the reading by it (fedrepro.app.results_page.READINGS)
     for nb in chosen:
         names, ids = NOTEBOOKS[nb]
         readings, trained = table_readings(names, args.profile) if names else alignment_readings(args.profile)

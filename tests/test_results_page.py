@@ -660,3 +660,23 @@ def test_a_second_cpu_measurement_is_said_once_with_its_numbers(tmp_path, monkey
     (tmp_path / "bench" / "second_cpu_t.json").write_text("{")
     with pytest.raises(FedreproError):
         results_page._second_cpu_lines()
+
+
+def test_a_paper_page_says_what_another_reading_did_to_its_verdicts():
+    # Issue 54: the verdicts under the other reading of an ambiguous passage, from the committed
+    # measurement (bench/pfedcspc_edge_reading.json), counted claim by claim.
+    import json
+
+    from fedrepro.app.results_page import _reading_lines
+    from fedrepro.env.host import repo_root
+
+    m = json.loads((repo_root() / "bench/pfedcspc_edge_reading.json").read_text())
+    by_claim = [by for s in m["notebooks"].values() for by in s["claims"].values()]
+    same = sum(len({v["verdict"] for v in by.values()}) == 1 for by in by_claim)
+    text = " ".join(_reading_lines("pfedcspc"))
+    assert f"{same} of {len(by_claim)} claims keep their verdict" in text
+    assert "bench/pfedcspc_edge_reading.json" in text
+    for by in by_claim:
+        if len({v["verdict"] for v in by.values()}) > 1:
+            assert all(v["verdict"] in text for v in by.values())
+    assert _reading_lines("fedotp") == []  # no such measurement

@@ -343,6 +343,39 @@ def _second_cpu_lines() -> list[str]:
     return [*lines, ""] if lines else []
 
 
+# Claims measured under another reading of the paper (issue 54: "show the verdict under the other
+# reading where it matters"): bench/<paper>_<what>_reading.json, one section per notebook, each claim's
+# verdict under each reading (bench/pfedcspc_edge_reading.py writes pFedCSPC's).
+READINGS = "bench/{paper}_*_reading.json"
+
+
+def _reading_lines(paper: str) -> list[str]:
+    """A sentence per committed other-reading measurement of ``paper`` (:data:`READINGS`): how many of
+    its claims keep their verdict under both readings, and each one that changes."""
+    lines = []
+    for path in sorted(repo_root().glob(READINGS.format(paper=paper))):
+        m = read_json_file(path, "other-reading measurement", f"run {path.with_suffix('.py').name} again",
+                           {"notebooks": dict})
+        same, changed, readings = 0, [], []
+        for nb, section in sorted(m["notebooks"].items()):
+            for cid, by in sorted((section.get("claims") or {}).items()):
+                verdicts = [(r, (v or {}).get("verdict")) for r, v in by.items()]
+                readings = readings or [r for r, _ in verdicts]
+                if len({v for _, v in verdicts}) == 1:
+                    same += 1
+                else:
+                    changed.append(f"`{cid}` " + " → ".join(f"{v} ({r})" for r, v in verdicts))
+        if not same and not changed:
+            continue
+        notebooks = ", ".join(sorted(m["notebooks"]))
+        what = f" of {m['what']}" if isinstance(m.get("what"), str) else ""
+        lines.append(f"Measured under another reading{what} (notebooks {notebooks}; readings: {'; '.join(readings)}): "
+                     f"{same} of {same + len(changed)} claims keep their verdict"
+                     + (f"; changed: {'; '.join(changed)}" if changed else "")
+                     + f" (`{path.relative_to(repo_root())}`).")
+    return [*lines, ""] if lines else []
+
+
 def _rerun_rule() -> list[str]:
     """What the :data:`RERUN_COLUMN` says, once per page; the strengths' thresholds read off
     :data:`fedrepro.claims.replication.STRENGTHS`."""
@@ -480,7 +513,7 @@ def paper_page(paper: str, profile: str, claims, timings: dict | None, commit: s
     lines = [f"# {paper}: results at the {profile} profile", "", f"{_title(paper)}.", "",
              f"**What holds.** {what_holds(paper, group.to_dict('records'))}", "",
              *_pass_lines(profile, timings, commit),
-             *_verdict_rule(), *_rerun_rule(), *_second_cpu_lines(),
+             *_verdict_rule(), *_rerun_rule(), *_second_cpu_lines(), *_reading_lines(paper),
              "Verdicts: " + ", ".join(f"{int(counts.get(v, 0))} {v}" for v in shown_verdicts(group["verdict"]))
              + f" of {len(group)} claims.",
              "", "## Claims", "",

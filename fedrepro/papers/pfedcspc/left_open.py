@@ -37,6 +37,7 @@ LEFT_OPEN: tuple[Open, ...] = (
          "Eq. 7 compares raw distances, which makes the loss depend on the features' scale; read literally it shrank "
          "the encoder's inter-class distances 2-4× in 12 laptop rounds. Our reading divides each side's distances by "
          "their mean, as the FedCSPC code does, keeping the paper's pairs and |gap| (method.args.edge_scale; "
-         "\"none\" is the literal reading). Notebook 02's claims under both readings, the literal one's PTA rows "
-         "trained again: bench/pfedcspc_edge_reading.json (bench/pfedcspc_edge_reading.py).", ("laptop", "paper")),
+         "\"none\" is the literal reading). The claims of notebooks 02, 05 and 06, whose runs train PTA's loss, "
+         "under both readings, the literal one's runs trained again: bench/pfedcspc_edge_reading.json "
+         "(bench/pfedcspc_edge_reading.py; the opening of this page counts them).", ("laptop", "paper")),
 )
