@@ -551,7 +551,8 @@ def _reproduce(profile: str, only: str | None, kernel: str, workers: int | None,
     # trained some of them meanwhile; their tasks here only waited for that pass's lock).
     own = pool.own()
     # A rehearsal's stand-ins, as stored: the plan's guess may have met a representative trained meanwhile.
-    represented = _copies(runs_dir, pending)
+    # (A real run is never a copy: a pass without rehearsal runs reads no run's meta.json for it.)
+    represented = _copies(runs_dir, pending) if any(c.rehearsal for c in pending.values()) else {}
     copies = {h for others in represented.values() for h in others}
     # Copied, not trained, by the pool's workers: not trained elsewhere either.
     elsewhere = sorted(h for h in pool.done if h in pending and h not in pool.trained and h not in copies)
