@@ -42,14 +42,18 @@ def test_a_run_missing_from_the_store_is_read_from_the_archive_as_it_was_trained
     assert a.drop(columns=["path"]).equals(b.drop(columns=["path"]))
 
 
-def test_with_the_archive_off_a_restored_run_is_trained_and_gives_the_same_numbers(archived, monkeypatch):
+def test_with_the_archive_off_a_restored_run_is_trained_and_gives_the_same_numbers(archived, monkeypatch, caplog):
     cfg, res, folder, fresh = archived
     fedrepro.run(fresh)  # restored
     monkeypatch.setenv(archive.ENV, "off")
     assert [c.hash() for c in pending([fresh])] == [fresh.hash()]
-    trained = fedrepro.run(fresh)
+    with caplog.at_level("WARNING", logger="fedrepro"):
+        trained = fedrepro.run(fresh)
     assert not trained.archived and trained.summary["final_acc_mean"] == res.summary["final_acc_mean"]
     trained.final_state()  # weights exist now
+    # The log says why it trains again: the archive, not other code (which it was not trained by).
+    said = " ".join(r.getMessage() for r in caplog.records if "training it anew" in r.getMessage())
+    assert "came from the reference archive (FEDREPRO_ARCHIVE=off" in said and "other code" not in said
 
 
 def test_the_archive_off_restores_nothing(archived, monkeypatch):

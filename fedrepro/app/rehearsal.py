@@ -31,9 +31,8 @@ ResNet-10 99 of 231, ResNet-18 152 of 177, pFedCSPC's CNN 85 of 95, FedPFT's Res
 **The cost table.** A rehearsal run trains one mini-batch per sampled client in each round, so its
 second round's training time over its sampled clients is the time of one client step on its model
 (the first round pays the warm-up; for a CLIP method, a client sampled for the first time also
-encodes its (cut) split, and the CLIP prompt methods' loop does not stop at ``max_local_batches``, so
-a few-shot client of more images than a batch takes two steps: its step is an upper bound; a
-PEP-FedPT step also holds CCMP's prototype pass over the client's cut split). :func:`step_times` takes the median over
+encodes its (cut) split; a PEP-FedPT step also holds CCMP's prototype pass over the client's cut
+split, so its step is an upper bound). :func:`step_times` takes the median over
 the rehearsal's runs of each model; :func:`predicted_seconds` multiplies it by the client steps of the paper run a
 rehearsal stands for (rounds × clients a round × local epochs × mini-batches per client). Summed per
 notebook, that is :func:`cost_table`, which the pass writes to :func:`cost_path` under the output

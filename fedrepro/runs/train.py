@@ -98,6 +98,16 @@ def is_stale(store: RunStore, cfg: RunConfig, policy: str) -> bool:
     return True
 
 
+def why_retrained(store: RunStore, cfg: RunConfig) -> str:
+    """What the log says of a stored run :func:`is_stale` sends back to training: a run restored from
+    the reference archive was not trained by other code, it has no model weights and does not count
+    as trained under the archive policy in force."""
+    if archive.is_archived(store.path(cfg)):
+        return (f"came from the reference archive (FEDREPRO_ARCHIVE={archive.policy()}: not counted as "
+                "trained here, and it keeps no model weights)")
+    return "was trained by other code"
+
+
 def train_or_load(cfg: RunConfig, trainer: Callable[..., RunResult], *, force_progress: bool | None = None,
                   on_round_end=None, on_busy: str = "wait", on_stale: str | None = None,
                   store: RunStore | None = None) -> RunResult:
@@ -191,8 +201,9 @@ def _build_and_train(cfg: RunConfig, store: RunStore, trainer, policy: str, on_b
         method = make_method(cfg, ds, device)
         with store.claim(cfg, on_busy) as status:
             if status != "missing" and is_stale(store, cfg, policy):  # a stale checkpoint is not resumed either
-                log.warning("fedrepro: run %s was trained by other code; moved to %s, training it anew",
-                            store.path(cfg), store.retire(cfg, datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")))
+                why = why_retrained(store, cfg)
+                log.warning("fedrepro: run %s %s; moved to %s, training it anew", store.path(cfg), why,
+                            store.retire(cfg, datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")))
                 status = "missing"
             if status == "done":  # another launcher finished it while this one waited
                 return store.load(cfg)
