@@ -280,7 +280,7 @@ class RaySession:
 
     def _start(self, q: _Queued) -> None:
         """Claim the run; skip it when stored (or held by another process); else ship it to Ray."""
-        from ..runs.train import is_stale as _is_stale, why_retrained
+        from ..runs.train import is_stale as _is_stale, retire_for_training
         from ..runs.store import PARTIAL_FILES, RunStore, read_files
 
         cfg, fut = q.cfg, q.future
@@ -296,11 +296,7 @@ class RaySession:
                 self._settle(cfg, fut, RunOutcome("busy"))
                 return
             if status != "missing" and _is_stale(store, cfg, self.policy):
-                from datetime import datetime, timezone
-
-                why = why_retrained(store, cfg)
-                moved = store.retire(cfg, datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"))
-                log.warning("fedrepro: run %s %s; moved to %s, training it anew", store.path(cfg), why, moved)
+                retire_for_training(store, cfg)
                 status = "missing"
             if status == "done":
                 lock.close()

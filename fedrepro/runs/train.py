@@ -98,14 +98,18 @@ def is_stale(store: RunStore, cfg: RunConfig, policy: str) -> bool:
     return True
 
 
-def why_retrained(store: RunStore, cfg: RunConfig) -> str:
-    """What the log says of a stored run :func:`is_stale` sends back to training: a run restored from
+def retire_for_training(store: RunStore, cfg: RunConfig) -> Path:
+    """Move aside a stored run :func:`is_stale` sends back to training and log why: a run restored from
     the reference archive was not trained by other code, it has no model weights and does not count
-    as trained under the archive policy in force."""
+    as trained under the archive policy in force. Returns where the old folder went."""
     if archive.is_archived(store.path(cfg)):
-        return (f"came from the reference archive (FEDREPRO_ARCHIVE={archive.policy()}: not counted as "
-                "trained here, and it keeps no model weights)")
-    return "was trained by other code"
+        why = (f"came from the reference archive (FEDREPRO_ARCHIVE={archive.policy()}: not counted as "
+               "trained here, and it keeps no model weights)")
+    else:
+        why = "was trained by other code"
+    moved = store.retire(cfg, datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"))
+    log.warning("fedrepro: run %s %s; moved to %s, training it anew", store.path(cfg), why, moved)
+    return moved
 
 
 def train_or_load(cfg: RunConfig, trainer: Callable[..., RunResult], *, force_progress: bool | None = None,
@@ -201,9 +205,7 @@ def _build_and_train(cfg: RunConfig, store: RunStore, trainer, policy: str, on_b
         method = make_method(cfg, ds, device)
         with store.claim(cfg, on_busy) as status:
             if status != "missing" and is_stale(store, cfg, policy):  # a stale checkpoint is not resumed either
-                why = why_retrained(store, cfg)
-                log.warning("fedrepro: run %s %s; moved to %s, training it anew", store.path(cfg), why,
-                            store.retire(cfg, datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")))
+                retire_for_training(store, cfg)
                 status = "missing"
             if status == "done":  # another launcher finished it while this one waited
                 return store.load(cfg)
